@@ -1,0 +1,265 @@
+#include "engine/cpu/matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define TS_HAVE_AVX2 1
+#endif
+
+namespace ts::cpu {
+namespace {
+
+constexpr int kSkinnyRows = 8;   // up to this many rows: stream W once
+constexpr int kMr = 6;           // micro-tile rows
+constexpr int kNr = 16;          // micro-tile columns (two 8-float vectors)
+constexpr int kKc = 256;         // k-block kept hot in L1/L2
+constexpr int kNc = 256;         // columns per task (packed panel of W)
+
+// ---- skinny path: y[r, n0:n1] = sum_k x[r,k] * w[k, n0:n1] ----
+void skinny_block(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
+                  int n0, int n1) {
+  for (int r = 0; r < m; ++r) {
+    float* yr = y + static_cast<size_t>(r) * n;
+    if (bias) {
+      std::memcpy(yr + n0, bias + n0, sizeof(float) * (n1 - n0));
+    } else {
+      std::fill(yr + n0, yr + n1, 0.0f);
+    }
+  }
+  // Four rows of W per pass so each y element is loaded/stored once per 4 FMAs.
+  int kk = 0;
+  for (; kk + 4 <= k; kk += 4) {
+    const float* w0 = w + static_cast<size_t>(kk) * n;
+    const float* w1 = w0 + n;
+    const float* w2 = w1 + n;
+    const float* w3 = w2 + n;
+    for (int r = 0; r < m; ++r) {
+      const float* xr = x + static_cast<size_t>(r) * k + kk;
+      float* yr = y + static_cast<size_t>(r) * n;
+      int j = n0;
+#ifdef TS_HAVE_AVX2
+      const __m256 a0 = _mm256_set1_ps(xr[0]), a1 = _mm256_set1_ps(xr[1]);
+      const __m256 a2 = _mm256_set1_ps(xr[2]), a3 = _mm256_set1_ps(xr[3]);
+      for (; j + 8 <= n1; j += 8) {
+        __m256 acc = _mm256_loadu_ps(yr + j);
+        acc = _mm256_fmadd_ps(a0, _mm256_loadu_ps(w0 + j), acc);
+        acc = _mm256_fmadd_ps(a1, _mm256_loadu_ps(w1 + j), acc);
+        acc = _mm256_fmadd_ps(a2, _mm256_loadu_ps(w2 + j), acc);
+        acc = _mm256_fmadd_ps(a3, _mm256_loadu_ps(w3 + j), acc);
+        _mm256_storeu_ps(yr + j, acc);
+      }
+#endif
+      for (; j < n1; ++j) {
+        float acc = yr[j];
+        acc = std::fma(xr[0], w0[j], acc);
+        acc = std::fma(xr[1], w1[j], acc);
+        acc = std::fma(xr[2], w2[j], acc);
+        yr[j] = std::fma(xr[3], w3[j], acc);
+      }
+    }
+  }
+  for (; kk < k; ++kk) {
+    const float* w0 = w + static_cast<size_t>(kk) * n;
+    for (int r = 0; r < m; ++r) {
+      const float a = x[static_cast<size_t>(r) * k + kk];
+      float* yr = y + static_cast<size_t>(r) * n;
+      for (int j = n0; j < n1; ++j) yr[j] = std::fma(a, w0[j], yr[j]);
+    }
+  }
+}
+
+// ---- packed path ----
+// Packs W[k0:k0+kc, n0:n0+nc] into panels of kNr columns: panel p holds
+// kc rows of 16 contiguous floats (zero padded past n).
+void pack_w(const float* w, int n, int k0, int kc, int n0, int nc, float* packed) {
+  const int panels = (nc + kNr - 1) / kNr;
+  for (int p = 0; p < panels; ++p) {
+    const int c0 = n0 + p * kNr;
+    const int cols = std::min(kNr, n0 + nc - c0);
+    float* dst = packed + static_cast<size_t>(p) * kc * kNr;
+    for (int kk = 0; kk < kc; ++kk) {
+      const float* src = w + static_cast<size_t>(k0 + kk) * n + c0;
+      float* d = dst + static_cast<size_t>(kk) * kNr;
+      std::memcpy(d, src, sizeof(float) * cols);
+      for (int c = cols; c < kNr; ++c) d[c] = 0.0f;
+    }
+  }
+}
+
+// acc[kMr][kNr] += sum over kc of x[r, k0+kk] * panel[kk][:], one FMA per k
+// in order: the same rounding as the skinny path, so a decode step and a
+// prefill give bit-identical results for the same row.
+void micro_kernel(const float* x, int ldx, int rows, const float* panel, int kc, float* acc) {
+#ifdef TS_HAVE_AVX2
+  __m256 c[kMr][2];
+  for (int r = 0; r < kMr; ++r) {
+    c[r][0] = _mm256_loadu_ps(acc + r * kNr);
+    c[r][1] = _mm256_loadu_ps(acc + r * kNr + 8);
+  }
+  const float* xr[kMr];
+  for (int r = 0; r < kMr; ++r) xr[r] = x + static_cast<size_t>(std::min(r, rows - 1)) * ldx;
+  for (int kk = 0; kk < kc; ++kk) {
+    const __m256 b0 = _mm256_loadu_ps(panel + kk * kNr);
+    const __m256 b1 = _mm256_loadu_ps(panel + kk * kNr + 8);
+    for (int r = 0; r < kMr; ++r) {
+      const __m256 a = _mm256_broadcast_ss(xr[r] + kk);
+      c[r][0] = _mm256_fmadd_ps(a, b0, c[r][0]);
+      c[r][1] = _mm256_fmadd_ps(a, b1, c[r][1]);
+    }
+  }
+  for (int r = 0; r < kMr; ++r) {
+    _mm256_storeu_ps(acc + r * kNr, c[r][0]);
+    _mm256_storeu_ps(acc + r * kNr + 8, c[r][1]);
+  }
+#else
+  for (int r = 0; r < kMr; ++r) {
+    const float* xr = x + static_cast<size_t>(std::min(r, rows - 1)) * ldx;
+    for (int c = 0; c < kNr; ++c) {
+      float s = acc[r * kNr + c];
+      for (int kk = 0; kk < kc; ++kk) s = std::fma(xr[kk], panel[kk * kNr + c], s);
+      acc[r * kNr + c] = s;
+    }
+  }
+#endif
+}
+
+void packed_block(const float* x, int m0, int m1, int k, const float* w, int n, const float* bias,
+                  float* y, int n0, int n1, std::vector<float>& packed) {
+  const int nc = n1 - n0;
+  const int panels = (nc + kNr - 1) / kNr;
+  packed.resize(static_cast<size_t>(panels) * kKc * kNr);
+  alignas(32) float acc[kMr * kNr];
+  for (int k0 = 0; k0 < k; k0 += kKc) {
+    const int kc = std::min(kKc, k - k0);
+    pack_w(w, n, k0, kc, n0, nc, packed.data());
+    for (int r0 = m0; r0 < m1; r0 += kMr) {
+      const int rows = std::min(kMr, m1 - r0);
+      for (int p = 0; p < panels; ++p) {
+        const int c0 = n0 + p * kNr;
+        const int cols = std::min(kNr, n1 - c0);
+        for (int r = 0; r < kMr; ++r) {
+          float* ar = acc + r * kNr;
+          const float* yr = y + static_cast<size_t>(r0 + std::min(r, rows - 1)) * n + c0;
+          for (int c = 0; c < kNr; ++c) {
+            if (c >= cols) ar[c] = 0.0f;
+            else if (k0 > 0) ar[c] = yr[c];
+            else ar[c] = bias ? bias[c0 + c] : 0.0f;
+          }
+        }
+        micro_kernel(x + static_cast<size_t>(r0) * k + k0, k, rows,
+                     packed.data() + static_cast<size_t>(p) * kc * kNr, kc, acc);
+        for (int r = 0; r < rows; ++r)
+          std::memcpy(y + static_cast<size_t>(r0 + r) * n + c0, acc + r * kNr, sizeof(float) * cols);
+      }
+    }
+  }
+}
+
+#ifdef TS_HAVE_AVX2
+float horizontal_sum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v);
+  __m128 hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_hadd_ps(lo, lo);
+  lo = _mm_hadd_ps(lo, lo);
+  return _mm_cvtss_f32(lo);
+}
+#endif
+
+// y[r, j] for j in [j0, j1): dot(x[r], b[j]); four rows of b at a time.
+void transposed_block(const float* x, int m, int k, const float* b, int n, float* y, int j0,
+                      int j1) {
+  for (int r0 = 0; r0 < m; r0 += 4) {
+    const int rows = std::min(4, m - r0);
+    int j = j0;
+#ifdef TS_HAVE_AVX2
+    if (k % 8 == 0) {
+      for (; j + 4 <= j1; j += 4) {
+        __m256 acc[4][4];
+        for (auto& row : acc)
+          for (auto& a : row) a = _mm256_setzero_ps();
+        for (int kk = 0; kk < k; kk += 8) {
+          __m256 bv[4];
+          for (int t = 0; t < 4; ++t) bv[t] = _mm256_loadu_ps(b + static_cast<size_t>(j + t) * k + kk);
+          for (int r = 0; r < rows; ++r) {
+            const __m256 xv = _mm256_loadu_ps(x + static_cast<size_t>(r0 + r) * k + kk);
+            for (int t = 0; t < 4; ++t) acc[r][t] = _mm256_fmadd_ps(xv, bv[t], acc[r][t]);
+          }
+        }
+        for (int r = 0; r < rows; ++r)
+          for (int t = 0; t < 4; ++t)
+            y[static_cast<size_t>(r0 + r) * n + j + t] = horizontal_sum(acc[r][t]);
+      }
+    }
+#endif
+    for (; j < j1; ++j) {
+      const float* bj = b + static_cast<size_t>(j) * k;
+      for (int r = 0; r < rows; ++r) {
+        const float* xr = x + static_cast<size_t>(r0 + r) * k;
+        float s = 0.0f;
+        for (int kk = 0; kk < k; ++kk) s += xr[kk] * bj[kk];
+        y[static_cast<size_t>(r0 + r) * n + j] = s;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmul(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
+            ThreadPool& pool) {
+  if (m <= 0 || n <= 0) return;
+  if (m <= kSkinnyRows) {
+    // Split columns into chunks of whole cache lines, a few per thread.
+    const int chunk = std::max(64, ((n / (pool.size() * 4)) + 15) / 16 * 16);
+    const int tasks = (n + chunk - 1) / chunk;
+    pool.parallel_for(tasks, [&](int t) {
+      const int n0 = t * chunk;
+      skinny_block(x, m, k, w, n, bias, y, n0, std::min(n, n0 + chunk));
+    });
+    return;
+  }
+  // Tasks tile both columns and rows so small outputs still feed every thread.
+  const int col_tasks = (n + kNc - 1) / kNc;
+  const int want = 4 * pool.size();
+  const int row_tasks_wanted = std::max(1, (want + col_tasks - 1) / col_tasks);
+  const int rows_per_task =
+      std::max(4 * kMr, ((m + row_tasks_wanted - 1) / row_tasks_wanted + kMr - 1) / kMr * kMr);
+  const int row_tasks = (m + rows_per_task - 1) / rows_per_task;
+  pool.parallel_for(col_tasks * row_tasks, [&](int t) {
+    thread_local std::vector<float> packed;
+    const int n0 = (t % col_tasks) * kNc;
+    const int m0 = (t / col_tasks) * rows_per_task;
+    packed_block(x, m0, std::min(m, m0 + rows_per_task), k, w, n, bias, y, n0,
+                 std::min(n, n0 + kNc), packed);
+  });
+}
+
+void matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y,
+                       ThreadPool& pool) {
+  if (m <= 0 || n <= 0) return;
+  const int chunk = 256;
+  const int tasks = (n + chunk - 1) / chunk;
+  pool.parallel_for(tasks, [&](int t) {
+    const int j0 = t * chunk;
+    transposed_block(x, m, k, b, n, y, j0, std::min(n, j0 + chunk));
+  });
+}
+
+void matmul_reference(const float* x, int m, int k, const float* w, int n, const float* bias,
+                      float* y) {
+  for (int r = 0; r < m; ++r) {
+    for (int c = 0; c < n; ++c) {
+      double s = bias ? bias[c] : 0.0;
+      for (int kk = 0; kk < k; ++kk)
+        s += double(x[static_cast<size_t>(r) * k + kk]) * w[static_cast<size_t>(kk) * n + c];
+      y[static_cast<size_t>(r) * n + c] = static_cast<float>(s);
+    }
+  }
+}
+
+}  // namespace ts::cpu

@@ -1,0 +1,23 @@
+#pragma once
+// fp32 matrix products of the CPU backend.
+#include "util/thread_pool.h"
+
+namespace ts::cpu {
+
+// Y[M,N] = X[M,K] * W[K,N] (+ bias[N]); W row-major [in, out] (Conv1D).
+// Small M (decode: one row per lane) streams W once; large M (prefill) runs
+// a packed, register-blocked kernel.
+void matmul(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
+            ThreadPool& pool);
+
+// Y[M,N] = X[M,K] * B[N,K]^T: rows of B are dotted with rows of X
+// (the tied unembedding: logits = h * wte^T).
+void matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y,
+                       ThreadPool& pool);
+
+// Plain triple loops in double precision: the reference the fast paths are
+// tested against.
+void matmul_reference(const float* x, int m, int k, const float* w, int n, const float* bias,
+                      float* y);
+
+}  // namespace ts::cpu

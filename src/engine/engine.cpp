@@ -1,0 +1,100 @@
+#include "engine/engine.h"
+
+#include <chrono>
+
+#include "util/error.h"
+
+namespace ts {
+namespace {
+
+KvCacheShape make_shape(const ModelConfig& cfg, int cache_tokens, int block_size) {
+  if (cache_tokens <= 0) throw Error("KV cache capacity must be positive");
+  KvCacheShape shape;
+  shape.n_layer = cfg.n_layer;
+  shape.n_head = cfg.n_head;
+  shape.head_dim = cfg.head_dim();
+  shape.block_size = block_size;
+  shape.num_blocks = (cache_tokens + block_size - 1) / block_size;
+  return shape;
+}
+
+}  // namespace
+
+Engine::Engine(std::shared_ptr<const ModelWeights> weights, std::unique_ptr<Backend> backend,
+               int cache_tokens, int block_size)
+    : weights_(std::move(weights)),
+      backend_(std::move(backend)),
+      cache_(make_shape(weights_->config, cache_tokens, block_size)) {
+  backend_->init_cache(cache_.shape());
+}
+
+ForwardResult Engine::forward(const std::vector<ForwardRequest>& requests,
+                              const ForwardOptions& options) {
+  const ModelConfig& cfg = config();
+  if (requests.empty()) throw Error("forward: no sequences to run");
+  for (const ForwardRequest& r : requests) {
+    if (!cache_.contains(r.seq)) throw Error("forward: unknown sequence " + std::to_string(r.seq));
+    if (r.tokens.empty()) throw Error("forward: no new tokens");
+    for (int t : r.tokens)
+      if (t < 0 || t >= cfg.vocab_size)
+        throw Error("token id " + std::to_string(t) + " outside the vocabulary (0.." +
+                    std::to_string(cfg.vocab_size - 1) + ")");
+    const long long total = static_cast<long long>(cache_.length(r.seq)) + r.tokens.size();
+    if (total > cfg.n_ctx)
+      throw Error("context full: " + std::to_string(total) + " tokens exceed the model's context of " +
+                  std::to_string(cfg.n_ctx));
+  }
+  // A sequence may appear once per step; two requests on one cache sequence
+  // would write the same positions.
+  for (size_t i = 0; i < requests.size(); ++i)
+    for (size_t j = i + 1; j < requests.size(); ++j)
+      if (requests[i].seq == requests[j].seq) throw Error("forward: sequence given twice");
+
+  ForwardResult result;
+  std::vector<BatchEntry> batch(requests.size());
+  std::vector<EntryShape> shapes;
+  size_t appended = 0;
+  try {
+    for (; appended < requests.size(); ++appended) {
+      const ForwardRequest& r = requests[appended];
+      const int start = cache_.length(r.seq);
+      AppendPlan plan = cache_.append(r.seq, static_cast<int>(r.tokens.size()));
+      backend_->copy_blocks(plan.copies);
+      BatchEntry& b = batch[appended];
+      b.seq = r.seq;
+      b.tokens = r.tokens;
+      b.start_pos = start;
+      b.slots = plan.slots;
+      b.block_table = cache_.block_table(r.seq);
+      result.start_pos.push_back(start);
+      result.plans.push_back(std::move(plan));
+      shapes.push_back({start, static_cast<int>(r.tokens.size()),
+                        options.all_logits ? static_cast<int>(r.tokens.size()) : 1});
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    backend_->forward(batch, options, result.outputs);
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } catch (...) {
+    // Undo every reservation made for this step, newest first.
+    for (size_t i = appended; i-- > 0;) cache_.truncate(batch[i].seq, batch[i].start_pos);
+    throw;
+  }
+  result.cost = estimate_step_cost(cfg, shapes);
+  return result;
+}
+
+ForwardResult Engine::forward_scratch(const std::vector<int>& tokens,
+                                      const ForwardOptions& options) {
+  const SeqId seq = cache_.create();
+  try {
+    ForwardResult r = forward({ForwardRequest{seq, tokens}}, options);
+    cache_.release(seq);
+    return r;
+  } catch (...) {
+    cache_.release(seq);
+    throw;
+  }
+}
+
+}  // namespace ts

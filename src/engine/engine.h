@@ -1,0 +1,57 @@
+#pragma once
+// The engine: weights + one backend + the paged KV cache bookkeeping.
+// forward() is the single entry point for prefill (one request, n tokens)
+// and decode (k requests, one token each). It reserves cache slots,
+// runs the backend and rolls the cache back if anything fails, so a
+// refused step leaves every sequence exactly as it was.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/cost_model.h"
+#include "engine/kv_cache.h"
+#include "model/weights.h"
+
+namespace ts {
+
+struct ForwardRequest {
+  SeqId seq = -1;
+  std::vector<int> tokens;
+};
+
+struct ForwardResult {
+  std::vector<EntryOutput> outputs;  // one per request
+  std::vector<AppendPlan> plans;     // slots each request wrote, copies made
+  std::vector<int> start_pos;        // cached tokens before the step
+  double seconds = 0;                // wall time of the backend forward
+  StepCost cost;
+};
+
+class Engine {
+ public:
+  // cache_tokens: capacity of the paged KV cache in tokens (rounded up to blocks).
+  Engine(std::shared_ptr<const ModelWeights> weights, std::unique_ptr<Backend> backend,
+         int cache_tokens, int block_size = 16);
+
+  const ModelConfig& config() const { return weights_->config; }
+  const ModelWeights& weights() const { return *weights_; }
+  std::shared_ptr<const ModelWeights> shared_weights() const { return weights_; }
+  Backend& backend() { return *backend_; }
+  const Backend& backend() const { return *backend_; }
+  KvCacheManager& cache() { return cache_; }
+  const KvCacheManager& cache() const { return cache_; }
+
+  ForwardResult forward(const std::vector<ForwardRequest>& requests, const ForwardOptions& options);
+
+  // Runs tokens through a temporary sequence released afterwards: the cache-off
+  // decode, recomputation of trace data beyond the budget, evaluation.
+  ForwardResult forward_scratch(const std::vector<int>& tokens, const ForwardOptions& options);
+
+ private:
+  std::shared_ptr<const ModelWeights> weights_;
+  std::unique_ptr<Backend> backend_;
+  KvCacheManager cache_;
+};
+
+}  // namespace ts
