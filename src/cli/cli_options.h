@@ -1,0 +1,33 @@
+#pragma once
+// Command line of tokenscope-cli.
+#include <string>
+#include <vector>
+
+#include "sampling/sampling_params.h"
+#include "session/model_setup.h"
+#include "session/session.h"
+
+namespace ts::cli {
+
+struct CliOptions {
+  ModelSetupOptions setup;
+  std::string prompt = "Today's weather is so";
+  int steps = 16;                          // decode steps after prefill
+  std::vector<SamplingParams> strategies;  // one per lane; empty = greedy
+  bool interactive = false;
+  std::string json_file;
+  bool json_full_logits = false;
+  bool record_attention = true;
+  bool kv_cache = true;
+  int top = 5;                             // alternatives printed per step
+  std::string eval_loss_file;              // --eval-loss: print loss and exit
+  int eval_window = 0;                     // 0: the model's context
+  bool quiet = false;
+  bool help = false;
+};
+
+// Throws ts::Error with a one-line message for an unknown flag or bad value.
+CliOptions parse_cli(int argc, char** argv);
+std::string cli_help();
+
+}  // namespace ts::cli

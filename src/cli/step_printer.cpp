@@ -1,0 +1,66 @@
+#include "cli/step_printer.h"
+
+#include <cstdio>
+#include <ostream>
+
+#include "model/token_display.h"
+#include "sampling/distribution.h"
+
+namespace ts::cli {
+namespace {
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string quoted_piece(const Tokenizer& tok, int id) {
+  return "\"" + display_piece(tok.token_bytes(id)) + "\"";
+}
+
+}  // namespace
+
+void print_step(std::ostream& out, const Session& session, const StepTrace& step, int top) {
+  const Tokenizer& tok = session.tokenizer();
+  const int inputs = step.lanes.empty() ? 0 : step.lanes.front().rows();
+  out << "[" << phase_name(step.phase);
+  if (step.phase == Phase::kDecode) out << " " << step.index;
+  out << "] ";
+  if (step.phase == Phase::kPrefill)
+    out << inputs << " tokens in one pass";
+  else
+    out << step.lanes.size() << (step.lanes.size() == 1 ? " lane" : " lanes") << ", 1 token each";
+  if (!step.kv_cache) out << " (KV cache off: " << step.recomputed_tokens << " tokens recomputed)";
+  out << " | " << fmt("%.2f", step.seconds * 1e3) << " ms on " << step.backend << " | "
+      << fmt("%.3f", step.cost.flops * 1e-9) << " GFLOP, " << fmt("%.1f", step.cost.bytes() * 1e-6)
+      << " MB moved\n";
+  const KvOccupancy& kv = step.kv_after;
+  out << "  KV cache: " << kv.blocks_used << "/" << kv.blocks_total << " blocks used ("
+      << kv.blocks_shared << " shared), " << fmt("%.1f", kv.bytes_per_layer_used / 1024.0)
+      << " KiB per layer, " << kv.wasted_slots << " empty slots in last blocks\n";
+  for (const LaneStep& ls : step.lanes) {
+    const std::vector<float> probs = softmax(ls.logits);
+    out << "  ";
+    if (step.lanes.size() > 1 || session.lanes().size() > 1) out << "lane " << ls.lane << ": ";
+    out << "chose " << quoted_piece(tok, ls.chosen_token) << " (p "
+        << fmt("%.3f", probs[ls.chosen_token]) << ")";
+    if (ls.params.do_sample) out << " u=" << fmt("%.4f", ls.uniform);
+    out << " | top:";
+    for (int id : top_n(ls.logits, top))
+      out << " " << quoted_piece(tok, id) << " " << fmt("%.3f", probs[id]);
+    out << "\n";
+  }
+}
+
+void print_lanes_text(std::ostream& out, const Session& session) {
+  const Tokenizer& tok = session.tokenizer();
+  for (const Lane& lane : session.lanes()) {
+    if (session.lanes().size() > 1) out << "lane " << lane.id << " (" << describe(lane.params) << "): ";
+    out << session.prompt_text() << tok.decode(lane.generated);
+    if (!lane.stop_reason.empty()) out << "   [" << lane.stop_reason << "]";
+    out << "\n";
+  }
+}
+
+}  // namespace ts::cli

@@ -1,0 +1,109 @@
+#include "trace/json_export.h"
+
+#include <cmath>
+
+#include "sampling/distribution.h"
+#include "sampling/sampling_pipeline.h"
+
+namespace ts {
+
+using nlohmann::json;
+
+json kv_occupancy_to_json(const KvOccupancy& kv) {
+  json seqs = json::array();
+  for (const SequenceOccupancy& s : kv.sequences)
+    seqs.push_back({{"id", s.id},
+                    {"tokens", s.tokens},
+                    {"block_table", s.block_table},
+                    {"wasted_slots", s.wasted_slots}});
+  return {{"blocks_total", kv.blocks_total},   {"blocks_used", kv.blocks_used},
+          {"blocks_shared", kv.blocks_shared}, {"blocks_free", kv.blocks_free},
+          {"block_size", kv.block_size},       {"bytes_per_layer_used", kv.bytes_per_layer_used},
+          {"bytes_per_layer_capacity", kv.bytes_per_layer_capacity},
+          {"wasted_slots", kv.wasted_slots},   {"sequences", seqs}};
+}
+
+namespace {
+
+json params_to_json(const SamplingParams& p) {
+  return {{"strategy", format_strategy(p)}, {"do_sample", p.do_sample},
+          {"temperature", p.temperature},   {"top_k", p.top_k},
+          {"top_p", p.top_p},               {"min_p", p.min_p},
+          {"repetition_penalty", p.repetition_penalty}, {"seed", p.seed}};
+}
+
+// JSON has no infinity: removed tokens are written as null.
+json finite_or_null(float v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
+  const std::vector<float> probs = softmax(ls.logits);
+  json top = json::array();
+  for (int id : top_n(ls.logits, options.top_n))
+    top.push_back({{"id", id}, {"logit", ls.logits[id]}, {"prob", probs[id]}});
+  // The stages are recomputed from the stored logits: sample_next is pure.
+  const SamplingRecord rec = sample_next(ls.logits, ls.context_ids, ls.params, ls.step_index);
+  json stages = json::array();
+  for (const StageRecord& s : rec.stages)
+    stages.push_back({{"name", s.name},
+                      {"active", s.active},
+                      {"kept", s.kept},
+                      {"removed_here", s.removed_here}});
+  json draw = {{"greedy", rec.draw.greedy},
+               {"uniform", rec.draw.uniform},
+               {"chosen_token", rec.draw.chosen_token},
+               {"chosen_prob", rec.draw.chosen_prob}};
+  json j = {{"lane", ls.lane},
+            {"input_tokens", ls.input_tokens},
+            {"start_pos", ls.start_pos},
+            {"slots_written", ls.slots_written},
+            {"blocks_copied", ls.blocks_copied},
+            {"chosen_token", ls.chosen_token},
+            {"chosen_prob", ls.chosen_prob},
+            {"entropy_nats", ls.entropy},
+            {"kept_tokens", ls.kept_tokens},
+            {"params", params_to_json(ls.params)},
+            {"top_logits", top},
+            {"sampling_stages", stages},
+            {"draw", draw}};
+  if (options.full_logits) {
+    json all = json::array();
+    for (float v : ls.logits) all.push_back(finite_or_null(v));
+    j["logits"] = all;
+  }
+  if (options.attention) {
+    json layers = json::array();
+    for (const auto& layer : ls.attention) {
+      if (!layer) {
+        layers.push_back(nullptr);  // over budget: recomputed on demand, not exported
+        continue;
+      }
+      layers.push_back(*layer);
+    }
+    j["attention"] = layers;
+    j["attention_layout"] = "[layer][head][row][context], flattened per layer";
+  }
+  return j;
+}
+
+}  // namespace
+
+json step_to_json(const StepTrace& step, const JsonExportOptions& options) {
+  json lanes = json::array();
+  for (const LaneStep& ls : step.lanes) lanes.push_back(lane_to_json(ls, options));
+  return {{"index", step.index},
+          {"phase", phase_name(step.phase)},
+          {"backend", step.backend},
+          {"kv_cache", step.kv_cache},
+          {"recomputed_tokens", step.recomputed_tokens},
+          {"seconds", step.seconds},
+          {"flops", step.cost.flops},
+          {"bytes", step.cost.bytes()},
+          {"weight_bytes", step.cost.weight_bytes},
+          {"kv_read_bytes", step.cost.kv_read_bytes},
+          {"kv_write_bytes", step.cost.kv_write_bytes},
+          {"flops_per_byte", step.cost.intensity()},
+          {"kv", kv_occupancy_to_json(step.kv_after)},
+          {"lanes", lanes}};
+}
+
+}  // namespace ts
