@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Configures and builds one configuration.
+#   scripts/build.sh [release|asan] [extra cmake args...]
+# release: optimised, CUDA backend when nvcc is present, GUI when its
+#          libraries are present.  -> build/
+# asan:    AddressSanitizer + UndefinedBehaviorSanitizer, CPU only. -> build-asan/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+config="${1:-release}"
+shift || true
+jobs="${TS_JOBS:-$(nproc)}"
+
+# nvcc is often installed outside PATH.
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
+case "$config" in
+  release)
+    dir=build
+    args=(-DCMAKE_BUILD_TYPE=Release)
+    ;;
+  asan)
+    dir=build-asan
+    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTS_SANITIZE=ON -DTS_ENABLE_CUDA=OFF -DTS_ENABLE_GUI=OFF)
+    ;;
+  *)
+    echo "usage: scripts/build.sh [release|asan]" >&2
+    exit 2
+    ;;
+esac
+cmake -S . -B "$dir" "${args[@]}" "$@" >/dev/null
+cmake --build "$dir" -j"$jobs"
+echo "built $config in $dir/"

