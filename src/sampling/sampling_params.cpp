@@ -1,0 +1,183 @@
+#include "sampling/sampling_params.h"
+
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "util/error.h"
+
+namespace ts {
+namespace {
+
+// Shortest text that reads back as the same float ("0.9", not "0.899999976").
+std::string num(float v) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+[[noreturn]] void bad_value(std::string_view key, std::string_view value, const char* expected) {
+  throw Error("strategy: " + std::string(key) + "=" + std::string(value) + " is not " + expected);
+}
+
+float parse_float(std::string_view key, std::string_view value) {
+  float v = 0;
+  auto res = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (value.empty() || res.ec != std::errc() || res.ptr != value.data() + value.size()) {
+    bad_value(key, value, "a number");
+  }
+  return v;
+}
+
+template <typename Int>
+Int parse_int(std::string_view key, std::string_view value, const char* expected) {
+  Int v = 0;
+  auto res = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (value.empty() || res.ec != std::errc() || res.ptr != value.data() + value.size()) {
+    bad_value(key, value, expected);
+  }
+  return v;
+}
+
+}  // namespace
+
+void SamplingParams::validate() const {
+  if (do_sample && !(std::isfinite(temperature) && temperature > 0.0f)) {
+    throw Error("temperature must be a finite number > 0 when sampling (got " + num(temperature) +
+                "); use greedy for argmax decoding");
+  }
+  if (!(top_p > 0.0f && top_p <= 1.0f)) {
+    throw Error("top_p must be in (0, 1] (got " + num(top_p) + ")");
+  }
+  if (top_k < 0) {
+    throw Error("top_k must be >= 0, 0 = off (got " + std::to_string(top_k) + ")");
+  }
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) {
+    throw Error("min_p must be in [0, 1], 0 = off (got " + num(min_p) + ")");
+  }
+  if (!(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f)) {
+    throw Error("repetition_penalty must be a finite number > 0, 1 = off (got " +
+                num(repetition_penalty) + ")");
+  }
+}
+
+SamplingParams parse_strategy(std::string_view text) {
+  SamplingParams p;
+  if (trim(text).empty()) throw Error("strategy: empty (try \"greedy\" or \"top_p=0.9\")");
+
+  bool greedy_word = false;
+  std::string sampling_item;  // first item that asked for sampling, for the error message
+  std::vector<std::string> seen;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view item = trim(text.substr(pos, comma - pos));
+    pos = comma + 1;
+    if (item.empty()) throw Error("strategy: empty item in \"" + std::string(text) + "\"");
+
+    size_t eq = item.find('=');
+    std::string key(trim(item.substr(0, eq)));
+    std::string_view value =
+        eq == std::string_view::npos ? std::string_view{} : trim(item.substr(eq + 1));
+    for (const auto& k : seen) {
+      if (k == key) throw Error("strategy: " + key + " given twice");
+    }
+    seen.push_back(key);
+
+    if (eq == std::string_view::npos) {
+      if (key == "greedy") {
+        greedy_word = true;
+      } else if (key == "sample") {
+        p.do_sample = true;
+        if (sampling_item.empty()) sampling_item = key;
+      } else if (key == "temperature" || key == "top_k" || key == "top_p" || key == "min_p" ||
+                 key == "repetition_penalty" || key == "seed") {
+        throw Error("strategy: " + key + " needs a value (" + key + "=...)");
+      } else {
+        throw Error("strategy: unknown item '" + key +
+                    "' (expected greedy, sample, temperature=, top_k=, top_p=, min_p=, "
+                    "repetition_penalty=, seed=)");
+      }
+      continue;
+    }
+    if (key == "temperature") {
+      p.temperature = parse_float(key, value);
+    } else if (key == "top_p") {
+      p.top_p = parse_float(key, value);
+    } else if (key == "min_p") {
+      p.min_p = parse_float(key, value);
+    } else if (key == "top_k") {
+      p.top_k = parse_int<int>(key, value, "a whole number");
+    } else if (key == "repetition_penalty") {
+      p.repetition_penalty = parse_float(key, value);
+    } else if (key == "seed") {
+      p.seed = parse_int<uint64_t>(key, value, "a whole number >= 0");
+    } else {
+      throw Error("strategy: unknown key '" + key +
+                  "' (expected temperature, top_k, top_p, min_p, repetition_penalty, seed)");
+    }
+    if (key != "repetition_penalty" && key != "seed") {
+      p.do_sample = true;
+      if (sampling_item.empty()) sampling_item = key;
+    }
+  }
+  if (greedy_word && p.do_sample) {
+    throw Error("strategy: greedy cannot be combined with " + sampling_item);
+  }
+  p.validate();
+  return p;
+}
+
+std::string format_strategy(const SamplingParams& p) {
+  std::string out;
+  auto add = [&out](const std::string& item) {
+    if (!out.empty()) out += ',';
+    out += item;
+  };
+  if (!p.do_sample) {
+    add("greedy");
+  } else {
+    if (p.temperature != 1.0f) add("temperature=" + num(p.temperature));
+    if (p.top_k != 0) add("top_k=" + std::to_string(p.top_k));
+    if (p.top_p != 1.0f) add("top_p=" + num(p.top_p));
+    if (p.min_p != 0.0f) add("min_p=" + num(p.min_p));
+    // Plain sampling with every default still has to read back as sampling.
+    if (out.empty()) add("sample");
+  }
+  if (p.repetition_penalty != 1.0f) add("repetition_penalty=" + num(p.repetition_penalty));
+  if (p.seed != 0) add("seed=" + std::to_string(p.seed));
+  return out;
+}
+
+std::string describe(const SamplingParams& p) {
+  static constexpr const char* kSep = " \u00b7 ";  // " · "
+  std::vector<std::string> parts;
+  if (!p.do_sample) {
+    parts.push_back("greedy");
+  } else {
+    if (p.top_k != 0) parts.push_back("top-k " + std::to_string(p.top_k));
+    if (p.top_p != 1.0f) parts.push_back("top-p " + num(p.top_p));
+    if (p.min_p != 0.0f) parts.push_back("min-p " + num(p.min_p));
+    bool filtered = !parts.empty();
+    if (!filtered) parts.push_back("sample");
+    if (p.temperature != 1.0f || !filtered) parts.push_back("T " + num(p.temperature));
+  }
+  if (p.repetition_penalty != 1.0f) parts.push_back("rep " + num(p.repetition_penalty));
+  if (p.do_sample && p.seed != 0) parts.push_back("seed " + std::to_string(p.seed));
+  std::string out;
+  for (const auto& s : parts) {
+    if (!out.empty()) out += kSep;
+    out += s;
+  }
+  return out;
+}
+
+}  // namespace ts

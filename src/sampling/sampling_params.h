@@ -1,0 +1,41 @@
+#pragma once
+// What a lane's decoding strategy is: the parameters of the sampling pipeline
+// (HF transformers' names and meanings), their validation, and the strategy
+// strings the CLI and the GUI accept ("greedy", "top_p=0.9,temperature=0.8").
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ts {
+
+struct SamplingParams {
+  bool do_sample = false;           // false = greedy (argmax after the repetition penalty)
+  float temperature = 1.0f;         // > 0 when sampling; 1 = off
+  int top_k = 0;                    // 0 = off
+  float top_p = 1.0f;               // in (0, 1]; 1 = off
+  float min_p = 0.0f;               // in [0, 1]; 0 = off
+  float repetition_penalty = 1.0f;  // > 0; 1 = off; applies to greedy too
+  uint64_t seed = 0;                // only used when sampling
+
+  // Throws ts::Error naming the parameter when a value is out of range.
+  void validate() const;
+
+  bool operator==(const SamplingParams&) const = default;
+};
+
+// Parses a strategy string: comma-separated items, each a keyword ("greedy",
+// "sample") or key=value with key one of temperature, top_k, top_p, min_p,
+// repetition_penalty, seed. Any item except greedy / seed / repetition_penalty
+// turns sampling on. The result is validated. Unknown keys, bad numbers,
+// duplicates and "greedy" mixed with sampling keys throw ts::Error naming the
+// item.
+SamplingParams parse_strategy(std::string_view text);
+
+// The canonical strategy string for params; parse_strategy(format_strategy(p)) == p.
+std::string format_strategy(const SamplingParams& params);
+
+// A short human label: "greedy", "greedy · rep 1.3", "top-p 0.9 · T 0.8",
+// "sample · T 0.7 · seed 7". The seed is shown when sampling and not 0.
+std::string describe(const SamplingParams& params);
+
+}  // namespace ts
