@@ -1,0 +1,417 @@
+#include "model/tokenizer.h"
+
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unordered_set>
+
+#include "model/unicode_categories.h"
+#include "util/error.h"
+
+namespace ts {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kEndOfText = "<|endoftext|>";
+// Long words (base64, runs of digits) are rare and would only bloat the cache.
+constexpr size_t kMaxCachedWordBytes = 256;
+constexpr size_t kMaxCachedWords = size_t{1} << 16;
+
+// GPT-2 writes every byte as a printable code point so its BPE files are
+// text: printable Latin-1 bytes stand for themselves, the other 68 bytes
+// take U+0100.. in byte order.
+struct ByteAlphabet {
+  std::array<char32_t, 256> to_cp{};
+  std::array<int, 324> from_cp{};  // -1: not in the alphabet
+};
+
+const ByteAlphabet& byte_alphabet() {
+  static const ByteAlphabet alphabet = [] {
+    ByteAlphabet a;
+    a.from_cp.fill(-1);
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+      a.to_cp[b] = printable ? char32_t(b) : next++;
+      a.from_cp[a.to_cp[b]] = b;
+    }
+    return a;
+  }();
+  return alphabet;
+}
+
+void append_utf8(char32_t cp, std::string& out) {
+  if (cp < 0x80) {
+    out += char(cp);
+  } else if (cp < 0x800) {
+    out += char(0xC0 | (cp >> 6));
+    out += char(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += char(0xE0 | (cp >> 12));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  } else {
+    out += char(0xF0 | (cp >> 18));
+    out += char(0x80 | ((cp >> 12) & 0x3F));
+    out += char(0x80 | ((cp >> 6) & 0x3F));
+    out += char(0x80 | (cp & 0x3F));
+  }
+}
+
+// Inverse of bytes_to_gpt2_unicode; nullopt when `s` is not in that alphabet.
+std::optional<std::string> gpt2_unicode_to_bytes(std::string_view s) {
+  const ByteAlphabet& alphabet = byte_alphabet();
+  std::string out;
+  for (size_t pos = 0; pos < s.size();) {
+    const Utf8Char c = decode_utf8(s, pos);
+    if (!c.valid || c.cp >= alphabet.from_cp.size() || alphabet.from_cp[c.cp] < 0) {
+      return std::nullopt;
+    }
+    out += char(alphabet.from_cp[c.cp]);
+    pos += c.len;
+  }
+  return out;
+}
+
+// A token as it appears in the files, quoted and escaped for one-line messages.
+std::string quote(std::string_view s) {
+  return nlohmann::json(std::string(s))
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path.string() + ": cannot open file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(path.string() + ": read error");
+  return text.str();
+}
+
+// Token string -> id, with the checks nlohmann does not make: duplicate keys
+// (it silently keeps the last) are reported instead of becoming a missing id.
+nlohmann::json parse_vocab_json(const fs::path& path) {
+  const std::string text = read_file(path);
+  std::unordered_set<std::string> keys;
+  std::string duplicate;
+  const auto on_event = [&](int depth, nlohmann::json::parse_event_t event,
+                            nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 && duplicate.empty()) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (!keys.insert(key).second) duplicate = key;
+    }
+    return true;
+  };
+  nlohmann::json vocab;
+  try {
+    vocab = nlohmann::json::parse(text, on_event);
+  } catch (const nlohmann::json::exception& e) {
+    // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
+    std::string what = e.what();
+    const size_t tag_end = what.find("] ");
+    if (tag_end != std::string::npos) what = what.substr(tag_end + 2);
+    throw Error(path.string() + ": invalid JSON: " + what);
+  }
+  if (!vocab.is_object()) {
+    throw Error(path.string() + ": expected a JSON object mapping token strings to ids");
+  }
+  if (!duplicate.empty()) throw Error(path.string() + ": duplicate token " + quote(duplicate));
+  return vocab;
+}
+
+}  // namespace
+
+std::string bytes_to_gpt2_unicode(std::string_view raw_bytes) {
+  const ByteAlphabet& alphabet = byte_alphabet();
+  std::string out;
+  for (char c : raw_bytes) append_utf8(alphabet.to_cp[static_cast<uint8_t>(c)], out);
+  return out;
+}
+
+std::vector<std::string_view> pretokenize(std::string_view text) {
+  // Decode once; chars[n] is a sentinel holding the end offset.
+  struct Char {
+    size_t pos;
+    char32_t cp;
+    CharClass cls;
+  };
+  std::vector<Char> chars;
+  chars.reserve(text.size() + 1);
+  for (size_t pos = 0; pos < text.size();) {
+    const Utf8Char c = decode_utf8(text, pos);
+    chars.push_back({pos, c.cp, c.valid ? char_class(c.cp) : CharClass::kOther});
+    pos += c.len;
+  }
+  const size_t n = chars.size();
+  chars.push_back({text.size(), 0, CharClass::kOther});
+
+  // Invalid bytes carry cp >= 0x80, so they never compare equal to ASCII here.
+  const auto is = [&](size_t i, char ascii) { return i < n && chars[i].cp == char32_t(ascii); };
+
+  // End (exclusive, in chars) of the pattern's match starting at char i.
+  const auto match_end = [&](size_t i) -> size_t {
+    // 's|'t|'re|'ve|'m|'ll|'d  (lower case only, as in GPT-2)
+    if (is(i, '\'')) {
+      if (is(i + 1, 's') || is(i + 1, 't') || is(i + 1, 'm') || is(i + 1, 'd')) return i + 2;
+      if ((is(i + 1, 'r') && is(i + 2, 'e')) || (is(i + 1, 'v') && is(i + 2, 'e')) ||
+          (is(i + 1, 'l') && is(i + 2, 'l'))) {
+        return i + 3;
+      }
+    }
+    // ` ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+`: an optional space, then a run of
+    // one non-space class; the class of the first character picks the branch.
+    const size_t start =
+        (is(i, ' ') && i + 1 < n && chars[i + 1].cls != CharClass::kSpace) ? i + 1 : i;
+    const CharClass cls = chars[start].cls;
+    size_t end = start;
+    if (cls != CharClass::kSpace) {
+      while (end < n && chars[end].cls == cls) ++end;
+      return end;
+    }
+    // `\s+(?!\S)|\s+`: a whitespace run, except that when text follows, its last
+    // character is left to start the next piece (" b" in "a  b"), unless the
+    // run is that single character.
+    while (end < n && chars[end].cls == CharClass::kSpace) ++end;
+    if (end == n) return end;
+    return end - i >= 2 ? end - 1 : end;
+  };
+
+  std::vector<std::string_view> pieces;
+  for (size_t i = 0; i < n;) {
+    const size_t end = match_end(i);
+    pieces.push_back(text.substr(chars[i].pos, chars[end].pos - chars[i].pos));
+    i = end;
+  }
+  return pieces;
+}
+
+Tokenizer Tokenizer::load(const fs::path& model_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(model_dir, ec)) throw Error(model_dir.string() + ": not a directory");
+  const auto has = [&](const char* name) { return fs::exists(model_dir / name, ec); };
+  if (has("vocab.json") || has("merges.txt")) {
+    return from_files(model_dir / "vocab.json", model_dir / "merges.txt");
+  }
+  if (has("encoder.json") || has("vocab.bpe")) {
+    return from_files(model_dir / "encoder.json", model_dir / "vocab.bpe");
+  }
+  throw Error(model_dir.string() +
+              ": no tokenizer files (expected vocab.json + merges.txt, or encoder.json + "
+              "vocab.bpe)");
+}
+
+Tokenizer Tokenizer::from_files(const fs::path& vocab_path, const fs::path& merges_path) {
+  Tokenizer tok;
+  const std::string vocab_name = vocab_path.string();
+
+  // --- vocabulary: dense ids 0..n-1, tokens in GPT-2's byte alphabet ---
+  const nlohmann::json vocab = parse_vocab_json(vocab_path);
+  const size_t n = vocab.size();
+  if (n == 0) throw Error(vocab_name + ": vocabulary is empty");
+  if (n > size_t(INT_MAX)) throw Error(vocab_name + ": too many tokens");
+  tok.id_to_bytes_.resize(n);
+  tok.bytes_to_id_.reserve(n);
+  std::vector<bool> seen(n, false);
+  for (const auto& [key, value] : vocab.items()) {
+    if (!value.is_number_integer()) {
+      throw Error(vocab_name + ": token " + quote(key) + ": id must be an integer");
+    }
+    const int64_t id = value.get<int64_t>();
+    if (id < 0 || id >= int64_t(n)) {
+      throw Error(vocab_name + ": token " + quote(key) + ": id " + std::to_string(id) +
+                  " is outside 0.." + std::to_string(n - 1) + " (ids must be dense)");
+    }
+    if (seen[id]) {
+      std::string other;
+      for (const auto& [k, v] : vocab.items()) {
+        if (k != key && v == value) other = k;
+      }
+      throw Error(vocab_name + ": id " + std::to_string(id) + " is used by both " + quote(other) +
+                  " and " + quote(key));
+    }
+    std::optional<std::string> bytes = gpt2_unicode_to_bytes(key);
+    if (!bytes || bytes->empty()) {
+      throw Error(vocab_name + ": token " + quote(key) +
+                  (bytes ? " is empty" : " has a character outside GPT-2's byte alphabet"));
+    }
+    seen[id] = true;
+    tok.bytes_to_id_.emplace(*bytes, int(id));
+    tok.id_to_bytes_[id] = std::move(*bytes);
+  }
+  // Byte-level BPE starts every word from single bytes, so all 256 must exist.
+  for (int b = 0; b < 256; ++b) {
+    const auto it = tok.bytes_to_id_.find(std::string(1, char(b)));
+    if (it == tok.bytes_to_id_.end()) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", b);
+      throw Error(vocab_name + ": no token for byte " + hex + " (" +
+                  quote(bytes_to_gpt2_unicode(std::string(1, char(b)))) +
+                  "); byte-level BPE needs all 256");
+    }
+    tok.byte_id_[b] = it->second;
+  }
+  tok.eot_id_ = tok.find(kEndOfText).value_or(-1);
+
+  // --- merges: "left right" per line, rank = order of appearance ---
+  const std::string merges_name = merges_path.string();
+  const std::string vocab_file = vocab_path.filename().string();
+  const std::string text = read_file(merges_path);
+  std::istringstream lines(text);
+  std::string line;
+  int line_no = 0;
+  int rank = 0;
+  std::unordered_map<uint64_t, int> first_line;  // for the duplicate message
+  while (std::getline(lines, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    if (line_no == 1 && line.rfind("#version", 0) == 0) continue;
+    const std::string where = merges_name + ":" + std::to_string(line_no) + ": ";
+    const size_t space = line.find(' ');
+    if (space == std::string::npos || space == 0 || space + 1 == line.size() ||
+        line.find(' ', space + 1) != std::string::npos) {
+      throw Error(where + "expected two tokens separated by one space, got " + quote(line));
+    }
+    int parts[2];
+    std::string joined;
+    for (int k = 0; k < 2; ++k) {
+      const std::string_view symbol = k == 0 ? std::string_view(line).substr(0, space)
+                                             : std::string_view(line).substr(space + 1);
+      const std::optional<std::string> bytes = gpt2_unicode_to_bytes(symbol);
+      if (!bytes) {
+        throw Error(where + "symbol " + quote(symbol) +
+                    " has a character outside GPT-2's byte alphabet");
+      }
+      const std::optional<int> id = tok.find(*bytes);
+      if (!id)
+        throw Error(where + "unknown symbol " + quote(symbol) + " (not in " + vocab_file + ")");
+      parts[k] = *id;
+      joined += *bytes;
+    }
+    const std::optional<int> result = tok.find(joined);
+    if (!result) {
+      throw Error(where + "merge result " + quote(bytes_to_gpt2_unicode(joined)) + " is not in " +
+                  vocab_file);
+    }
+    const uint64_t key = pair_key(parts[0], parts[1]);
+    const auto [it, inserted] = first_line.emplace(key, line_no);
+    if (!inserted) {
+      throw Error(where + "duplicate merge " + quote(line) + " (first on line " +
+                  std::to_string(it->second) + ")");
+    }
+    tok.merges_.emplace(key, Merge{rank++, *result});
+  }
+  if (lines.bad()) throw Error(merges_name + ": read error");
+  return tok;
+}
+
+std::vector<TokenSpan> Tokenizer::encode(std::string_view text) const {
+  std::vector<TokenSpan> out;
+  out.reserve(text.size() / 3 + 1);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t special = eot_id_ >= 0 ? text.find(kEndOfText, pos) : std::string_view::npos;
+    const std::string_view segment =
+        text.substr(pos, special == std::string_view::npos ? text.size() - pos : special - pos);
+    for (const std::string_view word : pretokenize(segment)) {
+      size_t offset = size_t(word.data() - text.data());
+      for (const int id : word_ids(word)) {
+        const size_t len = id_to_bytes_[id].size();
+        out.push_back({id, offset, offset + len});
+        offset += len;
+      }
+    }
+    if (special == std::string_view::npos) break;
+    out.push_back({eot_id_, special, special + kEndOfText.size()});
+    pos = special + kEndOfText.size();
+  }
+  return out;
+}
+
+std::vector<int> Tokenizer::encode_ids(std::string_view text) const {
+  std::vector<int> ids;
+  for (const TokenSpan& span : encode(text)) ids.push_back(span.id);
+  return ids;
+}
+
+std::vector<int> Tokenizer::word_ids(std::string_view word) const {
+  if (word.size() == 1) return {byte_id_[static_cast<uint8_t>(word[0])]};
+  const bool cacheable = word.size() <= kMaxCachedWordBytes;
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_.mutex);
+    const auto it = cache_.words.find(std::string(word));
+    if (it != cache_.words.end()) return it->second;
+  }
+  std::vector<int> ids = merge_word(word);
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_.mutex);
+    if (cache_.words.size() >= kMaxCachedWords) cache_.words.clear();
+    cache_.words.emplace(std::string(word), ids);
+  }
+  return ids;
+}
+
+std::vector<int> Tokenizer::merge_word(std::string_view word) const {
+  std::vector<int> symbols;
+  symbols.reserve(word.size());
+  for (const char c : word) symbols.push_back(byte_id_[static_cast<uint8_t>(c)]);
+  // As GPT-2 does: take the adjacent pair with the best (lowest) merge rank
+  // anywhere in the word, merge every occurrence of it left to right, repeat.
+  while (symbols.size() > 1) {
+    int best_rank = INT_MAX;
+    int left = 0, right = 0, merged = 0;
+    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+      const auto it = merges_.find(pair_key(symbols[i], symbols[i + 1]));
+      if (it != merges_.end() && it->second.rank < best_rank) {
+        best_rank = it->second.rank;
+        left = symbols[i];
+        right = symbols[i + 1];
+        merged = it->second.result;
+      }
+    }
+    if (best_rank == INT_MAX) break;
+    size_t out = 0;
+    for (size_t i = 0; i < symbols.size();) {
+      if (i + 1 < symbols.size() && symbols[i] == left && symbols[i + 1] == right) {
+        symbols[out++] = merged;
+        i += 2;
+      } else {
+        symbols[out++] = symbols[i++];
+      }
+    }
+    symbols.resize(out);
+  }
+  return symbols;
+}
+
+void Tokenizer::check_id(int id) const {
+  if (id < 0 || id >= vocab_size()) {
+    throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                std::to_string(vocab_size() - 1) + ")");
+  }
+}
+
+std::string Tokenizer::token_bytes(int id) const {
+  check_id(id);
+  return id_to_bytes_[id];
+}
+
+std::string Tokenizer::decode(const std::vector<int>& ids) const {
+  std::string out;
+  for (const int id : ids) {
+    check_id(id);
+    out += id_to_bytes_[id];
+  }
+  return out;
+}
+
+std::optional<int> Tokenizer::find(std::string_view raw_bytes) const {
+  const auto it = bytes_to_id_.find(std::string(raw_bytes));
+  if (it == bytes_to_id_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace ts
