@@ -1,0 +1,134 @@
+#include "model/config_json.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model/safetensors.h"  // printable
+#include "util/error.h"
+
+namespace ts {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& file, const std::string& what) {
+  throw Error(file + ": " + what);
+}
+
+// A required (or, with `fallback`, optional) positive integer field.
+int read_size(const json& root, const std::string& file, const char* field, int max_value,
+              const char* alias = nullptr) {
+  auto it = root.find(field);
+  const char* used = field;
+  if (it == root.end() && alias != nullptr) {
+    it = root.find(alias);
+    used = alias;
+  }
+  if (it == root.end() || it->is_null()) {
+    fail(file, std::string("missing field ") + field +
+                   (alias ? std::string(" (or ") + alias + ")" : std::string()));
+  }
+  const json& v = *it;
+  const std::string name = std::string("field ") + used;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u == 0) fail(file, name + " is 0, must be positive");
+    if (u > static_cast<uint64_t>(max_value)) {
+      fail(file, name + " is " + std::to_string(u) + ", larger than the supported maximum " +
+                     std::to_string(max_value));
+    }
+    return static_cast<int>(u);
+  }
+  if (v.is_number_integer()) {
+    fail(file, name + " is " + std::to_string(v.get<int64_t>()) + ", must be positive");
+  }
+  fail(file, name + " is " + printable(v.dump(), 40) + ", must be a positive integer");
+}
+
+void expect_bool(const json& root, const std::string& file, const char* field, bool want,
+                 const char* why) {
+  auto it = root.find(field);
+  if (it == root.end() || it->is_null()) return;
+  if (!it->is_boolean()) fail(file, std::string("field ") + field + " is not true/false");
+  if (it->get<bool>() != want) {
+    fail(file, std::string("field ") + field + " is " + (want ? "false" : "true") +
+                   ", not supported (" + why + ")");
+  }
+}
+
+}  // namespace
+
+ModelConfig parse_config_json(const std::string& text, const std::string& file) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(file, e.byte > text.size()
+                   ? std::string("not valid JSON (it ends early)")
+                   : "not valid JSON (error at byte " + std::to_string(e.byte) + ")");
+  } catch (const json::exception&) {
+    fail(file, "not valid JSON");
+  }
+  if (!root.is_object()) fail(file, "not a JSON object");
+
+  ModelConfig c;
+  c.vocab_size = read_size(root, file, "vocab_size", kMaxVocab);
+  c.n_ctx = read_size(root, file, "n_positions", kMaxContext, "n_ctx");
+  c.n_embd = read_size(root, file, "n_embd", kMaxEmbd);
+  c.n_head = read_size(root, file, "n_head", kMaxEmbd);
+  c.n_layer = read_size(root, file, "n_layer", kMaxLayers);
+  if (c.n_embd % c.n_head != 0) {
+    fail(file, "field n_embd " + std::to_string(c.n_embd) + " is not divisible by field n_head " +
+                   std::to_string(c.n_head));
+  }
+
+  if (auto it = root.find("layer_norm_epsilon"); it != root.end() && !it->is_null()) {
+    if (!it->is_number()) fail(file, "field layer_norm_epsilon is not a number");
+    const double eps = it->get<double>();
+    if (!(eps > 0.0) || !std::isfinite(eps) || eps >= 1.0) {
+      fail(file,
+           "field layer_norm_epsilon is " + printable(it->dump(), 40) + ", must be in (0, 1)");
+    }
+    c.layer_norm_epsilon = static_cast<float>(eps);
+  }
+
+  if (auto it = root.find("activation_function"); it != root.end() && !it->is_null()) {
+    if (!it->is_string()) fail(file, "field activation_function is not a string");
+    const std::string act = it->get<std::string>();
+    if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
+      fail(file, "field activation_function is \"" + printable(act, 40) +
+                     "\", only gelu_new (tanh approximation) is supported");
+    }
+  }
+  if (auto it = root.find("model_type"); it != root.end() && !it->is_null()) {
+    if (!it->is_string() || it->get<std::string>() != "gpt2") {
+      fail(file, "field model_type is " + printable(it->dump(), 40) + ", expected \"gpt2\"");
+    }
+  }
+  expect_bool(root, file, "tie_word_embeddings", true, "untied lm_head");
+  expect_bool(root, file, "scale_attn_weights", true, "unscaled attention");
+  expect_bool(root, file, "scale_attn_by_inverse_layer_idx", false,
+              "attention scaled by inverse layer index");
+  return c;
+}
+
+ModelConfig load_config_json(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail(file, "not found");
+  if (std::filesystem::is_directory(path, ec)) fail(file, "is a directory, expected a file");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > (16u << 20))
+    fail(file, "is " + std::to_string(size) + " bytes, too large for a config");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(file, "cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail(file, "read error");
+  return parse_config_json(ss.str(), file);
+}
+
+}  // namespace ts

@@ -1,0 +1,286 @@
+#include "model/model_loader.h"
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config_json.h"
+#include "model/half_float.h"
+#include "model/llmc_loader.h"
+#include "model/safetensors.h"
+#include "util/error.h"
+
+namespace ts {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view kPrefix = "transformer.";
+
+// What ModelWeights::storage keeps alive for an HF directory.
+struct HfStorage {
+  std::unique_ptr<SafetensorsFile> file;            // the memory map (zero-copy F32)
+  std::vector<std::unique_ptr<float[]>> converted;  // F16 / BF16 / unaligned F32
+};
+
+[[noreturn]] void fail(const std::string& file, const std::string& what) {
+  throw Error(file + ": " + what);
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+// "h.<n>.<rest>" -> n (and rest); -1 when the name is not of that form.
+long layer_of(std::string_view name, std::string_view* rest) {
+  if (name.substr(0, 2) != "h.") return -1;
+  size_t i = 2;
+  long n = 0;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9' && i < 12) {
+    n = n * 10 + (name[i] - '0');
+    ++i;
+  }
+  if (i == 2 || i >= name.size() || name[i] != '.') return -1;
+  if (name[2] == '0' && i > 3) return -1;  // no leading zeros
+  *rest = name.substr(i + 1);
+  return n;
+}
+
+// Value i of an F32/F16/BF16 tensor, whatever its alignment.
+float value_at(const TensorInfo& t, size_t i) {
+  if (t.dtype == DType::F32) {
+    float f;
+    std::memcpy(&f, t.data + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, t.data + 2 * i, 2);
+  return t.dtype == DType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+}
+
+bool same_values(const TensorInfo& a, const TensorInfo& b) {
+  if (a.numel() != b.numel()) return false;
+  if (a.dtype == b.dtype) return std::memcmp(a.data, b.data, a.nbytes()) == 0;
+  const size_t n = static_cast<size_t>(a.numel());
+  for (size_t i = 0; i < n; ++i) {
+    const float x = value_at(a, i), y = value_at(b, i);
+    if (std::memcmp(&x, &y, 4) != 0) return false;
+  }
+  return true;
+}
+
+std::string tokenizer_file_name(const fs::path& dir) {
+  std::error_code ec;
+  for (const char* name : {"vocab.json", "encoder.json"}) {
+    if (fs::exists(dir / name, ec)) return (dir / name).string();
+  }
+  return "the tokenizer";
+}
+
+}  // namespace
+
+ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size) {
+  const std::string dir_name = dir.string();
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) fail(dir_name, "no such directory");
+  if (!fs::is_directory(dir, ec))
+    fail(dir_name, "not a directory (expected a Hugging Face GPT-2 directory)");
+
+  const fs::path config_path = dir / "config.json";
+  if (!fs::exists(config_path, ec)) {
+    fail(config_path.string(),
+         "not found (expected a Hugging Face GPT-2 directory with "
+         "config.json and model.safetensors)");
+  }
+  const fs::path st_path = dir / "model.safetensors";
+  if (!fs::exists(st_path, ec)) {
+    if (fs::exists(dir / "model.safetensors.index.json", ec)) {
+      fail(st_path.string(),
+           "not found; sharded checkpoints (model.safetensors.index.json) are "
+           "not supported, save the model as one model.safetensors");
+    }
+    if (fs::exists(dir / "pytorch_model.bin", ec)) {
+      fail(st_path.string(),
+           "not found; pytorch_model.bin is not supported, convert it to "
+           "safetensors (e.g. model.save_pretrained(dir, safe_serialization=True))");
+    }
+    fail(st_path.string(), "not found");
+  }
+
+  const ModelConfig config = load_config_json(config_path);
+  if (tokenizer_vocab_size >= 0 && tokenizer_vocab_size != config.vocab_size) {
+    fail(config_path.string(), "vocab_size " + std::to_string(config.vocab_size) +
+                                   " does not match " + tokenizer_file_name(dir) + " (" +
+                                   std::to_string(tokenizer_vocab_size) + " tokens)");
+  }
+
+  auto storage = std::make_shared<HfStorage>();
+  storage->file = std::make_unique<SafetensorsFile>(st_path);
+  const SafetensorsFile& st = *storage->file;
+  const std::string& file = st.name();
+
+  // Canonical name (prefix stripped) -> tensor.
+  std::map<std::string, const TensorInfo*, std::less<>> by_name;
+  bool prefixed = false;
+  for (const TensorInfo& t : st.tensors()) {
+    std::string key = t.name;
+    if (key.compare(0, kPrefix.size(), kPrefix) == 0) {
+      key.erase(0, kPrefix.size());
+      prefixed = true;
+    }
+    auto [it, inserted] = by_name.emplace(key, &t);
+    if (!inserted) {
+      fail(file, "tensor " + printable(key) + " appears twice (as " + printable(it->second->name) +
+                     " and " + printable(t.name) + ")");
+    }
+  }
+  auto display = [&](const std::string& canonical) {
+    return prefixed ? std::string(kPrefix) + canonical : canonical;
+  };
+
+  const int64_t V = config.vocab_size, T = config.n_ctx, C = config.n_embd;
+  const int L = config.n_layer;
+
+  // Every tensor the forward pass reads: name, expected shape, destination.
+  ModelWeights w;
+  w.config = config;
+  w.layers.resize(L);
+  struct Want {
+    std::string name;
+    std::vector<int64_t> shape;
+    const float** dst;
+  };
+  std::vector<Want> wants = {
+      {"wte.weight", {V, C}, &w.wte},
+      {"wpe.weight", {T, C}, &w.wpe},
+      {"ln_f.weight", {C}, &w.ln_f_weight},
+      {"ln_f.bias", {C}, &w.ln_f_bias},
+  };
+  for (int l = 0; l < L; ++l) {
+    LayerWeights& lw = w.layers[l];
+    const std::string h = "h." + std::to_string(l) + ".";
+    wants.push_back({h + "ln_1.weight", {C}, &lw.ln_1_weight});
+    wants.push_back({h + "ln_1.bias", {C}, &lw.ln_1_bias});
+    wants.push_back({h + "attn.c_attn.weight", {C, 3 * C}, &lw.attn_qkv_weight});
+    wants.push_back({h + "attn.c_attn.bias", {3 * C}, &lw.attn_qkv_bias});
+    wants.push_back({h + "attn.c_proj.weight", {C, C}, &lw.attn_proj_weight});
+    wants.push_back({h + "attn.c_proj.bias", {C}, &lw.attn_proj_bias});
+    wants.push_back({h + "ln_2.weight", {C}, &lw.ln_2_weight});
+    wants.push_back({h + "ln_2.bias", {C}, &lw.ln_2_bias});
+    wants.push_back({h + "mlp.c_fc.weight", {C, 4 * C}, &lw.mlp_fc_weight});
+    wants.push_back({h + "mlp.c_fc.bias", {4 * C}, &lw.mlp_fc_bias});
+    wants.push_back({h + "mlp.c_proj.weight", {4 * C, C}, &lw.mlp_proj_weight});
+    wants.push_back({h + "mlp.c_proj.bias", {C}, &lw.mlp_proj_bias});
+  }
+  std::map<std::string_view, const Want*> wanted;
+  for (const Want& want : wants) wanted.emplace(want.name, &want);
+
+  // Unexpected tensors first: a config / file mismatch usually shows here.
+  const TensorInfo* lm_head = nullptr;
+  for (const auto& [key, t] : by_name) {
+    if (wanted.count(key)) continue;
+    if (key == "lm_head.weight") {
+      lm_head = t;
+      continue;
+    }
+    std::string_view rest;
+    const long layer = layer_of(key, &rest);
+    if (layer >= 0 && layer < L && (rest == "attn.bias" || rest == "attn.masked_bias")) continue;
+    std::string hint;
+    if (layer >= L) hint = " (config.json has n_layer " + std::to_string(L) + ")";
+    fail(file, "unexpected tensor " + printable(t->name) + hint);
+  }
+
+  std::string dtype;
+  for (const Want& want : wants) {
+    auto it = by_name.find(want.name);
+    if (it == by_name.end()) fail(file, "missing tensor " + display(want.name));
+    const TensorInfo& t = *it->second;
+    if (t.shape != want.shape) {
+      fail(file, "tensor " + printable(t.name) + ": shape " + t.shape_string() +
+                     " does not match config.json (expected " + shape_string(want.shape) + ")");
+    }
+    if (t.dtype == DType::Unsupported) {
+      fail(file, "tensor " + printable(t.name) + ": unsupported dtype " +
+                     printable(t.dtype_string, 20) + " (supported: F32, F16, BF16)");
+    }
+    if (dtype.empty())
+      dtype = dtype_name(t.dtype);
+    else if (dtype != dtype_name(t.dtype))
+      dtype = "mixed";
+  }
+
+  if (lm_head != nullptr) {
+    const TensorInfo& wte = *by_name.find("wte.weight")->second;
+    const std::vector<int64_t> want = {V, C};
+    if (lm_head->shape != want) {
+      fail(file, "tensor " + printable(lm_head->name) + ": shape " + lm_head->shape_string() +
+                     " does not match config.json (expected " + shape_string(want) + ")");
+    }
+    if (lm_head->dtype == DType::Unsupported || !same_values(*lm_head, wte)) {
+      fail(file, "tensor " + printable(lm_head->name) +
+                     ": untied lm_head not supported (it differs from wte.weight)");
+    }
+  }
+
+  for (const Want& want : wants) {
+    const TensorInfo& t = *by_name.find(want.name)->second;
+    if (const float* p = SafetensorsFile::f32_in_place(t)) {
+      *want.dst = p;
+      continue;
+    }
+    const size_t n = static_cast<size_t>(t.numel());
+    auto buf = std::make_unique<float[]>(n);
+    SafetensorsFile::to_f32(t, buf.get());
+    *want.dst = buf.get();
+    storage->converted.push_back(std::move(buf));
+  }
+
+  w.source = dir_name;
+  w.storage_dtype = dtype;
+  w.storage = std::move(storage);
+  return w;
+}
+
+ModelWeights load_model(const fs::path& path, int tokenizer_vocab_size) {
+  const std::string name = path.string();
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) fail(name, "no such file or directory");
+  if (fs::is_directory(status)) return load_model_dir(path, tokenizer_vocab_size);
+  if (!fs::is_regular_file(status)) fail(name, "not a regular file or directory");
+
+  const std::string filename = path.filename().string();
+  if (is_llmc_checkpoint(path)) {
+    ModelWeights w = load_llmc_checkpoint(path);
+    if (tokenizer_vocab_size >= 0 && tokenizer_vocab_size != w.config.vocab_size) {
+      fail(name, "vocab_size " + std::to_string(w.config.vocab_size) +
+                     " does not match the tokenizer (" + std::to_string(tokenizer_vocab_size) +
+                     " tokens)");
+    }
+    return w;
+  }
+  if (filename == "model.safetensors" || filename == "config.json") {
+    return load_model_dir(path.has_parent_path() ? path.parent_path() : fs::path("."),
+                          tokenizer_vocab_size);
+  }
+  if (filename == "pytorch_model.bin") {
+    fail(name,
+         "PyTorch pickle checkpoints are not supported; convert it to model.safetensors "
+         "(e.g. model.save_pretrained(dir, safe_serialization=True))");
+  }
+  if (path.extension() == ".bin") return load_llmc_checkpoint(path);  // reports the bad magic
+  fail(name,
+       "not a model: expected a Hugging Face GPT-2 directory (config.json + "
+       "model.safetensors) or an llm.c gpt2_*.bin checkpoint");
+}
+
+}  // namespace ts
