@@ -53,7 +53,8 @@ std::vector<int> parse_list(const std::string& s) {
   size_t pos = 0;
   while (pos < s.size()) {
     const size_t comma = s.find(',', pos);
-    const std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const std::string item =
+        s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     try {
       out.push_back(std::stoi(item));
     } catch (...) {
@@ -87,16 +88,26 @@ BenchOptions parse(int argc, char** argv) {
     if (a == "--help" || a == "-h") {
       std::cout << kHelp;
       std::exit(0);
-    } else if (a == "--model") o.model = next();
-    else if (a == "--write-random-124m") o.write_random = next();
-    else if (a == "--device") o.device = next();
-    else if (a == "--threads") o.threads = parse_int(a, next());
-    else if (a == "--prefill-tokens") o.prefill_tokens = parse_int(a, next());
-    else if (a == "--context") o.context = parse_int(a, next());
-    else if (a == "--decode-steps") o.decode_steps = parse_int(a, next());
-    else if (a == "--lanes") o.lanes = parse_list(next());
-    else if (a == "--cache-compare") o.cache_compare = parse_list(next());
-    else throw ts::Error("unknown option '" + a + "' (see --help)");
+    } else if (a == "--model")
+      o.model = next();
+    else if (a == "--write-random-124m")
+      o.write_random = next();
+    else if (a == "--device")
+      o.device = next();
+    else if (a == "--threads")
+      o.threads = parse_int(a, next());
+    else if (a == "--prefill-tokens")
+      o.prefill_tokens = parse_int(a, next());
+    else if (a == "--context")
+      o.context = parse_int(a, next());
+    else if (a == "--decode-steps")
+      o.decode_steps = parse_int(a, next());
+    else if (a == "--lanes")
+      o.lanes = parse_list(next());
+    else if (a == "--cache-compare")
+      o.cache_compare = parse_list(next());
+    else
+      throw ts::Error("unknown option '" + a + "' (see --help)");
   }
   if (o.model.empty() && o.write_random.empty())
     throw ts::Error("give --model DIR or --write-random-124m DIR");
@@ -246,7 +257,8 @@ int main(int argc, char** argv) {
                     {{"read_bandwidth_gb_per_s", roofs.read_bandwidth * 1e-9},
                      {"peak_gflops", roofs.peak_flops * 1e-9},
                      {"threads", roofs.threads}}}};
-    report["prefill"] = {bench_prefill(engine, o, roofs, false), bench_prefill(engine, o, roofs, true)};
+    report["prefill"] = {bench_prefill(engine, o, roofs, false),
+                         bench_prefill(engine, o, roofs, true)};
     json decode = json::array();
     for (bool trace : {false, true}) {
       auto [t, cost] = decode_step_time(engine, o, 1, trace);

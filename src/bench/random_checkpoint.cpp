@@ -75,7 +75,8 @@ void write_random_checkpoint(const ModelConfig& config, const std::filesystem::p
   for (const TensorSpec& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * 4}}};
+    header[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * 4}}};
     offset += n * 4;
   }
   std::string h = header.dump();

@@ -57,6 +57,8 @@ Output
   --json-full-logits      include every logit of every step in the JSON
   --no-attention          do not record attention probabilities
   --quiet                 print only the generated text
+  --logit-lens            after each step, the top-5 predictions read off the residual
+                          stream after every layer (final layer norm + unembedding)
   --eval-loss FILE        print the model's mean next-token loss on a text file and exit
   --eval-window N         window for --eval-loss (default: the model's context)
   --help                  this text
@@ -73,15 +75,24 @@ CliOptions parse_cli(int argc, char** argv) {
   };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--help" || a == "-h") o.help = true;
-    else if (a == "--model") o.setup.model = value(i, a);
-    else if (a == "--tokenizer") o.setup.tokenizer = value(i, a);
-    else if (a == "--device") o.setup.device = value(i, a);
-    else if (a == "--threads") o.setup.cpu_threads = parse_number<int>(a, value(i, a));
-    else if (a == "--prompt") o.prompt = value(i, a);
-    else if (a == "--steps") o.steps = parse_number<int>(a, value(i, a));
-    else if (a == "--greedy") { single.do_sample = false; single_set = true; }
-    else if (a == "--temperature") {
+    if (a == "--help" || a == "-h")
+      o.help = true;
+    else if (a == "--model")
+      o.setup.model = value(i, a);
+    else if (a == "--tokenizer")
+      o.setup.tokenizer = value(i, a);
+    else if (a == "--device")
+      o.setup.device = value(i, a);
+    else if (a == "--threads")
+      o.setup.cpu_threads = parse_number<int>(a, value(i, a));
+    else if (a == "--prompt")
+      o.prompt = value(i, a);
+    else if (a == "--steps")
+      o.steps = parse_number<int>(a, value(i, a));
+    else if (a == "--greedy") {
+      single.do_sample = false;
+      single_set = true;
+    } else if (a == "--temperature") {
       single.temperature = parse_number<float>(a, value(i, a));
       single.do_sample = single_set = true;
     } else if (a == "--top-k") {
@@ -108,16 +119,28 @@ CliOptions parse_cli(int argc, char** argv) {
       while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0)
         o.strategies.push_back(parse_strategy(argv[++i]));
       if (o.strategies.empty()) throw Error("--compare needs at least one strategy");
-    } else if (a == "--no-kv-cache") o.kv_cache = false;
-    else if (a == "--interactive") o.interactive = true;
-    else if (a == "--top") o.top = parse_number<int>(a, value(i, a));
-    else if (a == "--json") o.json_file = value(i, a);
-    else if (a == "--json-full-logits") o.json_full_logits = true;
-    else if (a == "--no-attention") o.record_attention = false;
-    else if (a == "--quiet") o.quiet = true;
-    else if (a == "--eval-loss") o.eval_loss_file = value(i, a);
-    else if (a == "--eval-window") o.eval_window = parse_number<int>(a, value(i, a));
-    else throw Error("unknown option '" + a + "' (see --help)");
+    } else if (a == "--no-kv-cache")
+      o.kv_cache = false;
+    else if (a == "--interactive")
+      o.interactive = true;
+    else if (a == "--top")
+      o.top = parse_number<int>(a, value(i, a));
+    else if (a == "--json")
+      o.json_file = value(i, a);
+    else if (a == "--json-full-logits")
+      o.json_full_logits = true;
+    else if (a == "--no-attention")
+      o.record_attention = false;
+    else if (a == "--quiet")
+      o.quiet = true;
+    else if (a == "--logit-lens")
+      o.logit_lens = true;
+    else if (a == "--eval-loss")
+      o.eval_loss_file = value(i, a);
+    else if (a == "--eval-window")
+      o.eval_window = parse_number<int>(a, value(i, a));
+    else
+      throw Error("unknown option '" + a + "' (see --help)");
   }
   if (single_set && !o.strategies.empty())
     throw Error("give either --compare or single-lane strategy flags, not both");

@@ -19,10 +19,11 @@ struct CliOptions {
   bool json_full_logits = false;
   bool record_attention = true;
   bool kv_cache = true;
-  int top = 5;                             // alternatives printed per step
-  std::string eval_loss_file;              // --eval-loss: print loss and exit
-  int eval_window = 0;                     // 0: the model's context
+  int top = 5;                 // alternatives printed per step
+  std::string eval_loss_file;  // --eval-loss: print loss and exit
+  int eval_window = 0;         // 0: the model's context
   bool quiet = false;
+  bool logit_lens = false;  // print the logit lens after every step
   bool help = false;
 };
 

@@ -21,9 +21,10 @@ int run_eval(ts::LoadedModel& model, const ts::cli::CliOptions& o) {
   const std::vector<int> tokens = model.tokenizer->encode_ids(buf.str());
   const int window = o.eval_window > 0 ? o.eval_window : model.engine->config().n_ctx;
   const ts::LossReport r = ts::evaluate_loss(*model.engine, tokens, window);
-  std::printf("{\"file\": \"%s\", \"tokens\": %lld, \"predictions\": %lld, \"windows\": %d, "
-              "\"window\": %d, \"mean_loss_nats\": %.6f}\n",
-              o.eval_loss_file.c_str(), r.tokens, r.predictions, r.windows, window, r.mean_nats);
+  std::printf(
+      "{\"file\": \"%s\", \"tokens\": %lld, \"predictions\": %lld, \"windows\": %d, "
+      "\"window\": %d, \"mean_loss_nats\": %.6f}\n",
+      o.eval_loss_file.c_str(), r.tokens, r.predictions, r.windows, window, r.mean_nats);
   return 0;
 }
 
@@ -45,7 +46,9 @@ bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
         std::cout << "cannot step: " << session.next_action() << "\n";
         continue;
       }
-      ts::cli::print_step(std::cout, session, session.step(), o.top);
+      const ts::StepTrace& step = session.step();
+      ts::cli::print_step(std::cout, session, step, o.top);
+      if (o.logit_lens) ts::cli::print_logit_lens(std::cout, session, step);
       ts::cli::print_lanes_text(std::cout, session);
     } catch (const ts::Error& e) {
       std::cout << "error: " << e.what() << "\n";
@@ -83,6 +86,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i <= o.steps && session.can_step(); ++i) {
         const ts::StepTrace& step = session.step();
         if (!o.quiet) ts::cli::print_step(std::cout, session, step, o.top);
+        if (o.logit_lens) ts::cli::print_logit_lens(std::cout, session, step);
       }
       ts::cli::print_lanes_text(std::cout, session);
     }

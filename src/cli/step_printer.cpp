@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <ostream>
 
+#include "engine/logit_lens.h"
 #include "model/token_display.h"
 #include "sampling/distribution.h"
 
@@ -53,10 +54,27 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
   }
 }
 
+void print_logit_lens(std::ostream& out, const Session& session, const StepTrace& step) {
+  const Tokenizer& tok = session.tokenizer();
+  for (const LaneStep& ls : step.lanes) {
+    out << "  logit lens";
+    if (step.lanes.size() > 1) out << " (lane " << ls.lane << ")";
+    out << ": top-5 after each layer\n";
+    for (const LensRow& row : logit_lens(session.engine().weights(), ls.residuals, 5)) {
+      out << "    " << (row.layer == 0 ? std::string("embed") : "L" + std::to_string(row.layer))
+          << "\t";
+      for (const LensPrediction& p : row.top)
+        out << " " << quoted_piece(tok, p.token) << " " << fmt("%.3f", p.prob);
+      out << "\n";
+    }
+  }
+}
+
 void print_lanes_text(std::ostream& out, const Session& session) {
   const Tokenizer& tok = session.tokenizer();
   for (const Lane& lane : session.lanes()) {
-    if (session.lanes().size() > 1) out << "lane " << lane.id << " (" << describe(lane.params) << "): ";
+    if (session.lanes().size() > 1)
+      out << "lane " << lane.id << " (" << describe(lane.params) << "): ";
     out << session.prompt_text() << tok.decode(lane.generated);
     if (!lane.stop_reason.empty()) out << "   [" << lane.stop_reason << "]";
     out << "\n";

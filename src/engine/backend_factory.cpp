@@ -29,7 +29,8 @@ BackendSelection make_backend(const std::string& device,
     if (device == "cuda") throw Error("CUDA backend unavailable: " + why);
     sel.notice = "no usable CUDA device (" + why + "); running on the CPU";
 #else
-    if (device == "cuda") throw Error("this build has no CUDA backend (configure with the CUDA toolkit)");
+    if (device == "cuda")
+      throw Error("this build has no CUDA backend (configure with the CUDA toolkit)");
     sel.notice = "built without CUDA; running on the CPU";
 #endif
   }

@@ -41,8 +41,8 @@ ForwardResult Engine::forward(const std::vector<ForwardRequest>& requests,
                     std::to_string(cfg.vocab_size - 1) + ")");
     const long long total = static_cast<long long>(cache_.length(r.seq)) + r.tokens.size();
     if (total > cfg.n_ctx)
-      throw Error("context full: " + std::to_string(total) + " tokens exceed the model's context of " +
-                  std::to_string(cfg.n_ctx));
+      throw Error("context full: " + std::to_string(total) +
+                  " tokens exceed the model's context of " + std::to_string(cfg.n_ctx));
   }
   // A sequence may appear once per step; two requests on one cache sequence
   // would write the same positions.
@@ -73,8 +73,7 @@ ForwardResult Engine::forward(const std::vector<ForwardRequest>& requests,
     }
     const auto t0 = std::chrono::steady_clock::now();
     backend_->forward(batch, options, result.outputs);
-    result.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   } catch (...) {
     // Undo every reservation made for this step, newest first.
     for (size_t i = appended; i-- > 0;) cache_.truncate(batch[i].seq, batch[i].start_pos);

@@ -142,9 +142,8 @@ AppendPlan KvCacheManager::append(SeqId seq, int n_tokens) {
 void KvCacheManager::truncate(SeqId seq, int new_length) {
   Sequence& s = get(seq);
   if (new_length < 0 || new_length > s.length) {
-    throw Error("KV cache truncate: new length " + std::to_string(new_length) +
-                " outside [0, " + std::to_string(s.length) + "] for sequence " +
-                std::to_string(seq));
+    throw Error("KV cache truncate: new length " + std::to_string(new_length) + " outside [0, " +
+                std::to_string(s.length) + "] for sequence " + std::to_string(seq));
   }
   // A kept block stays even when shared; a later append copies it on write.
   const size_t keep = size_t(ceil_div(new_length, shape_.block_size));
@@ -244,7 +243,8 @@ void KvCacheManager::check_invariants() const {
   for (int id = 0; id < int(seqs_.size()); ++id) {
     const Sequence& s = seqs_[id];
     if (!live_[id]) {
-      if (!s.blocks.empty()) fail("released sequence " + std::to_string(id) + " still holds blocks");
+      if (!s.blocks.empty())
+        fail("released sequence " + std::to_string(id) + " still holds blocks");
       continue;
     }
     if (s.length < 0) fail("sequence " + std::to_string(id) + " has negative length");

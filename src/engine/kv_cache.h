@@ -51,9 +51,9 @@ struct KvOccupancy {
   int blocks_shared = 0;  // ref_count > 1
   int blocks_free = 0;
   int block_size = 0;
-  int64_t bytes_per_layer_used = 0;      // blocks_used * bytes_per_block_per_layer
-  int64_t bytes_per_layer_capacity = 0;  // blocks_total * bytes_per_block_per_layer
-  int wasted_slots = 0;                  // sum over sequences' last blocks
+  int64_t bytes_per_layer_used = 0;          // blocks_used * bytes_per_block_per_layer
+  int64_t bytes_per_layer_capacity = 0;      // blocks_total * bytes_per_block_per_layer
+  int wasted_slots = 0;                      // sum over sequences' last blocks
   std::vector<SequenceOccupancy> sequences;  // ordered by id
   std::vector<int> ref_counts;               // per physical block
 };
@@ -64,8 +64,8 @@ class KvCacheManager {
 
   const KvCacheShape& shape() const { return shape_; }
 
-  SeqId create();                 // empty sequence
-  SeqId fork(SeqId parent);       // shares all of parent's blocks (ref_count++)
+  SeqId create();            // empty sequence
+  SeqId fork(SeqId parent);  // shares all of parent's blocks (ref_count++)
   // Reserve slots for n new tokens at the end of seq. A shared partial last
   // block is copied first (copy-on-write). Throws ts::Error ("KV cache full:
   // ...") and changes nothing when there are not enough free blocks.

@@ -9,10 +9,10 @@
 namespace ts {
 
 struct LossReport {
-  long long tokens = 0;        // tokens in the text
-  long long predictions = 0;   // positions scored
+  long long tokens = 0;       // tokens in the text
+  long long predictions = 0;  // positions scored
   int windows = 0;
-  double mean_nats = 0;        // mean -log p(next token)
+  double mean_nats = 0;  // mean -log p(next token)
 };
 
 // The token stream is cut into consecutive, non-overlapping windows of

@@ -37,8 +37,8 @@ LoadedModel load_model_setup(const ModelSetupOptions& options) {
   fs::path tok_dir = options.tokenizer;
   if (tok_dir.empty()) tok_dir = fs::is_directory(out.path, ec) ? out.path : out.path.parent_path();
   out.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(tok_dir));
-  auto weights = std::make_shared<const ModelWeights>(
-      load_model(out.path, out.tokenizer->vocab_size()));
+  auto weights =
+      std::make_shared<const ModelWeights>(load_model(out.path, out.tokenizer->vocab_size()));
   out.name = out.path.filename().string();
   if (out.name.empty()) out.name = out.path.parent_path().filename().string();
   BackendSelection sel = make_backend(options.device, weights, options.cpu_threads);

@@ -11,10 +11,14 @@ namespace ts {
 
 const char* state_name(SessionState state) {
   switch (state) {
-    case SessionState::kNoPrompt: return "no prompt";
-    case SessionState::kReady: return "ready for prefill";
-    case SessionState::kPaused: return "paused";
-    case SessionState::kFinished: return "finished";
+    case SessionState::kNoPrompt:
+      return "no prompt";
+    case SessionState::kReady:
+      return "ready for prefill";
+    case SessionState::kPaused:
+      return "paused";
+    case SessionState::kFinished:
+      return "finished";
   }
   return "?";
 }
@@ -108,7 +112,8 @@ bool Session::can_step() const {
 
 std::string Session::next_action() const {
   switch (state()) {
-    case SessionState::kNoPrompt: return "enter a prompt";
+    case SessionState::kNoPrompt:
+      return "enter a prompt";
     case SessionState::kReady:
       return "prefill: " + std::to_string(prompt_tokens_.size()) + " tokens in one pass";
     case SessionState::kFinished: {
@@ -120,14 +125,14 @@ std::string Session::next_action() const {
       }
       return "finished: " + reasons;
     }
-    case SessionState::kPaused: break;
+    case SessionState::kPaused:
+      break;
   }
   int running = 0, cached = 0;
   for (const Lane& lane : lanes_) {
     if (!lane.running()) continue;
     ++running;
-    cached = std::max(cached,
-                      static_cast<int>(prompt_tokens_.size() + lane.generated.size()) - 1);
+    cached = std::max(cached, static_cast<int>(prompt_tokens_.size() + lane.generated.size()) - 1);
   }
   const std::string step = "decode step " + std::to_string(history_.size());
   if (!options_.kv_cache)
@@ -247,8 +252,8 @@ const StepTrace& Session::prefill() {
     ls.entropy = raw_entropy(ls.logits);
     ls.residuals = out.residuals;
     if (i == 0)  // every lane shares lane 0's prefill: its attention is stored once
-      ls.attention = attention_rows(out.attention, engine_->config().n_head, ls.rows(),
-                                    ls.context(), 0);
+      ls.attention =
+          attention_rows(out.attention, engine_->config().n_head, ls.rows(), ls.context(), 0);
     ls.step_index = 0;
     try {
       choose(ls, lanes[i]);
@@ -319,8 +324,8 @@ const StepTrace& Session::step() {
       recomputed += static_cast<int>(ls.context_ids.size());
       ls.logits = r.outputs[0].logits;
       ls.residuals = r.outputs[0].residuals;
-      ls.attention = attention_rows(r.outputs[0].attention, n_head, ls.context(), ls.context(),
-                                    ls.start_pos);
+      ls.attention =
+          attention_rows(r.outputs[0].attention, n_head, ls.context(), ls.context(), ls.start_pos);
     }
     ls.entropy = raw_entropy(ls.logits);
   }

@@ -20,11 +20,11 @@
 namespace ts {
 
 struct SessionOptions {
-  int max_new_tokens = 64;                  // per lane
+  int max_new_tokens = 64;  // per lane
   bool record_attention = true;
   int64_t trace_budget_bytes = 256ll << 20;  // beyond it, attention is recomputed on demand
-  bool kv_cache = true;                     // false: every decode step recomputes everything
-  bool record_residuals = true;             // for the logit lens
+  bool kv_cache = true;                      // false: every decode step recomputes everything
+  bool record_residuals = true;              // for the logit lens
 };
 
 enum class SessionState {
@@ -38,9 +38,9 @@ const char* state_name(SessionState state);
 struct Lane {
   int id = 0;
   SamplingParams params;
-  SeqId seq = -1;               // its KV cache sequence (-1 before prefill / cache off)
-  std::vector<int> generated;   // chosen tokens; the last one is not cached yet
-  std::string stop_reason;      // empty while the lane runs
+  SeqId seq = -1;              // its KV cache sequence (-1 before prefill / cache off)
+  std::vector<int> generated;  // chosen tokens; the last one is not cached yet
+  std::string stop_reason;     // empty while the lane runs
   bool running() const { return stop_reason.empty(); }
 };
 

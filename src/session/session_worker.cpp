@@ -193,7 +193,8 @@ bool SessionWorker::attention(int step, int lane, int layer, std::vector<float>&
   queue_.push_back([this, key](Session& s) {
     std::shared_ptr<const std::vector<float>> result;
     try {
-      result = std::make_shared<const std::vector<float>>(s.attention(key.step, key.lane, key.layer));
+      result =
+          std::make_shared<const std::vector<float>>(s.attention(key.step, key.lane, key.layer));
     } catch (...) {
       std::lock_guard<std::mutex> l(mutex_);
       attention_pending_.erase(

@@ -29,7 +29,7 @@ struct SessionSnapshot {
   std::string model_name;
   std::string backend;  // "cpu" / "cuda"
   std::string device;
-  std::string notice;   // e.g. why CUDA is not used
+  std::string notice;  // e.g. why CUDA is not used
   bool kv_cache = true;
   int max_new_tokens = 0;
   bool busy = false;     // a command is running

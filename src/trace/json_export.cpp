@@ -16,20 +16,28 @@ json kv_occupancy_to_json(const KvOccupancy& kv) {
                     {"tokens", s.tokens},
                     {"block_table", s.block_table},
                     {"wasted_slots", s.wasted_slots}});
-  return {{"blocks_total", kv.blocks_total},   {"blocks_used", kv.blocks_used},
-          {"blocks_shared", kv.blocks_shared}, {"blocks_free", kv.blocks_free},
-          {"block_size", kv.block_size},       {"bytes_per_layer_used", kv.bytes_per_layer_used},
+  return {{"blocks_total", kv.blocks_total},
+          {"blocks_used", kv.blocks_used},
+          {"blocks_shared", kv.blocks_shared},
+          {"blocks_free", kv.blocks_free},
+          {"block_size", kv.block_size},
+          {"bytes_per_layer_used", kv.bytes_per_layer_used},
           {"bytes_per_layer_capacity", kv.bytes_per_layer_capacity},
-          {"wasted_slots", kv.wasted_slots},   {"sequences", seqs}};
+          {"wasted_slots", kv.wasted_slots},
+          {"sequences", seqs}};
 }
 
 namespace {
 
 json params_to_json(const SamplingParams& p) {
-  return {{"strategy", format_strategy(p)}, {"do_sample", p.do_sample},
-          {"temperature", p.temperature},   {"top_k", p.top_k},
-          {"top_p", p.top_p},               {"min_p", p.min_p},
-          {"repetition_penalty", p.repetition_penalty}, {"seed", p.seed}};
+  return {{"strategy", format_strategy(p)},
+          {"do_sample", p.do_sample},
+          {"temperature", p.temperature},
+          {"top_k", p.top_k},
+          {"top_p", p.top_p},
+          {"min_p", p.min_p},
+          {"repetition_penalty", p.repetition_penalty},
+          {"seed", p.seed}};
 }
 
 // JSON has no infinity: removed tokens are written as null.

@@ -8,9 +8,9 @@
 namespace ts {
 
 struct JsonExportOptions {
-  int top_n = 20;              // logits listed per lane and step
-  bool full_logits = false;    // every logit, every step (large)
-  bool attention = true;       // attention rows recorded in the trace
+  int top_n = 20;            // logits listed per lane and step
+  bool full_logits = false;  // every logit, every step (large)
+  bool attention = true;     // attention rows recorded in the trace
 };
 
 nlohmann::json kv_occupancy_to_json(const KvOccupancy& kv);

@@ -10,7 +10,8 @@ int64_t StepTrace::memory_bytes() const {
     total += sizeof(LaneStep);
     total += static_cast<int64_t>(l.logits.size() + l.residuals.size()) * 4;
     total += static_cast<int64_t>(l.input_tokens.size() + l.slots_written.size() +
-                                  l.context_ids.size()) * 4;
+                                  l.context_ids.size()) *
+             4;
     for (const auto& a : l.attention)
       if (a) total += static_cast<int64_t>(a->size()) * 4;
   }

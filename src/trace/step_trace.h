@@ -32,15 +32,15 @@ struct LaneStep {
   // to lane 0, whose forward pass every lane shares) and is recomputed on
   // demand by Session::attention.
   std::vector<std::shared_ptr<const std::vector<float>>> attention;
-  std::vector<float> residuals;    // [n_layer + 1][C] of the last position (logit lens)
+  std::vector<float> residuals;  // [n_layer + 1][C] of the last position (logit lens)
   // How the next token was chosen (stages: sample_next(logits, context_ids, params, step_index)).
   SamplingParams params;
-  int step_index = 0;              // index of the chosen token in the lane's generation
+  int step_index = 0;  // index of the chosen token in the lane's generation
   int chosen_token = -1;
   float chosen_prob = 0;
-  double uniform = 0;              // the draw's random number (0 when greedy)
-  int kept_tokens = 0;             // candidates left after the filters
-  double entropy = 0;              // of the model's raw distribution, nats
+  double uniform = 0;   // the draw's random number (0 when greedy)
+  int kept_tokens = 0;  // candidates left after the filters
+  double entropy = 0;   // of the model's raw distribution, nats
 
   int context() const { return start_pos + static_cast<int>(input_tokens.size()); }
   int rows() const { return static_cast<int>(input_tokens.size()); }
@@ -50,11 +50,11 @@ struct StepTrace {
   int index = 0;  // 0 = prefill, then decode steps 1, 2, ...
   Phase phase = Phase::kPrefill;
   std::vector<LaneStep> lanes;
-  KvOccupancy kv_after;   // occupancy once the step's tokens are cached
-  double seconds = 0;     // measured wall time of the forward pass
-  StepCost cost;          // analytic FLOPs and bytes
-  std::string backend;    // "cpu", "cuda"
-  bool kv_cache = true;   // false: the step recomputed the whole sequence
+  KvOccupancy kv_after;       // occupancy once the step's tokens are cached
+  double seconds = 0;         // measured wall time of the forward pass
+  StepCost cost;              // analytic FLOPs and bytes
+  std::string backend;        // "cpu", "cuda"
+  bool kv_cache = true;       // false: the step recomputed the whole sequence
   int recomputed_tokens = 0;  // tokens run through the model (cache off: all of them)
 
   int64_t memory_bytes() const;

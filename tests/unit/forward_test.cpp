@@ -10,6 +10,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/matmul.h"
 #include "engine/engine.h"
+#include "engine/logit_lens.h"
 #include "model/model_loader.h"
 #include "test_paths.h"
 #include "util/error.h"
@@ -50,14 +51,16 @@ TEST(Forward, MatchesPyTorchReferenceLogitsAndAttention) {
     for (int i = 0; i < t; ++i) {
       const std::vector<float> want = c["logits"][i].get<std::vector<float>>();
       ASSERT_EQ(static_cast<int>(want.size()), cfg.vocab_size);
-      worst_logit = std::max(worst_logit, max_abs_diff(r.outputs[0].logits.data() + i * cfg.vocab_size,
-                                                       want.data(), want.size()));
+      worst_logit = std::max(
+          worst_logit,
+          max_abs_diff(r.outputs[0].logits.data() + i * cfg.vocab_size, want.data(), want.size()));
     }
     for (int l = 0; l < cfg.n_layer; ++l)
       for (int h = 0; h < cfg.n_head; ++h)
         for (int i = 0; i < t; ++i) {
           const std::vector<float> want = c["attention"][l][h][i].get<std::vector<float>>();
-          const float* got = r.outputs[0].attention[l].data() + (static_cast<size_t>(h) * t + i) * t;
+          const float* got =
+              r.outputs[0].attention[l].data() + (static_cast<size_t>(h) * t + i) * t;
           worst_attn = std::max(worst_attn, max_abs_diff(got, want.data(), t));
         }
     EXPECT_LE(worst_logit, 1e-4f) << c["prompt"];
@@ -81,7 +84,8 @@ TEST(Forward, CachedDecodeEqualsFullRecomputationAtEveryStep) {
     const auto& b = full.outputs[0].logits;
     ASSERT_EQ(a.size(), b.size());
     for (int i = 0; i < v; ++i)
-      ASSERT_NEAR(a[i], b[i], 1e-5 * std::max(1.0f, std::fabs(b[i]))) << "step " << n << " id " << i;
+      ASSERT_NEAR(a[i], b[i], 1e-5 * std::max(1.0f, std::fabs(b[i])))
+          << "step " << n << " id " << i;
   }
   engine->cache().release(seq);
   EXPECT_EQ(engine->cache().free_blocks(), engine->cache().shape().num_blocks);
@@ -111,7 +115,8 @@ TEST(Forward, BatchedDecodeOfLanesEqualsSingleDecodes) {
     const int ctx = static_cast<int>(seq.size());
     for (int h = 0; h < engine->config().n_head; ++h)
       EXPECT_LE(max_abs_diff(together.outputs[i].attention[0].data() + h * ctx,
-                             alone.outputs[0].attention[0].data() + (static_cast<size_t>(h) * ctx + ctx - 1) * ctx,
+                             alone.outputs[0].attention[0].data() +
+                                 (static_cast<size_t>(h) * ctx + ctx - 1) * ctx,
                              ctx),
                 1e-6f);
   }
@@ -155,8 +160,13 @@ TEST(Matmul, FastPathsMatchTheReference) {
   ThreadPool pool(2);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1, 1);
-  for (MatmulCase c : {MatmulCase{1, 64, 192}, {3, 67, 45}, {8, 256, 1024}, {9, 64, 64},
-                       {100, 130, 77}, {128, 768, 2304}, {7, 5, 3}}) {
+  for (MatmulCase c : {MatmulCase{1, 64, 192},
+                       {3, 67, 45},
+                       {8, 256, 1024},
+                       {9, 64, 64},
+                       {100, 130, 77},
+                       {128, 768, 2304},
+                       {7, 5, 3}}) {
     std::vector<float> x(static_cast<size_t>(c.m) * c.k), w(static_cast<size_t>(c.k) * c.n), b(c.n);
     for (float& v : x) v = dist(rng);
     for (float& v : w) v = dist(rng);
@@ -169,11 +179,38 @@ TEST(Matmul, FastPathsMatchTheReference) {
     // X * W^T with W read as [n][k]: compare with the reference on a transposed copy.
     std::vector<float> bt(static_cast<size_t>(c.n) * c.k);
     for (int i = 0; i < c.k; ++i)
-      for (int j = 0; j < c.n; ++j) bt[static_cast<size_t>(j) * c.k + i] = w[static_cast<size_t>(i) * c.n + j];
+      for (int j = 0; j < c.n; ++j)
+        bt[static_cast<size_t>(j) * c.k + i] = w[static_cast<size_t>(i) * c.n + j];
     cpu::matmul_transposed(x.data(), c.m, c.k, bt.data(), c.n, got.data(), pool);
     cpu::matmul_reference(x.data(), c.m, c.k, w.data(), c.n, nullptr, want.data());
     EXPECT_LE(max_abs_diff(got.data(), want.data(), got.size()), 2e-5f * std::sqrt(float(c.k)));
   }
+}
+
+}  // namespace
+}  // namespace ts
+
+namespace ts {
+namespace {
+
+TEST(LogitLens, LastLayerEqualsTheModelsOwnLogits) {
+  auto w = std::make_shared<const ModelWeights>(load_model_dir(test::tiny_model_dir()));
+  Engine engine(w, make_cpu_backend(w, 2), 128);
+  ForwardOptions opts;
+  opts.record_residuals = true;
+  ForwardResult r = engine.forward_scratch({10, 20, 30, 40, 50}, opts);
+  const ModelConfig& cfg = w->config;
+  ASSERT_EQ(r.outputs[0].residuals.size(), static_cast<size_t>(cfg.n_layer + 1) * cfg.n_embd);
+  const std::vector<float> lens = lens_logits(
+      *w, r.outputs[0].residuals.data() + static_cast<size_t>(cfg.n_layer) * cfg.n_embd);
+  EXPECT_EQ(lens, r.outputs[0].logits);  // same arithmetic, same order: bit-identical
+  const std::vector<LensRow> rows = logit_lens(*w, r.outputs[0].residuals, 5);
+  ASSERT_EQ(rows.size(), static_cast<size_t>(cfg.n_layer + 1));
+  const int argmax =
+      static_cast<int>(std::max_element(r.outputs[0].logits.begin(), r.outputs[0].logits.end()) -
+                       r.outputs[0].logits.begin());
+  EXPECT_EQ(rows.back().top[0].token, argmax);
+  EXPECT_THROW(logit_lens(*w, {}, 5), Error);
 }
 
 }  // namespace

@@ -40,8 +40,8 @@ TEST(Session, PrefillStepBackRestoresEverything) {
   EXPECT_EQ(s->state(), SessionState::kNoPrompt);
   s->set_prompt("The cat sat on the mat.");
   EXPECT_EQ(s->state(), SessionState::kReady);
-  EXPECT_EQ(s->next_action(), "prefill: " + std::to_string(s->prompt_tokens().size()) +
-                                  " tokens in one pass");
+  EXPECT_EQ(s->next_action(),
+            "prefill: " + std::to_string(s->prompt_tokens().size()) + " tokens in one pass");
   const StepTrace& pre = s->prefill();
   const int t = static_cast<int>(s->prompt_tokens().size());
   EXPECT_EQ(pre.phase, Phase::kPrefill);
@@ -49,8 +49,8 @@ TEST(Session, PrefillStepBackRestoresEverything) {
   EXPECT_EQ(pre.lanes[0].slots_written.size(), static_cast<size_t>(t));
   ASSERT_EQ(pre.lanes[0].attention.size(), 2u);
   EXPECT_EQ(pre.lanes[0].attention[0]->size(), static_cast<size_t>(4 * t * t));
-  EXPECT_EQ(s->next_action(), "decode step 1: 1 token, reads " + std::to_string(t) +
-                                  " cached positions");
+  EXPECT_EQ(s->next_action(),
+            "decode step 1: 1 token, reads " + std::to_string(t) + " cached positions");
   const KvOccupancy after_prefill = m.engine->cache().occupancy();
   std::vector<std::vector<int>> generated;
   for (int i = 0; i < 5; ++i) {
@@ -229,7 +229,8 @@ TEST(Session, CacheOffGivesTheSameTokensAndLogits) {
   for (size_t i = 0; i < a->history().size(); ++i) {
     const auto& la = a->history()[i]->lanes[0].logits;
     const auto& lb = b->history()[i]->lanes[0].logits;
-    for (size_t j = 0; j < la.size(); ++j) worst = std::max(worst, double(std::fabs(la[j] - lb[j])));
+    for (size_t j = 0; j < la.size(); ++j)
+      worst = std::max(worst, double(std::fabs(la[j] - lb[j])));
     if (i > 0) {
       EXPECT_GT(b->history()[i]->cost.flops, a->history()[i]->cost.flops);
       EXPECT_EQ(b->history()[i]->recomputed_tokens, a->history()[i]->lanes[0].context());

@@ -96,9 +96,9 @@ void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpti
       slots[j] = b.block_table[j / shape_.block_size] * shape_.block_size + j % shape_.block_size;
   }
 
-  std::vector<float> x(static_cast<size_t>(rows) * c), ln(x.size()), attn(x.size()),
-      proj(x.size());
-  std::vector<float> qkv(static_cast<size_t>(rows) * 3 * c), hidden(static_cast<size_t>(rows) * 4 * c);
+  std::vector<float> x(static_cast<size_t>(rows) * c), ln(x.size()), attn(x.size()), proj(x.size());
+  std::vector<float> qkv(static_cast<size_t>(rows) * 3 * c),
+      hidden(static_cast<size_t>(rows) * 4 * c);
   cpu::embed(w.wte, w.wpe, tokens.data(), positions.data(), rows, c, x.data());
 
   outputs.assign(batch.size(), EntryOutput{});
@@ -161,7 +161,8 @@ void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpti
       a.context = b.context();
       cpu::paged_attention(a, p.head, p.r0, p.r1);
     });
-    cpu::matmul(attn.data(), rows, c, lw.attn_proj_weight, c, lw.attn_proj_bias, proj.data(), pool_);
+    cpu::matmul(attn.data(), rows, c, lw.attn_proj_weight, c, lw.attn_proj_bias, proj.data(),
+                pool_);
     cpu::add_inplace(x.data(), proj.data(), static_cast<long long>(rows) * c);
     cpu::layernorm(x.data(), lw.ln_2_weight, lw.ln_2_bias, rows, c, cfg.layer_norm_epsilon,
                    ln.data());
@@ -200,7 +201,8 @@ void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpti
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const ModelWeights> weights, int threads) {
+std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const ModelWeights> weights,
+                                          int threads) {
   if (!weights) throw Error("cpu backend: no weights");
   return std::make_unique<CpuBackend>(std::move(weights), threads);
 }

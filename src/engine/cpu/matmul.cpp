@@ -13,11 +13,11 @@
 namespace ts::cpu {
 namespace {
 
-constexpr int kSkinnyRows = 8;   // up to this many rows: stream W once
-constexpr int kMr = 6;           // micro-tile rows
-constexpr int kNr = 16;          // micro-tile columns (two 8-float vectors)
-constexpr int kKc = 256;         // k-block kept hot in L1/L2
-constexpr int kNc = 256;         // columns per task (packed panel of W)
+constexpr int kSkinnyRows = 8;  // up to this many rows: stream W once
+constexpr int kMr = 6;          // micro-tile rows
+constexpr int kNr = 16;         // micro-tile columns (two 8-float vectors)
+constexpr int kKc = 256;        // k-block kept hot in L1/L2
+constexpr int kNc = 256;        // columns per task (packed panel of W)
 
 // ---- skinny path: y[r, n0:n1] = sum_k x[r,k] * w[k, n0:n1] ----
 void skinny_block(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
@@ -145,15 +145,19 @@ void packed_block(const float* x, int m0, int m1, int k, const float* w, int n, 
           float* ar = acc + r * kNr;
           const float* yr = y + static_cast<size_t>(r0 + std::min(r, rows - 1)) * n + c0;
           for (int c = 0; c < kNr; ++c) {
-            if (c >= cols) ar[c] = 0.0f;
-            else if (k0 > 0) ar[c] = yr[c];
-            else ar[c] = bias ? bias[c0 + c] : 0.0f;
+            if (c >= cols)
+              ar[c] = 0.0f;
+            else if (k0 > 0)
+              ar[c] = yr[c];
+            else
+              ar[c] = bias ? bias[c0 + c] : 0.0f;
           }
         }
         micro_kernel(x + static_cast<size_t>(r0) * k + k0, k, rows,
                      packed.data() + static_cast<size_t>(p) * kc * kNr, kc, acc);
         for (int r = 0; r < rows; ++r)
-          std::memcpy(y + static_cast<size_t>(r0 + r) * n + c0, acc + r * kNr, sizeof(float) * cols);
+          std::memcpy(y + static_cast<size_t>(r0 + r) * n + c0, acc + r * kNr,
+                      sizeof(float) * cols);
       }
     }
   }
@@ -184,7 +188,8 @@ void transposed_block(const float* x, int m, int k, const float* b, int n, float
           for (auto& a : row) a = _mm256_setzero_ps();
         for (int kk = 0; kk < k; kk += 8) {
           __m256 bv[4];
-          for (int t = 0; t < 4; ++t) bv[t] = _mm256_loadu_ps(b + static_cast<size_t>(j + t) * k + kk);
+          for (int t = 0; t < 4; ++t)
+            bv[t] = _mm256_loadu_ps(b + static_cast<size_t>(j + t) * k + kk);
           for (int r = 0; r < rows; ++r) {
             const __m256 xv = _mm256_loadu_ps(x + static_cast<size_t>(r0 + r) * k + kk);
             for (int t = 0; t < 4; ++t) acc[r][t] = _mm256_fmadd_ps(xv, bv[t], acc[r][t]);

@@ -17,14 +17,16 @@ void paged_attention(const PagedAttentionArgs& a, int head, int row_begin, int r
     const int visible = a.start_pos + r + 1;  // causal: keys 0..pos
     const float* q = a.q + static_cast<long long>(r) * a.ldq + head * a.head_dim;
     for (int j = 0; j < visible; ++j) {
-      const float* k = a.k_pool + static_cast<long long>(a.context_slots[j]) * c + head * a.head_dim;
+      const float* k =
+          a.k_pool + static_cast<long long>(a.context_slots[j]) * c + head * a.head_dim;
       scores[j] = dot(q, k, a.head_dim) * scale;
     }
     softmax_inplace(scores.data(), visible);
     float* o = a.out + static_cast<long long>(r) * c + head * a.head_dim;
     std::memset(o, 0, sizeof(float) * a.head_dim);
     for (int j = 0; j < visible; ++j) {
-      const float* v = a.v_pool + static_cast<long long>(a.context_slots[j]) * c + head * a.head_dim;
+      const float* v =
+          a.v_pool + static_cast<long long>(a.context_slots[j]) * c + head * a.head_dim;
       const float p = scores[j];
       for (int d = 0; d < a.head_dim; ++d) o[d] += p * v[d];
     }

@@ -5,7 +5,7 @@
 namespace ts::cpu {
 
 struct PagedAttentionArgs {
-  const float* q = nullptr;       // [rows][ldq], head h at columns h*head_dim
+  const float* q = nullptr;  // [rows][ldq], head h at columns h*head_dim
   int ldq = 0;
   const float* k_pool = nullptr;  // [slot][n_head*head_dim]
   const float* v_pool = nullptr;
@@ -14,9 +14,9 @@ struct PagedAttentionArgs {
   int rows = 0;
   int n_head = 0;
   int head_dim = 0;
-  float* out = nullptr;               // [rows][n_head*head_dim]
-  float* probs = nullptr;             // optional [n_head][rows][context]
-  int context = 0;                    // start_pos + rows
+  float* out = nullptr;    // [rows][n_head*head_dim]
+  float* probs = nullptr;  // optional [n_head][rows][context]
+  int context = 0;         // start_pos + rows
 };
 
 // Computes one (head, row range) piece; the backend spreads pieces over threads.

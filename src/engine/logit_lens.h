@@ -1,0 +1,28 @@
+#pragma once
+// The logit lens: what the model would predict if it stopped after layer l.
+// Each saved residual row (embedding, then after every block) goes through
+// the final layer norm and the tied unembedding. The row after the last
+// block reproduces the model's own logits.
+#include <vector>
+
+#include "model/weights.h"
+
+namespace ts {
+
+struct LensPrediction {
+  int token = -1;
+  float prob = 0;
+};
+
+struct LensRow {
+  int layer = 0;                    // 0 = embeddings, l = after block l
+  std::vector<LensPrediction> top;  // most likely first
+};
+
+// residuals: [n_layer + 1][C] as recorded by the forward pass.
+std::vector<LensRow> logit_lens(const ModelWeights& weights, const std::vector<float>& residuals,
+                                int count = 5);
+// Full logits read off one residual row (used by the test against the model).
+std::vector<float> lens_logits(const ModelWeights& weights, const float* residual_row);
+
+}  // namespace ts
