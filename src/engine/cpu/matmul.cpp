@@ -219,8 +219,9 @@ void matmul(const float* x, int m, int k, const float* w, int n, const float* bi
             ThreadPool& pool) {
   if (m <= 0 || n <= 0) return;
   if (m <= kSkinnyRows) {
-    // Split columns into chunks of whole cache lines, a few per thread.
-    const int chunk = std::max(64, ((n / (pool.size() * 4)) + 15) / 16 * 16);
+    // One wide column range per thread: each row of W is then read in long
+    // contiguous runs, which the hardware prefetchers stream best.
+    const int chunk = std::max(64, ((n + pool.size() - 1) / pool.size() + 15) / 16 * 16);
     const int tasks = (n + chunk - 1) / chunk;
     pool.parallel_for(tasks, [&](int t) {
       const int n0 = t * chunk;
