@@ -1,0 +1,104 @@
+#pragma once
+// Launch functions of TokenScope's CUDA kernels. Every kernel has a CPU twin
+// (named beside each declaration) and a parity test in
+// tests/unit/cuda_backend_test.cpp. CUDA types stay inside kernels/ and
+// src/engine/cuda/: nothing above the engine includes this header.
+//
+// Conventions: fp32, row-major, one stream per call; a launch function checks
+// the launch (cudaGetLastError) and returns its status, it never synchronises.
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace ts::kernels {
+
+// out[r] = wte[tokens[r]] + wpe[positions[r]].            Twin: cpu::embed
+cudaError_t embed(const float* wte, const float* wpe, const int* tokens, const int* positions,
+                  int rows, int c, float* out, cudaStream_t stream);
+
+// out = layernorm(x) row by row (biased variance).         Twin: cpu::layernorm
+cudaError_t layernorm(const float* x, const float* weight, const float* bias, int rows, int c,
+                      float eps, float* out, cudaStream_t stream);
+
+// The residual add fused with the next layer norm:
+//   x += y + y_bias;  out = layernorm(x).
+// Twin: cpu::add_inplace (with the bias the CPU matmul adds) + cpu::layernorm.
+cudaError_t residual_layernorm(float* x, const float* y, const float* y_bias, const float* weight,
+                               const float* bias, int rows, int c, float eps, float* out,
+                               cudaStream_t stream);
+
+// x[r][i] = gelu_new(x[r][i] + bias[i]).                   Twin: cpu::gelu_new
+cudaError_t bias_gelu(float* x, const float* bias, int rows, int n, cudaStream_t stream);
+
+// qkv[r] += bias (3C values); then K = qkv[r][C..2C) and V = qkv[r][2C..3C)
+// are written to pool slot slots[r] ([slot][C] pools of one layer).
+// Twin: the bias the CPU matmul adds + the append loop of CpuBackend::forward.
+cudaError_t bias_kv_append(float* qkv, const float* bias, const int* slots, int rows, int c,
+                           float* k_pool, float* v_pool, cudaStream_t stream);
+
+// dst[i] = src[index[i]] for n rows of c floats (dst rows are contiguous,
+// dst_stride floats apart).                                Twin: memcpy
+cudaError_t gather_rows(const float* src, const int* index, int n, int c, float* dst,
+                        int dst_stride, cudaStream_t stream);
+
+// ---- causal attention over the paged KV cache (twin: cpu::paged_attention) ----
+//
+// Rows are the new tokens of every entry of a batch, entry after entry. All
+// per-row and per-entry values live in device memory so a decode step can be
+// replayed from a CUDA graph with new metadata.
+struct AttentionParams {
+  const float* qkv = nullptr;     // [rows][3C]; the query of head h at columns h*head_dim
+  const float* k_pool = nullptr;  // [slot][C] of this layer
+  const float* v_pool = nullptr;
+  float* out = nullptr;                     // [rows][C]
+  float* probs = nullptr;                   // nullptr, or this layer's probability region
+  const int* row_entry = nullptr;           // [rows] entry of each row
+  const int* row_local = nullptr;           // [rows] index of the row inside its entry
+  const int* row_pos = nullptr;             // [rows] position (the row sees keys 0..pos)
+  const int* entry_context = nullptr;       // [entries] start_pos + new tokens
+  const int* entry_rows = nullptr;          // [entries] new tokens
+  const int* entry_bt_offset = nullptr;     // [entries] start of its block table in block_tables
+  const int* entry_probs_offset = nullptr;  // [entries] floats into probs
+  const int* entry_probs_stride = nullptr;  // [entries] floats per probability row (>= context)
+  const int* block_tables = nullptr;
+  // Rows done one per thread block ("row kernel": decode and short entries).
+  const int* row_list = nullptr;
+  int row_list_size = 0;
+  // Tiles of consecutive rows of one entry ("tile kernel": prefill).
+  const int* tile_row0 = nullptr;  // first global row of each tile
+  const int* tile_rows = nullptr;  // rows in each tile (<= tile_size)
+  int tiles = 0;
+  int tile_size = 0;  // from attention_tile_size()
+  int n_head = 0;
+  int head_dim = 0;     // multiple of 4
+  int block_size = 0;   // KV cache tokens per block
+  int max_context = 0;  // >= every entry's context (sizes shared memory)
+};
+// probs[entry_probs_offset[e] + (h * entry_rows[e] + local) * stride + j]
+// holds the probability of key j for j < context (0 beyond the causal limit).
+
+// Largest tile (query rows per block) the tile kernel can use for this
+// context and head size on the current device; 0 when even one row does not
+// fit in shared memory.
+int attention_tile_size(int max_context, int head_dim);
+// Shared memory the row kernel needs; fails for contexts it cannot hold.
+bool attention_row_kernel_fits(int max_context, int head_dim);
+// Raises the kernels' shared memory limit to the device's maximum (once per
+// process). Call before the first attention() and before any graph capture.
+cudaError_t attention_prepare();
+// Launches the row kernel over row_list and the tile kernel over the tiles.
+cudaError_t attention(const AttentionParams& params, cudaStream_t stream);
+
+// ---- logits summary (twin: cpu::summarize_logits) ----
+// For each of `rows` rows of `vocab` logits: the k largest (value desc, id asc
+// on ties) with their softmax probabilities, and [max, log-sum-exp, entropy]
+// in stats[r*3 ..]. k <= kMaxTopK.
+constexpr int kMaxTopK = 64;
+cudaError_t logit_summary(const float* logits, int rows, int vocab, int k, int* top_ids,
+                          float* top_logits, float* top_probs, float* stats, cudaStream_t stream);
+
+// True when this build's kernels can run on the current device; otherwise
+// false with a reason (e.g. built for sm_90, device is sm_80).
+bool kernels_loadable(std::string* why);
+
+}  // namespace ts::kernels

@@ -1,0 +1,39 @@
+// The QKV bias add fused with the append of this step's keys and values to
+// the paged pools (slot = block * block_size + offset, decided by the host's
+// KvCacheManager). CPU twin: the bias the CPU matmul adds + the append loop of
+// CpuBackend::forward (src/engine/cpu/cpu_backend.cpp).
+#include "common.cuh"
+#include "kernels.cuh"
+
+namespace ts::kernels {
+namespace {
+
+__global__ void bias_kv_append_kernel(float* __restrict__ qkv, const float* __restrict__ bias,
+                                      const int* __restrict__ slots, int c,
+                                      float* __restrict__ k_pool, float* __restrict__ v_pool) {
+  const int r = blockIdx.y;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= 3 * c) return;
+  float* row = qkv + static_cast<long long>(r) * 3 * c;
+  const float v = row[i] + bias[i];
+  row[i] = v;
+  if (i < c) return;
+  const long long slot = slots[r];
+  if (i < 2 * c)
+    k_pool[slot * c + (i - c)] = v;
+  else
+    v_pool[slot * c + (i - 2 * c)] = v;
+}
+
+}  // namespace
+
+// ---- launch ----
+cudaError_t bias_kv_append(float* qkv, const float* bias, const int* slots, int rows, int c,
+                           float* k_pool, float* v_pool, cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  bias_kv_append_kernel<<<dim3(ceil_div(3LL * c, 256), rows), 256, 0, stream>>>(qkv, bias, slots, c,
+                                                                                k_pool, v_pool);
+  return cudaGetLastError();
+}
+
+}  // namespace ts::kernels

@@ -1,0 +1,620 @@
+// The CUDA backend: the GPT-2 forward pass of CpuBackend::forward, step for
+// step, with the element-wise and attention work in kernels/ and the matrix
+// products in cuBLAS (fp32; TF32 tensor cores with TOKENSCOPE_CUDA_TF32=1).
+//
+// Memory: the weights are uploaded once (one allocation); the K/V pools live
+// on the device as [layer][K|V][slot][C]; activations and result buffers only
+// grow. One forward = one metadata upload (forward_plan.h), the kernels, the
+// copies of what the caller asked for (logits, probabilities, residuals), one
+// synchronisation.
+//
+// Decode (every entry has one new token) is replayed from a CUDA graph
+// captured per (lanes, context bucket, traced layers, residuals): the varying
+// data (tokens, slots, block tables, contexts) is read from device metadata
+// at fixed addresses, and the context bucket sizes the attention's shared
+// memory and the probability rows. A key is run eagerly the first time (cuBLAS
+// and lazy module loading warm up outside capture), captured the second time.
+#include "engine/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/forward_plan.h"
+#include "kernels.cuh"
+#include "util/error.h"
+
+namespace ts {
+namespace {
+
+using cuda_detail::check;
+using cuda_detail::DeviceArray;
+using cuda_detail::ForwardPlan;
+
+bool env_flag(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "false") == 0);
+}
+
+struct DeviceLayer {
+  const float *ln_1_w, *ln_1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
+  const float *ln_2_w, *ln_2_b, *fc_w, *fc_b, *mproj_w, *mproj_b;
+};
+
+// Everything enqueue() needs; identical values enqueue identical work, which is
+// what makes a captured graph replayable.
+struct LaunchShape {
+  int rows = 0, entries = 0, logit_rows = 0, row_list_size = 0, tiles = 0, tile_size = 0;
+  int max_context = 0;
+  long long probs_per_layer = 0;
+  cuda_detail::MetaOffsets at;
+  std::vector<int> probs_slot;  // per layer: index of its probability region, -1 = not recorded
+  bool residuals = false;
+};
+
+struct GraphKey {
+  int lanes, bucket;
+  std::vector<bool> layers;
+  bool residuals;
+  bool operator<(const GraphKey& o) const {
+    return std::tie(lanes, bucket, layers, residuals) <
+           std::tie(o.lanes, o.bucket, o.layers, o.residuals);
+  }
+};
+
+struct GraphEntry {
+  cudaGraphExec_t exec = nullptr;
+  long long generation = -1;       // buffers the graph was captured with
+  long long seen_generation = -1;  // ran eagerly once with these buffers
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(std::shared_ptr<const ModelWeights> weights, int device);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  std::string device_name() const override;
+  void init_cache(const KvCacheShape& shape) override;
+  void copy_blocks(const std::vector<BlockCopy>& copies) override;
+  void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
+               std::vector<EntryOutput>& outputs) override;
+
+ private:
+  void setup();
+  void release_handles();
+  void upload_weights();
+  void ensure_buffers(const ForwardPlan& plan, int recorded_layers, bool residuals);
+  void enqueue(const LaunchShape& s);
+  void run_decode_graph(const GraphKey& key, const LaunchShape& s);
+  void drop_graphs();
+  void gemm(const float* x, int m, int k, const float* w, int n, float* y);
+  void gemm_transposed(const float* x, int m, int k, const float* b, int n, float* y);
+  float* k_pool(int layer) const { return pools_.get() + (2 * layer) * pool_layer_stride_; }
+  float* v_pool(int layer) const { return pools_.get() + (2 * layer + 1) * pool_layer_stride_; }
+  const int* meta(int offset) const { return meta_.get() + offset; }
+
+  std::shared_ptr<const ModelWeights> weights_;
+  const ModelConfig cfg_;
+  int device_ = 0;
+  cudaDeviceProp prop_{};
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cublasComputeType_t compute_ = CUBLAS_COMPUTE_32F;
+  bool tf32_ = false;
+  bool graphs_ = true;
+  std::string graphs_off_reason_;
+
+  DeviceArray<float> weights_dev_;
+  const float *wte_ = nullptr, *wpe_ = nullptr, *ln_f_w_ = nullptr, *ln_f_b_ = nullptr;
+  std::vector<DeviceLayer> layers_;
+  DeviceArray<unsigned char> cublas_workspace_;
+
+  KvCacheShape shape_;
+  DeviceArray<float> pools_;
+  size_t pool_layer_stride_ = 0;  // floats of one layer's K (or V) pool
+  long long pool_slots_ = 0;
+
+  // Activations and results (grow only; generation_ changes with any pointer).
+  DeviceArray<float> x_, ln_, attn_, proj_, qkv_, hidden_, final_ln_, logits_, probs_, resid_;
+  DeviceArray<int> meta_;
+  int* meta_host_ = nullptr;  // pinned staging of the metadata upload
+  size_t meta_host_capacity_ = 0;
+  long long generation_ = 0;
+  std::map<GraphKey, GraphEntry> graphs_map_;
+};
+
+CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, int device)
+    : weights_(std::move(weights)), cfg_(weights_->config), device_(device) {
+  try {
+    setup();
+  } catch (...) {
+    release_handles();
+    throw;
+  }
+}
+
+void CudaBackend::setup() {
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  check(cudaGetDeviceProperties(&prop_, device_), "cudaGetDeviceProperties");
+  const int hd = cfg_.head_dim();
+  if (cfg_.n_head <= 0 || cfg_.n_embd % cfg_.n_head != 0 || hd % 4 != 0)
+    throw Error("the CUDA kernels need head_dim to be a multiple of 4 (model has " +
+                std::to_string(cfg_.n_embd) + " / " + std::to_string(cfg_.n_head) + ")");
+  if (!kernels::attention_row_kernel_fits(cfg_.n_ctx, hd))
+    throw Error("the model's context of " + std::to_string(cfg_.n_ctx) +
+                " does not fit the attention kernel's shared memory on " + prop_.name);
+  tf32_ = env_flag("TOKENSCOPE_CUDA_TF32", false);
+  compute_ = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  graphs_ = env_flag("TOKENSCOPE_CUDA_GRAPHS", true);
+  if (!graphs_) graphs_off_reason_ = "TOKENSCOPE_CUDA_GRAPHS=0";
+
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cublasCreate(&cublas_), "cublasCreate");
+  check(cublasSetStream(cublas_, stream_), "cublasSetStream");
+  // A workspace of our own (set after the stream: setting a stream resets it)
+  // keeps cuBLAS from allocating while a CUDA graph is being captured.
+  const size_t workspace = size_t(32) << 20;
+  cublas_workspace_.reserve(workspace, "the cuBLAS workspace");
+  check(cublasSetWorkspace(cublas_, cublas_workspace_.get(), workspace), "cublasSetWorkspace");
+  check(cublasSetMathMode(cublas_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+        "cublasSetMathMode");
+  check(kernels::attention_prepare(), "attention kernel setup");
+  upload_weights();
+}
+
+CudaBackend::~CudaBackend() { release_handles(); }
+
+void CudaBackend::release_handles() {
+  cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  drop_graphs();
+  if (cublas_) cublasDestroy(cublas_);
+  cublas_ = nullptr;
+  if (meta_host_) cudaFreeHost(meta_host_);
+  meta_host_ = nullptr;
+  if (stream_) cudaStreamDestroy(stream_);
+  stream_ = nullptr;
+}
+
+std::string CudaBackend::device_name() const {
+  std::string s = std::string(prop_.name) + " (sm_" + std::to_string(prop_.major) +
+                  std::to_string(prop_.minor) + ", " + std::to_string(prop_.totalGlobalMem >> 30) +
+                  " GiB, " + (tf32_ ? "TF32" : "fp32") + " matmuls, decode graphs ";
+  s += graphs_ ? "on" : "off: " + graphs_off_reason_;
+  return s + ")";
+}
+
+void CudaBackend::upload_weights() {
+  const ModelWeights& w = *weights_;
+  const long long c = cfg_.n_embd;
+  struct Tensor {
+    const float* host;
+    long long count;
+    const float** dev;
+  };
+  std::vector<Tensor> tensors;
+  layers_.assign(cfg_.n_layer, DeviceLayer{});
+  tensors.push_back({w.wte, static_cast<long long>(cfg_.vocab_size) * c, &wte_});
+  tensors.push_back({w.wpe, static_cast<long long>(cfg_.n_ctx) * c, &wpe_});
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const LayerWeights& lw = w.layers.at(l);
+    DeviceLayer& d = layers_[l];
+    tensors.push_back({lw.ln_1_weight, c, &d.ln_1_w});
+    tensors.push_back({lw.ln_1_bias, c, &d.ln_1_b});
+    tensors.push_back({lw.attn_qkv_weight, c * 3 * c, &d.qkv_w});
+    tensors.push_back({lw.attn_qkv_bias, 3 * c, &d.qkv_b});
+    tensors.push_back({lw.attn_proj_weight, c * c, &d.proj_w});
+    tensors.push_back({lw.attn_proj_bias, c, &d.proj_b});
+    tensors.push_back({lw.ln_2_weight, c, &d.ln_2_w});
+    tensors.push_back({lw.ln_2_bias, c, &d.ln_2_b});
+    tensors.push_back({lw.mlp_fc_weight, c * 4 * c, &d.fc_w});
+    tensors.push_back({lw.mlp_fc_bias, 4 * c, &d.fc_b});
+    tensors.push_back({lw.mlp_proj_weight, 4 * c * c, &d.mproj_w});
+    tensors.push_back({lw.mlp_proj_bias, c, &d.mproj_b});
+  }
+  tensors.push_back({w.ln_f_weight, c, &ln_f_w_});
+  tensors.push_back({w.ln_f_bias, c, &ln_f_b_});
+  // Each tensor starts on a 256-byte boundary (float4 loads, cuBLAS alignment).
+  size_t total = 0;
+  for (const Tensor& t : tensors) total += (static_cast<size_t>(t.count) + 63) / 64 * 64;
+  weights_dev_.reserve(total, "the model weights");
+  size_t at = 0;
+  for (const Tensor& t : tensors) {
+    if (!t.host) throw Error("cuda backend: a weight tensor is missing");
+    float* dst = weights_dev_.get() + at;
+    check(cudaMemcpy(dst, t.host, sizeof(float) * t.count, cudaMemcpyHostToDevice),
+          "uploading the weights");
+    *t.dev = dst;
+    at += (static_cast<size_t>(t.count) + 63) / 64 * 64;
+  }
+}
+
+void CudaBackend::drop_graphs() {
+  for (auto& [key, g] : graphs_map_)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+  graphs_map_.clear();
+}
+
+void CudaBackend::init_cache(const KvCacheShape& shape) {
+  if (shape.n_layer != cfg_.n_layer || shape.n_head * shape.head_dim != cfg_.n_embd)
+    throw Error("KV cache shape does not match the model");
+  if (shape.block_size <= 0 || shape.num_blocks <= 0) throw Error("KV cache shape is empty");
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  check(cudaStreamSynchronize(stream_), "init_cache");
+  drop_graphs();
+  ++generation_;
+  pools_.release();
+  shape_ = shape;
+  pool_slots_ = static_cast<long long>(shape.num_blocks) * shape.block_size;
+  pool_layer_stride_ = static_cast<size_t>(pool_slots_) * cfg_.n_embd;
+  const size_t floats = pool_layer_stride_ * 2 * cfg_.n_layer;
+  const std::string what = "the KV cache (" + std::to_string(pool_slots_) + " tokens x " +
+                           std::to_string(cfg_.n_layer) + " layers)";
+  pools_.reserve(floats, what.c_str());
+  check(cudaMemsetAsync(pools_.get(), 0, floats * sizeof(float), stream_), "clearing the KV cache");
+  check(cudaStreamSynchronize(stream_), "clearing the KV cache");
+}
+
+void CudaBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
+  if (copies.empty()) return;
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  const size_t c = cfg_.n_embd, bs = shape_.block_size;
+  for (const BlockCopy& cp : copies) {
+    if (cp.src_block < 0 || cp.dst_block < 0 || cp.src_block >= shape_.num_blocks ||
+        cp.dst_block >= shape_.num_blocks || cp.num_slots < 0 || cp.num_slots > shape_.block_size)
+      throw Error("cuda copy_blocks: block copy outside the KV pool");
+    if (cp.num_slots == 0) continue;
+    // One 2D copy moves the block in every layer's K and V pool.
+    const size_t pitch = pool_layer_stride_ * sizeof(float);
+    check(cudaMemcpy2DAsync(pools_.get() + cp.dst_block * bs * c, pitch,
+                            pools_.get() + cp.src_block * bs * c, pitch,
+                            cp.num_slots * c * sizeof(float), 2 * cfg_.n_layer,
+                            cudaMemcpyDeviceToDevice, stream_),
+          "copying a KV block (copy-on-write)");
+  }
+}
+
+void CudaBackend::ensure_buffers(const ForwardPlan& plan, int recorded_layers, bool residuals) {
+  const size_t c = cfg_.n_embd, rows = plan.rows;
+  bool moved = false;
+  moved |= x_.reserve(rows * c, "activations");
+  moved |= ln_.reserve(rows * c, "activations");
+  moved |= attn_.reserve(rows * c, "activations");
+  moved |= proj_.reserve(rows * c, "activations");
+  moved |= qkv_.reserve(rows * 3 * c, "activations");
+  moved |= hidden_.reserve(rows * 4 * c, "activations");
+  moved |= final_ln_.reserve(static_cast<size_t>(plan.logit_rows) * c, "activations");
+  moved |= logits_.reserve(static_cast<size_t>(plan.logit_rows) * cfg_.vocab_size, "the logits");
+  if (recorded_layers > 0)
+    moved |= probs_.reserve(static_cast<size_t>(plan.probs_per_layer) * recorded_layers,
+                            "the attention probabilities");
+  if (residuals)
+    moved |= resid_.reserve(static_cast<size_t>(cfg_.n_layer + 1) * plan.entries * c,
+                            "the residual stream");
+  moved |= meta_.reserve(plan.packed.size(), "the step metadata");
+  if (moved) ++generation_;
+  if (plan.packed.size() > meta_host_capacity_) {
+    if (meta_host_) cudaFreeHost(meta_host_);
+    meta_host_ = nullptr;
+    meta_host_capacity_ = 0;
+    const size_t n = plan.packed.size() * 2;
+    check(cudaMallocHost(reinterpret_cast<void**>(&meta_host_), n * sizeof(int)),
+          "pinned host memory for the step metadata");
+    meta_host_capacity_ = n;
+  }
+}
+
+void CudaBackend::gemm(const float* x, int m, int k, const float* w, int n, float* y) {
+  // Row-major Y[m,n] = X[m,k] W[k,n] is column-major Y^T = W^T X^T.
+  const float one = 1.0f, zero = 0.0f;
+  check(cublasGemmEx(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, w, CUDA_R_32F, n, x,
+                     CUDA_R_32F, k, &zero, y, CUDA_R_32F, n, compute_, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx (linear layer)");
+}
+
+void CudaBackend::gemm_transposed(const float* x, int m, int k, const float* b, int n, float* y) {
+  // Row-major Y[m,n] = X[m,k] B[n,k]^T is column-major Y^T = B X^T, where the
+  // column-major view of row-major B is B^T (k x n, leading dimension k).
+  const float one = 1.0f, zero = 0.0f;
+  check(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, b, CUDA_R_32F, k, x,
+                     CUDA_R_32F, k, &zero, y, CUDA_R_32F, n, compute_, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx (unembedding)");
+}
+
+void CudaBackend::enqueue(const LaunchShape& s) {
+  const int c = cfg_.n_embd, rows = s.rows;
+  const float eps = cfg_.layer_norm_epsilon;
+  const auto& at = s.at;
+  check(kernels::embed(wte_, wpe_, meta(at.tokens), meta(at.positions), rows, c, x_.get(), stream_),
+        "embedding kernel");
+  if (s.residuals)
+    check(
+        kernels::gather_rows(x_.get(), meta(at.last_rows), s.entries, c, resid_.get(), c, stream_),
+        "gather kernel (residuals)");
+  check(kernels::layernorm(x_.get(), layers_[0].ln_1_w, layers_[0].ln_1_b, rows, c, eps, ln_.get(),
+                           stream_),
+        "layernorm kernel");
+
+  kernels::AttentionParams ap;
+  ap.qkv = qkv_.get();
+  ap.out = attn_.get();
+  ap.row_entry = meta(at.row_entry);
+  ap.row_local = meta(at.row_local);
+  ap.row_pos = meta(at.positions);
+  ap.entry_context = meta(at.entry_context);
+  ap.entry_rows = meta(at.entry_rows);
+  ap.entry_bt_offset = meta(at.entry_bt_offset);
+  ap.entry_probs_offset = meta(at.entry_probs_offset);
+  ap.entry_probs_stride = meta(at.entry_probs_stride);
+  ap.block_tables = meta(at.block_tables);
+  ap.row_list = meta(at.row_list);
+  ap.row_list_size = s.row_list_size;
+  ap.tile_row0 = meta(at.tile_row0);
+  ap.tile_rows = meta(at.tile_rows);
+  ap.tiles = s.tiles;
+  ap.tile_size = s.tile_size;
+  ap.n_head = cfg_.n_head;
+  ap.head_dim = cfg_.head_dim();
+  ap.block_size = shape_.block_size;
+  ap.max_context = s.max_context;
+
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const DeviceLayer& L = layers_[l];
+    gemm(ln_.get(), rows, c, L.qkv_w, 3 * c, qkv_.get());
+    check(kernels::bias_kv_append(qkv_.get(), L.qkv_b, meta(at.slots), rows, c, k_pool(l),
+                                  v_pool(l), stream_),
+          "KV append kernel");
+    ap.k_pool = k_pool(l);
+    ap.v_pool = v_pool(l);
+    ap.probs = s.probs_slot[l] >= 0 ? probs_.get() + s.probs_slot[l] * s.probs_per_layer : nullptr;
+    check(kernels::attention(ap, stream_), "attention kernel");
+    gemm(attn_.get(), rows, c, L.proj_w, c, proj_.get());
+    check(kernels::residual_layernorm(x_.get(), proj_.get(), L.proj_b, L.ln_2_w, L.ln_2_b, rows, c,
+                                      eps, ln_.get(), stream_),
+          "residual + layernorm kernel");
+    gemm(ln_.get(), rows, c, L.fc_w, 4 * c, hidden_.get());
+    check(kernels::bias_gelu(hidden_.get(), L.fc_b, rows, 4 * c, stream_), "gelu kernel");
+    gemm(hidden_.get(), rows, 4 * c, L.mproj_w, c, proj_.get());
+    // The next layer's ln_1, or ln_f after the last block.
+    const bool last = l + 1 == cfg_.n_layer;
+    check(kernels::residual_layernorm(
+              x_.get(), proj_.get(), L.mproj_b, last ? ln_f_w_ : layers_[l + 1].ln_1_w,
+              last ? ln_f_b_ : layers_[l + 1].ln_1_b, rows, c, eps, ln_.get(), stream_),
+          "residual + layernorm kernel");
+    if (s.residuals)
+      check(kernels::gather_rows(x_.get(), meta(at.last_rows), s.entries, c,
+                                 resid_.get() + static_cast<size_t>(l + 1) * s.entries * c, c,
+                                 stream_),
+            "gather kernel (residuals)");
+  }
+  const float* final_in = ln_.get();
+  if (s.logit_rows != rows) {
+    check(kernels::gather_rows(ln_.get(), meta(at.logit_rows), s.logit_rows, c, final_ln_.get(), c,
+                               stream_),
+          "gather kernel (logit rows)");
+    final_in = final_ln_.get();
+  }
+  gemm_transposed(final_in, s.logit_rows, c, wte_, cfg_.vocab_size, logits_.get());
+}
+
+void CudaBackend::run_decode_graph(const GraphKey& key, const LaunchShape& s) {
+  if (graphs_map_.size() > 256) drop_graphs();  // many distinct keys: start over
+  GraphEntry& g = graphs_map_[key];
+  if (g.exec && g.generation == generation_) {
+    check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch (decode)");
+    return;
+  }
+  if (g.exec) {
+    cudaGraphExecDestroy(g.exec);
+    g.exec = nullptr;
+  }
+  if (g.seen_generation != generation_) {
+    // First time with these buffers: run eagerly (warms cuBLAS up).
+    enqueue(s);
+    g.seen_generation = generation_;
+    return;
+  }
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+        "cudaStreamBeginCapture");
+  cudaGraph_t graph = nullptr;
+  std::string failure;
+  try {
+    enqueue(s);
+  } catch (const Error& e) {
+    failure = e.what();
+  }
+  const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+  if (failure.empty() && end != cudaSuccess) failure = cudaGetErrorString(end);
+  cudaGraphExec_t exec = nullptr;
+  if (failure.empty()) {
+    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+    if (inst != cudaSuccess)
+      failure = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(inst);
+  }
+  if (graph) cudaGraphDestroy(graph);
+  if (!failure.empty()) {
+    // Capture is an optimisation: turn it off, say why in device_name(), and
+    // run this step eagerly.
+    cudaGetLastError();
+    graphs_ = false;
+    graphs_off_reason_ = "capture failed: " + failure;
+    drop_graphs();
+    enqueue(s);
+    return;
+  }
+  g.exec = exec;
+  g.generation = generation_;
+  check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch (decode)");
+}
+
+void CudaBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
+                          std::vector<EntryOutput>& outputs) {
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  if (!pools_.get()) throw Error("cuda forward: init_cache was not called");
+  const int c = cfg_.n_embd, hd = cfg_.head_dim(), nh = cfg_.n_head, v = cfg_.vocab_size;
+
+  bool decode = graphs_;
+  int largest = 0;
+  for (const BatchEntry& b : batch) {
+    decode = decode && b.tokens.size() == 1;
+    largest = std::max(largest, b.context());
+  }
+  cuda_detail::PlanOptions po;
+  po.block_size = shape_.block_size;
+  po.n_head = nh;
+  po.vocab_size = v;
+  po.n_ctx = cfg_.n_ctx;
+  po.pool_slots = pool_slots_;
+  po.all_logits = options.all_logits;
+  int bucket = 0;
+  if (decode) {
+    bucket = cuda_detail::context_bucket(largest, cfg_.n_ctx);
+    po.max_context = bucket;
+    po.probs_stride = bucket;
+  } else {
+    po.tile_size = kernels::attention_tile_size(largest, hd);
+  }
+  const ForwardPlan plan = cuda_detail::make_forward_plan(batch, po);
+
+  LaunchShape s;
+  s.rows = plan.rows;
+  s.entries = plan.entries;
+  s.logit_rows = plan.logit_rows;
+  s.row_list_size = plan.row_list_size;
+  s.tiles = plan.tiles;
+  s.tile_size = plan.tile_size;
+  s.max_context = plan.max_context;
+  s.probs_per_layer = plan.probs_per_layer;
+  s.at = plan.at;
+  s.residuals = options.record_residuals;
+  s.probs_slot.assign(cfg_.n_layer, -1);
+  std::vector<bool> recorded(cfg_.n_layer, false);
+  int n_recorded = 0;
+  for (int l = 0; l < cfg_.n_layer; ++l)
+    if (options.wants_attention(l)) {
+      recorded[l] = true;
+      s.probs_slot[l] = n_recorded++;
+    }
+  ensure_buffers(plan, n_recorded, s.residuals);
+
+  std::memcpy(meta_host_, plan.packed.data(), plan.packed.size() * sizeof(int));
+  check(cudaMemcpyAsync(meta_.get(), meta_host_, plan.packed.size() * sizeof(int),
+                        cudaMemcpyHostToDevice, stream_),
+        "uploading the step metadata");
+  if (decode)
+    run_decode_graph(GraphKey{plan.entries, bucket, recorded, s.residuals}, s);
+  else
+    enqueue(s);
+
+  // Copy back what was asked for.
+  outputs.assign(batch.size(), EntryOutput{});
+  for (int e = 0; e < plan.entries; ++e) {
+    EntryOutput& out = outputs[e];
+    const int n = plan.row_begin[e + 1] - plan.row_begin[e];
+    out.logit_rows = plan.logit_begin[e + 1] - plan.logit_begin[e];
+    out.logits.resize(static_cast<size_t>(out.logit_rows) * v);
+    check(cudaMemcpyAsync(out.logits.data(),
+                          logits_.get() + static_cast<size_t>(plan.logit_begin[e]) * v,
+                          out.logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+          "copying the logits");
+    if (n_recorded > 0) {
+      out.attention.resize(cfg_.n_layer);
+      const int ctx = plan.context[e];
+      for (int l = 0; l < cfg_.n_layer; ++l) {
+        if (s.probs_slot[l] < 0) continue;
+        auto& dst = out.attention[l];
+        dst.resize(static_cast<size_t>(nh) * n * ctx);
+        const float* src =
+            probs_.get() + s.probs_slot[l] * plan.probs_per_layer + plan.probs_offset[e];
+        check(cudaMemcpy2DAsync(dst.data(), ctx * sizeof(float), src,
+                                plan.probs_stride[e] * sizeof(float), ctx * sizeof(float),
+                                static_cast<size_t>(nh) * n, cudaMemcpyDeviceToHost, stream_),
+              "copying the attention probabilities");
+      }
+    }
+    if (s.residuals) {
+      out.residuals.resize(static_cast<size_t>(cfg_.n_layer + 1) * c);
+      check(cudaMemcpy2DAsync(out.residuals.data(), c * sizeof(float),
+                              resid_.get() + static_cast<size_t>(e) * c,
+                              static_cast<size_t>(plan.entries) * c * sizeof(float),
+                              c * sizeof(float), cfg_.n_layer + 1, cudaMemcpyDeviceToHost, stream_),
+            "copying the residual stream");
+    }
+  }
+  check(cudaStreamSynchronize(stream_), "the forward pass");
+}
+
+bool probe_device(int* count, std::string* why) {
+  const cudaError_t e = cudaGetDeviceCount(count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (why) {
+      int runtime = 0, driver = 0;
+      cudaRuntimeGetVersion(&runtime);
+      cudaDriverGetVersion(&driver);
+      auto version = [](int v) {
+        return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+      };
+      std::string what;
+      if (e == cudaErrorInsufficientDriver)
+        what = driver == 0 ? "no NVIDIA driver is loaded"
+                           : "the NVIDIA driver (CUDA " + version(driver) +
+                                 ") is older than this build's CUDA runtime " + version(runtime);
+      else if (e == cudaErrorNoDevice)
+        what = "no CUDA device found";
+      else
+        what = cudaGetErrorString(e);
+      *why = what + " (cudaGetDeviceCount: " + cudaGetErrorName(e) + ")";
+    }
+    return false;
+  }
+  if (*count == 0) {
+    if (why) *why = "no CUDA device found";
+    return false;
+  }
+  if (cudaSetDevice(0) != cudaSuccess) {
+    cudaGetLastError();
+    if (why) *why = "cudaSetDevice(0) failed";
+    return false;
+  }
+  return kernels::kernels_loadable(why);
+}
+
+}  // namespace
+
+bool cuda_device_available(std::string* why) {
+  int count = 0;
+  return probe_device(&count, why);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const ModelWeights> weights,
+                                           std::string* why_not) {
+  std::string why;
+  if (!weights) {
+    if (why_not) *why_not = "no weights";
+    return nullptr;
+  }
+  int count = 0;
+  if (!probe_device(&count, &why)) {
+    if (why_not) *why_not = why;
+    return nullptr;
+  }
+  try {
+    return std::make_unique<CudaBackend>(std::move(weights), 0);
+  } catch (const Error& e) {
+    if (why_not) *why_not = e.what();
+    return nullptr;
+  }
+}
+
+}  // namespace ts

@@ -1,0 +1,25 @@
+#pragma once
+// The CUDA backend: kernels/ plus cuBLAS behind the Backend interface. No
+// CUDA type appears here, so anything may include it (the factory does when
+// the build has CUDA).
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+#include "model/weights.h"
+
+namespace ts {
+
+// True when a CUDA device answers and this build's kernels run on it;
+// otherwise false and *why says, in one line, what is missing
+// (no driver, no device, wrong architecture).
+bool cuda_device_available(std::string* why);
+
+// The backend on device 0 with the weights uploaded once. Returns nullptr and
+// a one-line reason when there is no usable device or the weights do not fit.
+// Environment: TOKENSCOPE_CUDA_TF32=1 lets cuBLAS use TF32 tensor cores (fp32
+// accumulation); TOKENSCOPE_CUDA_GRAPHS=0 turns the decode CUDA graphs off.
+std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const ModelWeights> weights,
+                                           std::string* why_not);
+
+}  // namespace ts

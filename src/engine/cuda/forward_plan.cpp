@@ -1,0 +1,164 @@
+#include "engine/cuda/forward_plan.h"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "util/error.h"
+
+namespace ts::cuda_detail {
+namespace {
+
+[[noreturn]] void fail(size_t entry, const std::string& what) {
+  throw Error("cuda forward: entry " + std::to_string(entry) + ": " + what);
+}
+
+}  // namespace
+
+int context_bucket(int context, int n_ctx) {
+  int b = 64;
+  while (b < context) b *= 2;
+  return std::max(context, std::min(b, n_ctx));
+}
+
+ForwardPlan make_forward_plan(const std::vector<BatchEntry>& batch, const PlanOptions& o) {
+  if (batch.empty()) throw Error("cuda forward: empty batch");
+  if (o.block_size <= 0 || o.n_head <= 0) throw Error("cuda forward: bad cache shape");
+  ForwardPlan p;
+  p.entries = static_cast<int>(batch.size());
+  p.row_begin.assign(p.entries + 1, 0);
+  p.logit_begin.assign(p.entries + 1, 0);
+  long long total_blocks = 0;
+  int largest = 0;
+  for (size_t e = 0; e < batch.size(); ++e) {
+    const BatchEntry& b = batch[e];
+    const int n = static_cast<int>(b.tokens.size());
+    if (n == 0) fail(e, "no new tokens");
+    if (b.start_pos < 0) fail(e, "negative start position");
+    if (static_cast<int>(b.slots.size()) != n) fail(e, "one KV slot per new token is required");
+    const long long ctx = static_cast<long long>(b.start_pos) + n;
+    if (o.n_ctx > 0 && ctx > o.n_ctx)
+      fail(e, "context " + std::to_string(ctx) + " exceeds the model's " + std::to_string(o.n_ctx));
+    if (static_cast<long long>(b.block_table.size()) * o.block_size < ctx)
+      fail(e, "block table covers " + std::to_string(b.block_table.size() * o.block_size) +
+                  " tokens, the context is " + std::to_string(ctx));
+    const long long blocks = o.pool_slots / o.block_size;
+    const long long needed = (ctx + o.block_size - 1) / o.block_size;
+    for (long long i = 0; i < needed; ++i)
+      if (b.block_table[i] < 0 || (o.pool_slots > 0 && b.block_table[i] >= blocks))
+        fail(e, "block " + std::to_string(b.block_table[i]) + " outside the KV pool");
+    for (int i = 0; i < n; ++i) {
+      if (o.pool_slots > 0 && (b.slots[i] < 0 || b.slots[i] >= o.pool_slots))
+        fail(e, "KV slot " + std::to_string(b.slots[i]) + " outside the pool of " +
+                    std::to_string(o.pool_slots));
+      // The slot must be where the block table puts this position, or the
+      // attention would read a key other than the one written.
+      const int pos = b.start_pos + i;
+      const long long expect =
+          static_cast<long long>(b.block_table[pos / o.block_size]) * o.block_size +
+          pos % o.block_size;
+      if (b.slots[i] != expect)
+        fail(e, "slot " + std::to_string(b.slots[i]) + " of position " + std::to_string(pos) +
+                    " disagrees with the block table (" + std::to_string(expect) + ")");
+      if (b.tokens[i] < 0 || (o.vocab_size > 0 && b.tokens[i] >= o.vocab_size))
+        fail(e, "token id " + std::to_string(b.tokens[i]) + " outside the vocabulary");
+    }
+    p.row_begin[e + 1] = p.row_begin[e] + n;
+    p.logit_begin[e + 1] = p.logit_begin[e] + (o.all_logits ? n : 1);
+    p.context.push_back(static_cast<int>(ctx));
+    largest = std::max(largest, static_cast<int>(ctx));
+    total_blocks += needed;
+  }
+  p.rows = p.row_begin.back();
+  p.logit_rows = p.logit_begin.back();
+  p.max_context = o.max_context > 0 ? o.max_context : largest;
+  if (p.max_context < largest) throw Error("cuda forward: max_context below a context");
+  if (o.probs_stride > 0 && o.probs_stride < largest)
+    throw Error("cuda forward: probability stride below a context");
+  p.tile_size = o.tile_size;
+
+  // Which rows go to which attention kernel.
+  std::vector<int> row_list, tile_row0, tile_rows;
+  for (int e = 0; e < p.entries; ++e) {
+    const int n = p.row_begin[e + 1] - p.row_begin[e];
+    if (o.tile_size > 0 && n >= o.tile_min_rows) {
+      for (int r = 0; r < n; r += o.tile_size) {
+        tile_row0.push_back(p.row_begin[e] + r);
+        tile_rows.push_back(std::min(o.tile_size, n - r));
+      }
+    } else {
+      for (int r = p.row_begin[e]; r < p.row_begin[e + 1]; ++r) row_list.push_back(r);
+    }
+  }
+  p.row_list_size = static_cast<int>(row_list.size());
+  p.tiles = static_cast<int>(tile_row0.size());
+
+  // Probability regions: [head][row][stride] per entry, entry after entry.
+  long long probs = 0;
+  for (int e = 0; e < p.entries; ++e) {
+    const int stride = o.probs_stride > 0 ? o.probs_stride : p.context[e];
+    if (probs > INT_MAX) throw Error("cuda forward: attention probabilities too large to index");
+    p.probs_offset.push_back(static_cast<int>(probs));
+    p.probs_stride.push_back(stride);
+    probs += static_cast<long long>(o.n_head) * (p.row_begin[e + 1] - p.row_begin[e]) * stride;
+  }
+  if (probs > INT_MAX) throw Error("cuda forward: attention probabilities too large to index");
+  p.probs_per_layer = probs;
+
+  // Pack.
+  MetaOffsets& at = p.at;
+  int size = 0;
+  auto reserve = [&](int& field, long long count) {
+    field = size;
+    size += static_cast<int>(count);
+  };
+  reserve(at.tokens, p.rows);
+  reserve(at.positions, p.rows);
+  reserve(at.slots, p.rows);
+  reserve(at.row_entry, p.rows);
+  reserve(at.row_local, p.rows);
+  reserve(at.entry_context, p.entries);
+  reserve(at.entry_rows, p.entries);
+  reserve(at.entry_bt_offset, p.entries);
+  reserve(at.entry_probs_offset, p.entries);
+  reserve(at.entry_probs_stride, p.entries);
+  reserve(at.logit_rows, p.logit_rows);
+  reserve(at.last_rows, p.entries);
+  reserve(at.row_list, p.row_list_size);
+  reserve(at.tile_row0, p.tiles);
+  reserve(at.tile_rows, p.tiles);
+  reserve(at.block_tables, total_blocks);
+  p.packed.assign(size, 0);
+  int* m = p.packed.data();
+  int bt = 0, lr = 0;
+  for (int e = 0; e < p.entries; ++e) {
+    const BatchEntry& b = batch[e];
+    const int n = static_cast<int>(b.tokens.size());
+    for (int i = 0; i < n; ++i) {
+      const int r = p.row_begin[e] + i;
+      m[at.tokens + r] = b.tokens[i];
+      m[at.positions + r] = b.start_pos + i;
+      m[at.slots + r] = b.slots[i];
+      m[at.row_entry + r] = e;
+      m[at.row_local + r] = i;
+    }
+    m[at.entry_context + e] = p.context[e];
+    m[at.entry_rows + e] = n;
+    m[at.entry_bt_offset + e] = bt;
+    m[at.entry_probs_offset + e] = p.probs_offset[e];
+    m[at.entry_probs_stride + e] = p.probs_stride[e];
+    const int needed = (p.context[e] + o.block_size - 1) / o.block_size;
+    for (int i = 0; i < needed; ++i) m[at.block_tables + bt + i] = b.block_table[i];
+    bt += needed;
+    for (int r = o.all_logits ? p.row_begin[e] : p.row_begin[e + 1] - 1; r < p.row_begin[e + 1];
+         ++r)
+      m[at.logit_rows + lr++] = r;
+    m[at.last_rows + e] = p.row_begin[e + 1] - 1;
+  }
+  std::copy(row_list.begin(), row_list.end(), m + at.row_list);
+  std::copy(tile_row0.begin(), tile_row0.end(), m + at.tile_row0);
+  std::copy(tile_rows.begin(), tile_rows.end(), m + at.tile_rows);
+  return p;
+}
+
+}  // namespace ts::cuda_detail

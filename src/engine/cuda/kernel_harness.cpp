@@ -1,0 +1,236 @@
+#include "engine/cuda/kernel_harness.h"
+
+#include <algorithm>
+
+#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/forward_plan.h"
+#include "kernels.cuh"
+#include "util/error.h"
+
+namespace ts::cuda_check {
+namespace {
+
+using cuda_detail::check;
+
+template <typename T>
+class Dev {
+ public:
+  explicit Dev(size_t n) : n_(n) {
+    p_ = static_cast<T*>(cuda_detail::device_alloc(n * sizeof(T), "test buffer"));
+  }
+  explicit Dev(const std::vector<T>& v) : Dev(v.size()) {
+    if (!v.empty())
+      check(cudaMemcpy(p_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "test upload");
+  }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  ~Dev() { cudaFree(p_); }
+  T* get() const { return p_; }
+  std::vector<T> read() const {
+    std::vector<T> v(n_);
+    if (n_)
+      check(cudaMemcpy(v.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "test download");
+    return v;
+  }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+void finish(cudaError_t launch, const char* what) {
+  check(launch, what);
+  check(cudaDeviceSynchronize(), what);
+}
+
+}  // namespace
+
+std::vector<float> embed(const std::vector<float>& wte, const std::vector<float>& wpe,
+                         const std::vector<int>& tokens, const std::vector<int>& positions, int c) {
+  const int rows = static_cast<int>(tokens.size());
+  Dev<float> dwte(wte), dwpe(wpe), out(static_cast<size_t>(rows) * c);
+  Dev<int> dt(tokens), dp(positions);
+  finish(kernels::embed(dwte.get(), dwpe.get(), dt.get(), dp.get(), rows, c, out.get(), nullptr),
+         "embed kernel");
+  return out.read();
+}
+
+std::vector<float> layernorm(const std::vector<float>& x, const std::vector<float>& weight,
+                             const std::vector<float>& bias, int rows, int c, float eps) {
+  Dev<float> dx(x), dw(weight), db(bias), out(static_cast<size_t>(rows) * c);
+  finish(kernels::layernorm(dx.get(), dw.get(), db.get(), rows, c, eps, out.get(), nullptr),
+         "layernorm kernel");
+  return out.read();
+}
+
+std::vector<float> residual_layernorm(std::vector<float>& x, const std::vector<float>& y,
+                                      const std::vector<float>& y_bias,
+                                      const std::vector<float>& weight,
+                                      const std::vector<float>& bias, int rows, int c, float eps) {
+  Dev<float> dx(x), dy(y), dyb(y_bias), dw(weight), db(bias), out(static_cast<size_t>(rows) * c);
+  finish(kernels::residual_layernorm(dx.get(), dy.get(), dyb.get(), dw.get(), db.get(), rows, c,
+                                     eps, out.get(), nullptr),
+         "residual layernorm kernel");
+  x = dx.read();
+  return out.read();
+}
+
+std::vector<float> bias_gelu(const std::vector<float>& x, const std::vector<float>& bias, int rows,
+                             int n) {
+  Dev<float> dx(x), db(bias);
+  finish(kernels::bias_gelu(dx.get(), db.get(), rows, n, nullptr), "gelu kernel");
+  return dx.read();
+}
+
+void bias_kv_append(std::vector<float>& qkv, const std::vector<float>& bias,
+                    const std::vector<int>& slots, int c, std::vector<float>& k_pool,
+                    std::vector<float>& v_pool) {
+  Dev<float> dq(qkv), db(bias), dk(k_pool), dv(v_pool);
+  Dev<int> ds(slots);
+  finish(kernels::bias_kv_append(dq.get(), db.get(), ds.get(), static_cast<int>(slots.size()), c,
+                                 dk.get(), dv.get(), nullptr),
+         "KV append kernel");
+  qkv = dq.read();
+  k_pool = dk.read();
+  v_pool = dv.read();
+}
+
+std::vector<float> gather_rows(const std::vector<float>& src, const std::vector<int>& index,
+                               int c) {
+  Dev<float> ds(src), out(index.size() * c);
+  Dev<int> di(index);
+  finish(kernels::gather_rows(ds.get(), di.get(), static_cast<int>(index.size()), c, out.get(), c,
+                              nullptr),
+         "gather kernel");
+  return out.read();
+}
+
+int attention_tile_size(int max_context, int head_dim) {
+  return kernels::attention_tile_size(max_context, head_dim);
+}
+
+AttentionResult paged_attention(const std::vector<BatchEntry>& batch, const std::vector<float>& qkv,
+                                const std::vector<float>& k_pool, const std::vector<float>& v_pool,
+                                int n_head, int head_dim, int block_size, AttentionKernel kernel,
+                                bool want_probs, int tile_size, int probs_stride) {
+  const int c = n_head * head_dim;
+  check(kernels::attention_prepare(), "attention kernel setup");
+  int largest = 0;
+  for (const BatchEntry& b : batch) largest = std::max(largest, b.context());
+  cuda_detail::PlanOptions po;
+  po.block_size = block_size;
+  po.n_head = n_head;
+  po.pool_slots = static_cast<long long>(k_pool.size() / c);
+  po.probs_stride = probs_stride;
+  po.max_context = probs_stride > 0 ? probs_stride : 0;
+  const int max_tile = kernels::attention_tile_size(std::max(largest, po.max_context), head_dim);
+  if (kernel != AttentionKernel::kRow) {
+    po.tile_size = tile_size > 0 ? std::min(tile_size, max_tile) : max_tile;
+    if (kernel == AttentionKernel::kTile) {
+      if (po.tile_size <= 0) throw Error("the tile kernel does not fit this context");
+      po.tile_min_rows = 1;
+    }
+  }
+  const cuda_detail::ForwardPlan plan = cuda_detail::make_forward_plan(batch, po);
+
+  Dev<float> dq(qkv), dk(k_pool), dv(v_pool), out(static_cast<size_t>(plan.rows) * c);
+  Dev<float> probs(want_probs ? static_cast<size_t>(plan.probs_per_layer) : 1);
+  Dev<int> meta(plan.packed);
+  const int* m = meta.get();
+  kernels::AttentionParams ap;
+  ap.qkv = dq.get();
+  ap.k_pool = dk.get();
+  ap.v_pool = dv.get();
+  ap.out = out.get();
+  ap.probs = want_probs ? probs.get() : nullptr;
+  ap.row_entry = m + plan.at.row_entry;
+  ap.row_local = m + plan.at.row_local;
+  ap.row_pos = m + plan.at.positions;
+  ap.entry_context = m + plan.at.entry_context;
+  ap.entry_rows = m + plan.at.entry_rows;
+  ap.entry_bt_offset = m + plan.at.entry_bt_offset;
+  ap.entry_probs_offset = m + plan.at.entry_probs_offset;
+  ap.entry_probs_stride = m + plan.at.entry_probs_stride;
+  ap.block_tables = m + plan.at.block_tables;
+  ap.row_list = m + plan.at.row_list;
+  ap.row_list_size = plan.row_list_size;
+  ap.tile_row0 = m + plan.at.tile_row0;
+  ap.tile_rows = m + plan.at.tile_rows;
+  ap.tiles = plan.tiles;
+  ap.tile_size = plan.tile_size;
+  ap.n_head = n_head;
+  ap.head_dim = head_dim;
+  ap.block_size = block_size;
+  ap.max_context = plan.max_context;
+  if (kernel == AttentionKernel::kTile && plan.row_list_size > 0)
+    throw Error("attention harness: rows left for the row kernel");
+  if (kernel == AttentionKernel::kRow && plan.tiles > 0)
+    throw Error("attention harness: tiles planned for the row kernel");
+  finish(kernels::attention(ap, nullptr), "attention kernel");
+
+  AttentionResult r;
+  r.out = out.read();
+  if (want_probs) {
+    const std::vector<float> all = probs.read();
+    for (int e = 0; e < plan.entries; ++e) {
+      const int n = plan.row_begin[e + 1] - plan.row_begin[e], ctx = plan.context[e];
+      std::vector<float> p(static_cast<size_t>(n_head) * n * ctx);
+      for (long long row = 0; row < static_cast<long long>(n_head) * n; ++row)
+        std::copy_n(all.begin() + plan.probs_offset[e] + row * plan.probs_stride[e], ctx,
+                    p.begin() + row * ctx);
+      r.probs.push_back(std::move(p));
+    }
+  }
+  return r;
+}
+
+std::vector<cpu::LogitSummary> logit_summary(const std::vector<float>& logits, int rows, int vocab,
+                                             int k) {
+  Dev<float> dl(logits), vals(static_cast<size_t>(rows) * k), probs(static_cast<size_t>(rows) * k),
+      stats(static_cast<size_t>(rows) * 3);
+  Dev<int> ids(static_cast<size_t>(rows) * k);
+  finish(kernels::logit_summary(dl.get(), rows, vocab, k, ids.get(), vals.get(), probs.get(),
+                                stats.get(), nullptr),
+         "logit summary kernel");
+  const auto hi = ids.read();
+  const auto hv = vals.read(), hp = probs.read(), hs = stats.read();
+  std::vector<cpu::LogitSummary> out(rows);
+  for (int r = 0; r < rows; ++r) {
+    cpu::LogitSummary& s = out[r];
+    s.max_logit = hs[r * 3];
+    s.log_sum_exp = hs[r * 3 + 1];
+    s.entropy = hs[r * 3 + 2];
+    s.ids.assign(hi.begin() + r * k, hi.begin() + (r + 1) * k);
+    s.logits.assign(hv.begin() + r * k, hv.begin() + (r + 1) * k);
+    s.probs.assign(hp.begin() + r * k, hp.begin() + (r + 1) * k);
+  }
+  return out;
+}
+
+double device_copy_bandwidth(std::string* device) {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  if (device) *device = prop.name;
+  const size_t bytes = size_t(1) << 30;
+  Dev<unsigned char> a(bytes), b(bytes);
+  check(cudaMemset(a.get(), 1, bytes), "cudaMemset");
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  float best_ms = 1e30f;
+  for (int i = 0; i < 6; ++i) {
+    check(cudaEventRecord(start, nullptr), "cudaEventRecord");
+    check(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, nullptr),
+          "cudaMemcpy");
+    check(cudaEventRecord(stop, nullptr), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    if (i > 0) best_ms = std::min(best_ms, ms);  // the first copy warms up
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 2.0 * static_cast<double>(bytes) / (best_ms * 1e-3);
+}
+
+}  // namespace ts::cuda_check

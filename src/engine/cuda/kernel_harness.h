@@ -1,0 +1,63 @@
+#pragma once
+// Each CUDA kernel run once on host vectors: what the parity tests compare
+// with the CPU twins (tests/unit/cuda_backend_test.cpp). No CUDA types; every
+// function needs a usable device (cuda_device_available) and throws ts::Error
+// on a CUDA failure.
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/cpu/logit_summary.h"
+
+namespace ts::cuda_check {
+
+std::vector<float> embed(const std::vector<float>& wte, const std::vector<float>& wpe,
+                         const std::vector<int>& tokens, const std::vector<int>& positions, int c);
+
+std::vector<float> layernorm(const std::vector<float>& x, const std::vector<float>& weight,
+                             const std::vector<float>& bias, int rows, int c, float eps);
+
+// x += y + y_bias; out = layernorm(x). x is updated in place.
+std::vector<float> residual_layernorm(std::vector<float>& x, const std::vector<float>& y,
+                                      const std::vector<float>& y_bias,
+                                      const std::vector<float>& weight,
+                                      const std::vector<float>& bias, int rows, int c, float eps);
+
+std::vector<float> bias_gelu(const std::vector<float>& x, const std::vector<float>& bias, int rows,
+                             int n);
+
+// qkv (updated with the bias) and the pools (K and V rows written).
+void bias_kv_append(std::vector<float>& qkv, const std::vector<float>& bias,
+                    const std::vector<int>& slots, int c, std::vector<float>& k_pool,
+                    std::vector<float>& v_pool);
+
+std::vector<float> gather_rows(const std::vector<float>& src, const std::vector<int>& index, int c);
+
+enum class AttentionKernel { kAuto, kRow, kTile };
+
+struct AttentionResult {
+  std::vector<float> out;                 // [rows][C]
+  std::vector<std::vector<float>> probs;  // per entry [head][row][context] (when asked)
+};
+
+// The attention of the batch's new rows; qkv is [rows][3C], the pools [slot][C]
+// hold every key and value the block tables point at. tile_size 0: the
+// largest the device allows. probs_stride 0: exact rows (as a prefill); else
+// this stride (as a decode graph).
+AttentionResult paged_attention(const std::vector<BatchEntry>& batch, const std::vector<float>& qkv,
+                                const std::vector<float>& k_pool, const std::vector<float>& v_pool,
+                                int n_head, int head_dim, int block_size, AttentionKernel kernel,
+                                bool probs, int tile_size = 0, int probs_stride = 0);
+
+std::vector<cpu::LogitSummary> logit_summary(const std::vector<float>& logits, int rows, int vocab,
+                                             int k);
+
+// The largest tile the attention tile kernel can use (0: none).
+int attention_tile_size(int max_context, int head_dim);
+
+// Device-to-device copy bandwidth (bytes read + bytes written per second,
+// best of a few 1 GiB copies): the memory bound the GPU check reports decode
+// speed against. Also names the device in *device.
+double device_copy_bandwidth(std::string* device);
+
+}  // namespace ts::cuda_check

@@ -1,0 +1,767 @@
+// The CUDA backend against the CPU reference.
+//
+// Runs everywhere: the fallback when no device answers (auto -> CPU with a
+// one-line notice, cuda -> ts::Error), the CPU twin of the logits summary, and
+// (in CUDA builds) the host-side forward plan the kernels read.
+// Needs a GPU (skipped with the reason otherwise): every kernel against its
+// CPU twin, the whole forward pass on the tiny fixture (logits <= 1e-3,
+// attention <= 1e-4), cached decode vs full recomputation, KV fork /
+// copy-on-write / truncate, batched lanes vs single decodes, CUDA graph replay
+// vs eager, out-of-memory messages.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+
+#include "engine/backend_factory.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/logit_summary.h"
+#include "engine/cpu/ops.h"
+#include "engine/cpu/paged_attention.h"
+#include "engine/engine.h"
+#include "model/model_loader.h"
+#include "test_model_writer.h"
+#include "test_paths.h"
+#include "util/error.h"
+#ifdef TS_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/forward_plan.h"
+#include "engine/cuda/kernel_harness.h"
+#endif
+
+namespace ts {
+namespace {
+
+std::shared_ptr<const ModelWeights> tiny_weights() {
+  return std::make_shared<const ModelWeights>(load_model_dir(test::tiny_model_dir()));
+}
+
+float max_abs_diff(const float* a, const float* b, size_t n) {
+  float m = 0;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<float>::infinity();
+  return max_abs_diff(a.data(), b.data(), a.size());
+}
+
+std::vector<float> random_vector(size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// ---------------------------------------------------------------- everywhere
+
+TEST(CudaFallback, NoDeviceMeansCpuWithOneLineNoticeAndCudaThrows) {
+  auto w = tiny_weights();
+#ifdef TS_HAVE_CUDA
+  std::string why;
+  const bool available = cuda_device_available(&why);
+  std::string why_not;
+  auto direct = make_cuda_backend(w, &why_not);
+  if (!available) {
+    EXPECT_FALSE(why.empty());
+    EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+    EXPECT_EQ(direct, nullptr);
+    EXPECT_EQ(why_not, why);
+    BackendSelection sel = make_backend("auto", w, 1);
+    ASSERT_NE(sel.backend, nullptr);
+    EXPECT_EQ(sel.backend->name(), "cpu");
+    EXPECT_NE(sel.notice.find("no usable CUDA device"), std::string::npos) << sel.notice;
+    EXPECT_NE(sel.notice.find(why), std::string::npos) << sel.notice;
+    EXPECT_EQ(sel.notice.find('\n'), std::string::npos) << sel.notice;
+    try {
+      make_backend("cuda", w, 1);
+      FAIL() << "--device cuda must fail without a device";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("CUDA backend unavailable"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+    std::cout << "[ notice   ] " << sel.notice << "\n";
+    // The CPU it fell back to computes.
+    Engine engine(w, std::move(sel.backend), 128);
+    ForwardResult r = engine.forward_scratch({1, 2, 3}, {});
+    EXPECT_EQ(static_cast<int>(r.outputs[0].logits.size()), w->config.vocab_size);
+  } else {
+    ASSERT_NE(direct, nullptr) << why_not;
+    EXPECT_EQ(direct->name(), "cuda");
+    BackendSelection sel = make_backend("auto", w, 1);
+    EXPECT_EQ(sel.backend->name(), "cuda");
+    EXPECT_TRUE(sel.notice.empty()) << sel.notice;
+    EXPECT_EQ(make_backend("cuda", w, 1).backend->name(), "cuda");
+    std::cout << "[ device   ] " << direct->device_name() << "\n";
+  }
+#else
+  BackendSelection sel = make_backend("auto", w, 1);
+  EXPECT_EQ(sel.backend->name(), "cpu");
+  EXPECT_NE(sel.notice.find("without CUDA"), std::string::npos) << sel.notice;
+  EXPECT_THROW(make_backend("cuda", w, 1), Error);
+#endif
+  EXPECT_EQ(make_backend("cpu", w, 1).notice, "");
+}
+
+// The CPU twin of the summary kernel against a plain sort and softmax.
+TEST(CudaLogitSummaryCpuTwin, MatchesSortAndSoftmax) {
+  std::mt19937 rng(3);
+  std::vector<float> l = random_vector(1000, rng, 3.0f);
+  l[10] = l[500] = l[999] = 20.0f;  // a three-way tie at the top
+  l[7] = std::numeric_limits<float>::quiet_NaN();
+  l[8] = -std::numeric_limits<float>::infinity();
+  const cpu::LogitSummary s = cpu::summarize_logits(l.data(), 1000, 6);
+  ASSERT_EQ(s.ids.size(), 6u);
+  EXPECT_EQ(s.ids[0], 10);  // ties: the smaller id first
+  EXPECT_EQ(s.ids[1], 500);
+  EXPECT_EQ(s.ids[2], 999);
+  std::vector<double> p(1000);
+  double mx = 20.0, sum = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const double v = std::isnan(l[i]) ? -INFINITY : l[i];
+    sum += std::exp(v - mx);
+  }
+  double entropy = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const double v = std::isnan(l[i]) ? -INFINITY : l[i];
+    p[i] = std::exp(v - mx) / sum;
+    if (p[i] > 0) entropy -= p[i] * std::log(p[i]);
+  }
+  std::vector<int> order(1000);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(s.ids[i], order[i]);
+    EXPECT_NEAR(s.probs[i], p[order[i]], 1e-6);
+    EXPECT_EQ(s.logits[i], l[order[i]]);
+  }
+  EXPECT_NEAR(s.log_sum_exp, mx + std::log(sum), 1e-5);
+  EXPECT_NEAR(s.entropy, entropy, 1e-5);
+  EXPECT_EQ(s.max_logit, 20.0f);
+  EXPECT_THROW(cpu::summarize_logits(l.data(), 1000, 0), Error);
+  EXPECT_THROW(cpu::summarize_logits(l.data(), 10, 11), Error);
+}
+
+#ifdef TS_HAVE_CUDA
+
+BatchEntry entry_for(int start_pos, int n, const std::vector<int>& block_table, int bs) {
+  BatchEntry b;
+  b.start_pos = start_pos;
+  for (int i = 0; i < n; ++i) b.tokens.push_back(i % 7);
+  b.block_table = block_table;
+  for (int i = 0; i < n; ++i) {
+    const int p = start_pos + i;
+    b.slots.push_back(block_table[p / bs] * bs + p % bs);
+  }
+  return b;
+}
+
+TEST(CudaForwardPlan, PrefillTilesLogitRowsAndProbabilityLayout) {
+  cuda_detail::PlanOptions o;
+  o.block_size = 4;
+  o.n_head = 3;
+  o.vocab_size = 10;
+  o.n_ctx = 64;
+  o.pool_slots = 64;
+  o.tile_size = 8;
+  const std::vector<BatchEntry> batch = {entry_for(0, 20, {5, 1, 2, 9, 3}, 4),
+                                         entry_for(6, 2, {0, 4}, 4)};
+  cuda_detail::ForwardPlan p = cuda_detail::make_forward_plan(batch, o);
+  EXPECT_EQ(p.rows, 22);
+  EXPECT_EQ(p.logit_rows, 2);
+  EXPECT_EQ(p.tiles, 3);
+  EXPECT_EQ(p.row_list_size, 2);  // the short entry goes to the row kernel
+  const int* m = p.packed.data();
+  EXPECT_EQ(std::vector<int>(m + p.at.tile_row0, m + p.at.tile_row0 + 3),
+            (std::vector<int>{0, 8, 16}));
+  EXPECT_EQ(std::vector<int>(m + p.at.tile_rows, m + p.at.tile_rows + 3),
+            (std::vector<int>{8, 8, 4}));
+  EXPECT_EQ(std::vector<int>(m + p.at.row_list, m + p.at.row_list + 2), (std::vector<int>{20, 21}));
+  EXPECT_EQ(std::vector<int>(m + p.at.logit_rows, m + p.at.logit_rows + 2),
+            (std::vector<int>{19, 21}));
+  EXPECT_EQ(m[p.at.positions + 21], 7);
+  EXPECT_EQ(m[p.at.slots + 21], 4 * 4 + 3);
+  EXPECT_EQ(m[p.at.entry_bt_offset + 1], 5);
+  EXPECT_EQ(m[p.at.block_tables + 5 + 1], 4);
+  EXPECT_EQ(p.probs_offset, (std::vector<int>{0, 3 * 20 * 20}));
+  EXPECT_EQ(p.probs_per_layer, 3 * 20 * 20 + 3 * 2 * 8);
+  o.all_logits = true;
+  p = cuda_detail::make_forward_plan(batch, o);
+  EXPECT_EQ(p.logit_rows, 22);
+  EXPECT_EQ(p.logit_begin, (std::vector<int>{0, 20, 22}));
+}
+
+// A decode graph is replayed with new metadata at the same addresses: every
+// array but the block tables must sit where it sat at the previous step.
+TEST(CudaForwardPlan, DecodeOffsetsDoNotDependOnContexts) {
+  cuda_detail::PlanOptions o;
+  o.block_size = 16;
+  o.n_head = 4;
+  o.n_ctx = 1024;
+  o.pool_slots = 16 * 200;
+  o.probs_stride = 256;
+  o.max_context = 256;
+  std::vector<int> bt(16);
+  std::iota(bt.begin(), bt.end(), 0);
+  const auto a =
+      cuda_detail::make_forward_plan({entry_for(10, 1, bt, 16), entry_for(130, 1, bt, 16)}, o);
+  const auto b =
+      cuda_detail::make_forward_plan({entry_for(200, 1, bt, 16), entry_for(3, 1, bt, 16)}, o);
+  EXPECT_EQ(a.at.tokens, b.at.tokens);
+  EXPECT_EQ(a.at.slots, b.at.slots);
+  EXPECT_EQ(a.at.entry_probs_offset, b.at.entry_probs_offset);
+  EXPECT_EQ(a.at.block_tables, b.at.block_tables);
+  EXPECT_EQ(a.probs_per_layer, b.probs_per_layer);
+  EXPECT_EQ(a.probs_stride, (std::vector<int>{256, 256}));
+  EXPECT_EQ(cuda_detail::context_bucket(1, 1024), 64);
+  EXPECT_EQ(cuda_detail::context_bucket(65, 1024), 128);
+  EXPECT_EQ(cuda_detail::context_bucket(1000, 1024), 1024);
+  EXPECT_EQ(cuda_detail::context_bucket(700, 768), 768);
+  EXPECT_EQ(cuda_detail::context_bucket(30, 16), 30);
+}
+
+TEST(CudaForwardPlan, RefusesBatchesAKernelWouldWriteOutOfBoundsWith) {
+  cuda_detail::PlanOptions o;
+  o.block_size = 4;
+  o.n_head = 2;
+  o.vocab_size = 10;
+  o.n_ctx = 32;
+  o.pool_slots = 16;
+  auto expect_error = [&](BatchEntry b, const std::string& words) {
+    try {
+      cuda_detail::make_forward_plan({b}, o);
+      FAIL() << "expected an error about " << words;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  BatchEntry ok = entry_for(2, 3, {1, 2}, 4);
+  EXPECT_NO_THROW(cuda_detail::make_forward_plan({ok}, o));
+  BatchEntry b = ok;
+  b.slots[1] = 0;
+  expect_error(b, "disagrees with the block table");
+  b = ok;
+  b.block_table = {1};
+  expect_error(b, "block table covers");
+  b = ok;
+  b.tokens[0] = 10;
+  expect_error(b, "outside the vocabulary");
+  b = entry_for(0, 2, {7}, 4);  // block 7 of a 4-block pool
+  expect_error(b, "outside the KV pool");
+  b = ok;
+  b.slots.pop_back();
+  expect_error(b, "one KV slot per new token");
+  b = entry_for(30, 3, {0, 1, 2, 3, 0, 1, 2, 3, 0}, 4);
+  expect_error(b, "exceeds the model's");
+}
+
+// ---------------------------------------------------------------- GPU only
+
+#define TS_REQUIRE_CUDA()                                                          \
+  do {                                                                             \
+    std::string why_;                                                              \
+    if (!cuda_device_available(&why_)) GTEST_SKIP() << "no CUDA device: " << why_; \
+  } while (0)
+
+std::unique_ptr<Backend> cuda_backend(std::shared_ptr<const ModelWeights> w) {
+  std::string why;
+  auto b = make_cuda_backend(std::move(w), &why);
+  if (!b) throw Error("make_cuda_backend failed on a machine with a device: " + why);
+  return b;
+}
+
+TEST(CudaKernels, ElementwiseKernelsMatchTheirCpuTwins) {
+  TS_REQUIRE_CUDA();
+  std::mt19937 rng(11);
+  const int rows = 5, vocab = 50, n_ctx = 40;
+  for (int c : {64, 768, 1600, 300}) {
+    const auto wte = random_vector(static_cast<size_t>(vocab) * c, rng);
+    const auto wpe = random_vector(static_cast<size_t>(n_ctx) * c, rng);
+    const std::vector<int> tok = {3, 49, 0, 7, 7}, pos = {0, 1, 2, 39, 5};
+    std::vector<float> want(static_cast<size_t>(rows) * c);
+    cpu::embed(wte.data(), wpe.data(), tok.data(), pos.data(), rows, c, want.data());
+    EXPECT_EQ(max_abs_diff(cuda_check::embed(wte, wpe, tok, pos, c), want), 0.0f) << c;
+
+    auto x = random_vector(static_cast<size_t>(rows) * c, rng, 3.0f);
+    for (int i = 0; i < c; ++i) x[i] += 50.0f;  // a row far from zero mean
+    const auto w = random_vector(c, rng), b = random_vector(c, rng);
+    cpu::layernorm(x.data(), w.data(), b.data(), rows, c, 1e-5f, want.data());
+    EXPECT_LE(max_abs_diff(cuda_check::layernorm(x, w, b, rows, c, 1e-5f), want), 1e-4f) << c;
+
+    const auto y = random_vector(x.size(), rng), yb = random_vector(c, rng);
+    std::vector<float> x_gpu = x, x_cpu = x, proj(x.size());
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < c; ++i) proj[r * c + i] = y[r * c + i] + yb[i];
+    cpu::add_inplace(x_cpu.data(), proj.data(), static_cast<long long>(x.size()));
+    cpu::layernorm(x_cpu.data(), w.data(), b.data(), rows, c, 1e-5f, want.data());
+    const auto got = cuda_check::residual_layernorm(x_gpu, y, yb, w, b, rows, c, 1e-5f);
+    EXPECT_EQ(max_abs_diff(x_gpu, x_cpu), 0.0f) << c;
+    EXPECT_LE(max_abs_diff(got, want), 1e-4f) << c;
+
+    auto h = random_vector(static_cast<size_t>(rows) * c, rng, 3.0f);
+    const auto hb = random_vector(c, rng);
+    std::vector<float> h_cpu = h;
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < c; ++i) h_cpu[r * c + i] += hb[i];
+    cpu::gelu_new(h_cpu.data(), static_cast<long long>(h_cpu.size()));
+    EXPECT_LE(max_abs_diff(cuda_check::bias_gelu(h, hb, rows, c), h_cpu), 1e-6f) << c;
+  }
+  // KV append into a paged pool, and the row gather.
+  const int c = 48, slots_n = 24;
+  auto qkv = random_vector(static_cast<size_t>(rows) * 3 * c, rng);
+  const auto bias = random_vector(3 * c, rng);
+  const std::vector<int> slots = {4, 23, 0, 7, 8};
+  std::vector<float> k(static_cast<size_t>(slots_n) * c, 0.0f), v = k, k_cpu = k, v_cpu = v,
+                                                                qkv_cpu = qkv;
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < 3 * c; ++i) qkv_cpu[r * 3 * c + i] += bias[i];
+    std::copy_n(qkv_cpu.begin() + r * 3 * c + c, c, k_cpu.begin() + slots[r] * c);
+    std::copy_n(qkv_cpu.begin() + r * 3 * c + 2 * c, c, v_cpu.begin() + slots[r] * c);
+  }
+  cuda_check::bias_kv_append(qkv, bias, slots, c, k, v);
+  EXPECT_EQ(max_abs_diff(qkv, qkv_cpu), 0.0f);
+  EXPECT_EQ(max_abs_diff(k, k_cpu), 0.0f);
+  EXPECT_EQ(max_abs_diff(v, v_cpu), 0.0f);
+  const std::vector<int> index = {4, 0, 2};
+  std::vector<float> gathered;
+  for (int i : index)
+    gathered.insert(gathered.end(), qkv.begin() + i * 3 * c, qkv.begin() + (i + 1) * 3 * c);
+  EXPECT_EQ(max_abs_diff(cuda_check::gather_rows(qkv, index, 3 * c), gathered), 0.0f);
+}
+
+struct AttnCase {
+  std::vector<BatchEntry> batch;
+  int blocks = 0;
+};
+
+// Entries with shuffled physical blocks: a prefill, decodes, a chunked prefill
+// on top of a cache.
+AttnCase attention_case(const std::vector<std::pair<int, int>>& shapes, int bs, std::mt19937& rng) {
+  AttnCase c;
+  for (auto [start, n] : shapes) c.blocks += (start + n + bs - 1) / bs;
+  c.blocks += 3;
+  std::vector<int> perm(c.blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  int next = 0;
+  for (auto [start, n] : shapes) {
+    std::vector<int> bt;
+    for (int i = 0; i < (start + n + bs - 1) / bs; ++i) bt.push_back(perm[next++]);
+    c.batch.push_back(entry_for(start, n, bt, bs));
+  }
+  return c;
+}
+
+void check_attention(const AttnCase& ac, int n_head, int head_dim, int bs,
+                     cuda_check::AttentionKernel kernel, int tile, int stride, std::mt19937& rng) {
+  const int c = n_head * head_dim;
+  const size_t slots = static_cast<size_t>(ac.blocks) * bs;
+  int rows = 0;
+  for (const BatchEntry& b : ac.batch) rows += static_cast<int>(b.tokens.size());
+  const auto qkv = random_vector(static_cast<size_t>(rows) * 3 * c, rng);
+  const auto k = random_vector(slots * c, rng), v = random_vector(slots * c, rng);
+  const auto got = cuda_check::paged_attention(ac.batch, qkv, k, v, n_head, head_dim, bs, kernel,
+                                               true, tile, stride);
+  std::vector<float> want(static_cast<size_t>(rows) * c);
+  int row0 = 0;
+  for (size_t e = 0; e < ac.batch.size(); ++e) {
+    const BatchEntry& b = ac.batch[e];
+    const int n = static_cast<int>(b.tokens.size()), ctx = b.context();
+    std::vector<int> cslots(ctx);
+    for (int j = 0; j < ctx; ++j) cslots[j] = b.block_table[j / bs] * bs + j % bs;
+    std::vector<float> probs(static_cast<size_t>(n_head) * n * ctx);
+    cpu::PagedAttentionArgs a;
+    a.q = qkv.data() + static_cast<size_t>(row0) * 3 * c;
+    a.ldq = 3 * c;
+    a.k_pool = k.data();
+    a.v_pool = v.data();
+    a.context_slots = cslots.data();
+    a.start_pos = b.start_pos;
+    a.rows = n;
+    a.n_head = n_head;
+    a.head_dim = head_dim;
+    a.out = want.data() + static_cast<size_t>(row0) * c;
+    a.probs = probs.data();
+    a.context = ctx;
+    for (int h = 0; h < n_head; ++h) cpu::paged_attention(a, h, 0, n);
+    EXPECT_LE(max_abs_diff(got.probs.at(e), probs), 1e-5f) << "entry " << e;
+    row0 += n;
+  }
+  EXPECT_LE(max_abs_diff(got.out, want), 1e-4f);
+}
+
+TEST(CudaKernels, AttentionRowAndTileKernelsMatchTheCpuTwin) {
+  TS_REQUIRE_CUDA();
+  std::mt19937 rng(12);
+  using K = cuda_check::AttentionKernel;
+  for (int hd : {16, 64}) {
+    const int nh = hd == 16 ? 4 : 3;
+    SCOPED_TRACE("head_dim " + std::to_string(hd));
+    const AttnCase mixed = attention_case({{0, 37}, {20, 1}, {9, 12}, {0, 1}, {63, 1}}, 4, rng);
+    for (int stride : {0, 80}) {
+      check_attention(mixed, nh, hd, 4, K::kRow, 0, stride, rng);
+      for (int tile : {0, 5, 1}) {
+        check_attention(mixed, nh, hd, 4, K::kTile, tile, stride, rng);
+        check_attention(mixed, nh, hd, 4, K::kAuto, tile, stride, rng);
+      }
+    }
+    check_attention(attention_case({{0, 1024}}, 16, rng), nh, hd, 16, K::kAuto, 0, 0, rng);
+    check_attention(attention_case({{700, 1}, {1023, 1}, {3, 1}}, 16, rng), nh, hd, 16, K::kRow, 0,
+                    1024, rng);
+  }
+}
+
+TEST(CudaKernels, LogitSummaryMatchesItsCpuTwin) {
+  TS_REQUIRE_CUDA();
+  std::mt19937 rng(13);
+  for (int vocab : {50257, 300, 7}) {
+    const int rows = 3;
+    auto l = random_vector(static_cast<size_t>(rows) * vocab, rng, 4.0f);
+    if (vocab > 10) {
+      l[5] = l[17] = l[200] = 30.0f;
+      l[vocab + 3] = std::numeric_limits<float>::quiet_NaN();
+      l[2 * vocab + 1] = -std::numeric_limits<float>::infinity();
+    }
+    for (int k : {1, 5, 64}) {
+      if (k > vocab) continue;
+      const auto got = cuda_check::logit_summary(l, rows, vocab, k);
+      for (int r = 0; r < rows; ++r) {
+        const auto want =
+            cpu::summarize_logits(l.data() + static_cast<size_t>(r) * vocab, vocab, k);
+        EXPECT_EQ(got[r].ids, want.ids) << vocab << " " << k;
+        EXPECT_EQ(max_abs_diff(got[r].logits, want.logits), 0.0f);
+        EXPECT_LE(max_abs_diff(got[r].probs, want.probs), 1e-6f);
+        EXPECT_EQ(got[r].max_logit, want.max_logit);
+        EXPECT_NEAR(got[r].log_sum_exp, want.log_sum_exp, 1e-4);
+        EXPECT_NEAR(got[r].entropy, want.entropy, 1e-4);
+      }
+    }
+  }
+}
+
+nlohmann::json reference() {
+  std::ifstream in(test::tiny_model_dir() / "reference.json");
+  return nlohmann::json::parse(in);
+}
+
+ForwardOptions everything() {
+  ForwardOptions o;
+  o.all_logits = true;
+  o.record_attention = true;
+  o.record_residuals = true;
+  return o;
+}
+
+void expect_same_outputs(const EntryOutput& gpu, const EntryOutput& cpu, float logit_tol,
+                         float attn_tol, const std::string& where) {
+  ASSERT_EQ(gpu.logit_rows, cpu.logit_rows) << where;
+  EXPECT_LE(max_abs_diff(gpu.logits, cpu.logits), logit_tol) << where;
+  ASSERT_EQ(gpu.attention.size(), cpu.attention.size()) << where;
+  for (size_t l = 0; l < cpu.attention.size(); ++l)
+    EXPECT_LE(max_abs_diff(gpu.attention[l], cpu.attention[l]), attn_tol)
+        << where << " layer " << l;
+  EXPECT_LE(max_abs_diff(gpu.residuals, cpu.residuals), logit_tol) << where;
+}
+
+TEST(CudaBackend, MatchesTheCpuAndPyTorchOnTheTinyFixture) {
+  TS_REQUIRE_CUDA();
+  auto w = tiny_weights();
+  Engine gpu(w, cuda_backend(w), 64 * 8);
+  Engine cpu(w, make_cpu_backend(w, 2), 64 * 8);
+  const auto ref = reference();
+  for (const auto& c : ref["cases"]) {
+    const std::vector<int> ids = c["token_ids"].get<std::vector<int>>();
+    const ForwardResult g = gpu.forward_scratch(ids, everything());
+    const ForwardResult r = cpu.forward_scratch(ids, everything());
+    expect_same_outputs(g.outputs[0], r.outputs[0], 1e-3f, 1e-4f, c["prompt"].get<std::string>());
+    const int v = w->config.vocab_size;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const std::vector<float> want = c["logits"][i].get<std::vector<float>>();
+      EXPECT_LE(max_abs_diff(g.outputs[0].logits.data() + i * v, want.data(), v), 1e-3f);
+    }
+  }
+  // Every prompt length: row kernel (< 8 rows), tiles, partial tiles, blocks.
+  std::mt19937 rng(5);
+  for (int n : {1, 2, 7, 8, 9, 16, 17, 33, 63, 64}) {
+    std::vector<int> ids(n);
+    for (int& t : ids) t = static_cast<int>(rng() % w->config.vocab_size);
+    expect_same_outputs(gpu.forward_scratch(ids, everything()).outputs[0],
+                        cpu.forward_scratch(ids, everything()).outputs[0], 1e-3f, 1e-4f,
+                        "length " + std::to_string(n));
+  }
+}
+
+// GPT-2's head size (64) and a longer context than the fixture's.
+TEST(CudaBackend, MatchesTheCpuWithGpt2HeadSizeAndLongPrompts) {
+  TS_REQUIRE_CUDA();
+  ModelConfig cfg;
+  cfg.vocab_size = 500;
+  cfg.n_ctx = 512;
+  cfg.n_embd = 128;
+  cfg.n_head = 2;
+  cfg.n_layer = 2;
+  const test::RandomGpt2 model = test::make_random_gpt2(cfg, 21);
+  auto w = std::make_shared<const ModelWeights>(test::as_model_weights(model));
+  Engine gpu(w, cuda_backend(w), 512 * 4);
+  Engine cpu(w, make_cpu_backend(w, 2), 512 * 4);
+  std::mt19937 rng(6);
+  std::vector<int> ids(300);
+  for (int& t : ids) t = static_cast<int>(rng() % cfg.vocab_size);
+  expect_same_outputs(gpu.forward_scratch(ids, everything()).outputs[0],
+                      cpu.forward_scratch(ids, everything()).outputs[0], 1e-3f, 1e-4f,
+                      "prefill 300");
+  // Three lanes decoding at context ~300 (bucket 512) against the CPU.
+  const SeqId gb = gpu.cache().create(), cb = cpu.cache().create();
+  gpu.forward({{gb, ids}}, {});
+  cpu.forward({{cb, ids}}, {});
+  std::vector<SeqId> gl = {gb, gpu.cache().fork(gb), gpu.cache().fork(gb)};
+  std::vector<SeqId> cl = {cb, cpu.cache().fork(cb), cpu.cache().fork(cb)};
+  ForwardOptions trace;
+  trace.record_attention = true;
+  trace.record_residuals = true;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<ForwardRequest> gr, cr;
+    for (int i = 0; i < 3; ++i) {
+      const int t = static_cast<int>(rng() % cfg.vocab_size);
+      gr.push_back({gl[i], {t}});
+      cr.push_back({cl[i], {t}});
+    }
+    const ForwardResult g = gpu.forward(gr, trace), c = cpu.forward(cr, trace);
+    for (int i = 0; i < 3; ++i)
+      expect_same_outputs(g.outputs[i], c.outputs[i], 1e-3f, 1e-4f,
+                          "step " + std::to_string(step) + " lane " + std::to_string(i));
+  }
+}
+
+// Only the layers asked for are traced (the session's trace budget), in
+// prefill and in (graph-replayed) decode.
+TEST(CudaBackend, RecordsOnlyTheAskedLayers) {
+  TS_REQUIRE_CUDA();
+  auto w = tiny_weights();
+  Engine gpu(w, cuda_backend(w), 64 * 8);
+  Engine cpu(w, make_cpu_backend(w, 2), 64 * 8);
+  ForwardOptions o;
+  o.record_attention = true;
+  o.attention_layers = {false, true};
+  const std::vector<int> prompt = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11, 12};
+  const SeqId g = gpu.cache().create(), c = cpu.cache().create();
+  for (int step = 0; step < 4; ++step) {
+    const std::vector<int> toks = step == 0 ? prompt : std::vector<int>{step};
+    const ForwardResult a = gpu.forward({{g, toks}}, o), b = cpu.forward({{c, toks}}, o);
+    ASSERT_EQ(a.outputs[0].attention.size(), 2u);
+    EXPECT_TRUE(a.outputs[0].attention[0].empty());
+    expect_same_outputs(a.outputs[0], b.outputs[0], 1e-3f, 1e-4f, "step " + std::to_string(step));
+  }
+}
+
+TEST(CudaBackend, CachedDecodeEqualsFullRecomputationOnTheGpu) {
+  TS_REQUIRE_CUDA();
+  auto w = tiny_weights();
+  Engine engine(w, cuda_backend(w), 64 * 8);
+  const int v = w->config.vocab_size;
+  std::mt19937 rng(7);
+  std::vector<int> tokens(40);
+  for (int& t : tokens) t = static_cast<int>(rng() % v);
+  const SeqId seq = engine.cache().create();
+  engine.forward({{seq, {tokens.begin(), tokens.begin() + 5}}}, {});
+  for (size_t n = 5; n < tokens.size(); ++n) {
+    const ForwardResult step = engine.forward({{seq, {tokens[n]}}}, {});
+    const ForwardResult full = engine.forward_scratch({tokens.begin(), tokens.begin() + n + 1}, {});
+    const auto& a = step.outputs[0].logits;
+    const auto& b = full.outputs[0].logits;
+    ASSERT_EQ(a.size(), b.size());
+    for (int i = 0; i < v; ++i)
+      ASSERT_NEAR(a[i], b[i], 1e-4 * std::max(1.0f, std::fabs(b[i])))
+          << "step " << n << " id " << i;
+  }
+  engine.cache().release(seq);
+  EXPECT_EQ(engine.cache().free_blocks(), engine.cache().shape().num_blocks);
+}
+
+// The same cache operations on a CPU engine and a GPU engine: forked lanes
+// share the prompt's blocks, the first decode copies the shared partial block
+// on the device, truncate steps back, and every logit agrees with the CPU.
+TEST(CudaBackend, KvForkCopyOnWriteAndTruncateOnTheGpu) {
+  TS_REQUIRE_CUDA();
+  auto w = tiny_weights();
+  Engine gpu(w, cuda_backend(w), 64 * 8);
+  Engine cpu(w, make_cpu_backend(w, 2), 64 * 8);
+  const std::vector<int> prompt = {5,  17, 42, 99, 3, 7, 250,
+                                   11, 31, 8,  2,  1, 60};  // 13: partial block
+  ForwardOptions trace;
+  trace.record_attention = true;
+  auto both = [&](const std::vector<std::pair<SeqId, std::vector<int>>>& reqs,
+                  const std::string& what) {
+    std::vector<ForwardRequest> r;
+    for (const auto& [s, t] : reqs) r.push_back({s, t});
+    const ForwardResult g = gpu.forward(r, trace), c = cpu.forward(r, trace);
+    EXPECT_EQ(g.plans.size(), c.plans.size());
+    for (size_t i = 0; i < r.size(); ++i) {
+      EXPECT_EQ(g.plans[i].copies.size(), c.plans[i].copies.size()) << what;
+      expect_same_outputs(g.outputs[i], c.outputs[i], 1e-3f, 1e-4f,
+                          what + " lane " + std::to_string(i));
+    }
+    return g;
+  };
+  const SeqId base = gpu.cache().create();
+  ASSERT_EQ(base, cpu.cache().create());
+  both({{base, prompt}}, "prefill");
+  std::vector<SeqId> lanes = {base};
+  for (int i = 0; i < 3; ++i) {
+    lanes.push_back(gpu.cache().fork(base));
+    ASSERT_EQ(lanes.back(), cpu.cache().fork(base));
+  }
+  const ForwardResult first =
+      both({{lanes[0], {1}}, {lanes[1], {2}}, {lanes[2], {3}}, {lanes[3], {4}}}, "decode 1");
+  int copies = 0;
+  for (const AppendPlan& p : first.plans) copies += static_cast<int>(p.copies.size());
+  EXPECT_GE(copies, 3) << "lanes sharing a partial block must copy it";
+  for (int step = 0; step < 5; ++step)  // crosses the block boundary at 16
+    both({{lanes[0], {10 + step}},
+          {lanes[1], {20 + step}},
+          {lanes[2], {30 + step}},
+          {lanes[3], {40 + step}}},
+         "decode " + std::to_string(step + 2));
+  // Step lane 1 back by three tokens, then decode something else.
+  const int len = gpu.cache().length(lanes[1]);
+  gpu.cache().truncate(lanes[1], len - 3);
+  cpu.cache().truncate(lanes[1], len - 3);
+  both({{lanes[1], {77}}}, "after truncate");
+  // ...which equals recomputing that lane's sequence from scratch.
+  std::vector<int> seq = prompt;
+  seq.push_back(2);
+  for (int step = 0; step < 5 - 3; ++step) seq.push_back(20 + step);
+  seq.push_back(77);
+  ASSERT_EQ(static_cast<int>(seq.size()), gpu.cache().length(lanes[1]));
+  const ForwardResult again = gpu.forward({{lanes[1], {5}}}, {});
+  seq.push_back(5);
+  const ForwardResult scratch = gpu.forward_scratch(seq, {});
+  EXPECT_LE(max_abs_diff(again.outputs[0].logits, scratch.outputs[0].logits), 1e-4f);
+  // Release a lane that shares blocks: the others are unaffected.
+  gpu.cache().release(lanes[3]);
+  cpu.cache().release(lanes[3]);
+  both({{lanes[0], {3}}, {lanes[2], {4}}}, "after release");
+  gpu.cache().check_invariants();
+  for (SeqId s : {lanes[0], lanes[1], lanes[2]}) gpu.cache().release(s);
+  EXPECT_EQ(gpu.cache().free_blocks(), gpu.cache().shape().num_blocks);
+}
+
+// k lanes in one forward equal k separate computations; several steps so
+// the decode graph is run eagerly, captured, then replayed.
+TEST(CudaBackend, BatchedLaneDecodeEqualsSingleDecodes) {
+  TS_REQUIRE_CUDA();
+  auto w = tiny_weights();
+  Engine engine(w, cuda_backend(w), 64 * 8);
+  const std::vector<int> prompt = {5, 17, 42, 99, 3, 7, 250, 11, 31, 8, 2, 1, 60, 70, 80, 90, 100};
+  const SeqId base = engine.cache().create();
+  engine.forward({{base, prompt}}, {});
+  std::vector<SeqId> lanes = {base, engine.cache().fork(base), engine.cache().fork(base),
+                              engine.cache().fork(base)};
+  std::vector<std::vector<int>> seqs(lanes.size(), prompt);
+  ForwardOptions opts;
+  opts.record_attention = true;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<ForwardRequest> batch;
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      const int t = static_cast<int>(1 + i + 10 * step);
+      batch.push_back({lanes[i], {t}});
+      seqs[i].push_back(t);
+    }
+    const ForwardResult together = engine.forward(batch, opts);
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      const ForwardResult alone = engine.forward_scratch(seqs[i], opts);
+      EXPECT_LE(max_abs_diff(together.outputs[i].logits, alone.outputs[0].logits), 1e-4f)
+          << "step " << step << " lane " << i;
+      const int ctx = static_cast<int>(seqs[i].size());
+      for (int l = 0; l < w->config.n_layer; ++l)
+        for (int h = 0; h < w->config.n_head; ++h)
+          EXPECT_LE(max_abs_diff(together.outputs[i].attention[l].data() + h * ctx,
+                                 alone.outputs[0].attention[l].data() +
+                                     (static_cast<size_t>(h) * ctx + ctx - 1) * ctx,
+                                 ctx),
+                    1e-5f);
+    }
+  }
+  engine.cache().check_invariants();
+}
+
+// The graph replay computes what eager launches compute.
+TEST(CudaBackend, DecodeGraphReplayEqualsEagerLaunches) {
+  TS_REQUIRE_CUDA();
+  auto w = tiny_weights();
+  setenv("TOKENSCOPE_CUDA_GRAPHS", "0", 1);
+  std::unique_ptr<Backend> eager_backend;
+  try {
+    eager_backend = cuda_backend(w);
+  } catch (...) {
+    unsetenv("TOKENSCOPE_CUDA_GRAPHS");
+    throw;
+  }
+  unsetenv("TOKENSCOPE_CUDA_GRAPHS");
+  EXPECT_NE(eager_backend->device_name().find("graphs off"), std::string::npos);
+  Engine eager(w, std::move(eager_backend), 64 * 8);
+  Engine graphs(w, cuda_backend(w), 64 * 8);
+  EXPECT_NE(graphs.backend().device_name().find("graphs on"), std::string::npos);
+  const std::vector<int> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  const SeqId a = eager.cache().create(), b = graphs.cache().create();
+  eager.forward({{a, prompt}}, {});
+  graphs.forward({{b, prompt}}, {});
+  ForwardOptions trace;
+  trace.record_attention = true;
+  trace.record_residuals = true;
+  for (int step = 0; step < 60; ++step) {  // contexts 11..64 (buckets 64, and the cap)
+    const ForwardOptions& o = step % 3 == 0 ? ForwardOptions{} : trace;
+    const ForwardResult x = eager.forward({{a, {step % 400}}}, o);
+    const ForwardResult y = graphs.forward({{b, {step % 400}}}, o);
+    expect_same_outputs(y.outputs[0], x.outputs[0], 1e-5f, 1e-6f, "step " + std::to_string(step));
+    if (eager.cache().length(a) >= w->config.n_ctx) break;
+  }
+  EXPECT_NE(graphs.backend().device_name().find("graphs on"), std::string::npos)
+      << graphs.backend().device_name();
+}
+
+TEST(CudaBackend, OutOfMemoryIsAClearMessage) {
+  TS_REQUIRE_CUDA();
+  auto w = tiny_weights();
+  auto backend = cuda_backend(w);
+  KvCacheShape huge;
+  huge.n_layer = w->config.n_layer;
+  huge.n_head = w->config.n_head;
+  huge.head_dim = w->config.head_dim();
+  huge.block_size = 16;
+  huge.num_blocks = 1 << 30;  // terabytes
+  try {
+    backend->init_cache(huge);
+    FAIL() << "a terabyte KV cache cannot fit";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA out of memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("KV cache"), std::string::npos) << e.what();
+  }
+  // The backend is still usable with a cache that fits.
+  KvCacheShape ok = huge;
+  ok.num_blocks = 8;
+  backend->init_cache(ok);
+}
+
+// Not a check: the figure scripts/gpu-check.sh divides decode times by.
+TEST(CudaDevice, ReportsCopyBandwidth) {
+  TS_REQUIRE_CUDA();
+  std::string device;
+  const double bw = cuda_check::device_copy_bandwidth(&device);
+  EXPECT_GT(bw, 1e9);
+  RecordProperty("device", device);
+  RecordProperty("copy_bandwidth_gb_per_s", std::to_string(bw * 1e-9));
+  std::cout << "[ device   ] " << device << ": device-to-device copy " << bw * 1e-9 << " GB/s\n";
+}
+
+#endif  // TS_HAVE_CUDA
+
+}  // namespace
+}  // namespace ts
