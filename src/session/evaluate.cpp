@@ -28,7 +28,7 @@ LossReport evaluate_loss(Engine& engine, const std::vector<int>& tokens, int win
       // log-sum-exp in double, then the target's log-probability
       const float mx = *std::max_element(row, row + v);
       double sum = 0;
-      for (int j = 0; j < v; ++j) sum += std::exp(double(row[j]) - mx);
+      for (int j = 0; j < v; ++j) sum += std::exp(row[j] - mx);  // float exp, double sum
       total += (std::log(sum) + mx) - row[chunk[i + 1]];
       ++report.predictions;
     }
