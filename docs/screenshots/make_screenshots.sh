@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Regenerates every picture in docs/screenshots/ with `tokenscope --screenshot`
+# (headless: a hidden window, Mesa's software OpenGL under Xvfb is enough).
+#   docs/screenshots/make_screenshots.sh                 # bundled model, build/tokenscope
+#   TOKENSCOPE=build-gui/tokenscope MODEL=tests/fixtures/tiny docs/screenshots/make_screenshots.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${TOKENSCOPE:-build/tokenscope}
+OUT=${OUT:-docs/screenshots}
+MODEL_ARGS=()
+if [ -n "${MODEL:-}" ]; then MODEL_ARGS=(--model "$MODEL"); fi
+RUN=()
+if [ -z "${DISPLAY:-}" ]; then RUN=(xvfb-run -a -s "-screen 0 1920x1080x24"); fi
+PROMPT="Today's weather is so"
+
+shot() {  # shot NAME ARGS...
+  local name=$1
+  shift
+  "${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "$PROMPT" --screenshot "$OUT/$name.png" "$@"
+}
+
+# The whole window.
+shot classroom --steps 3 --width 1600 --height 900
+shot presentation-lesson --steps 3 --layout lesson --presentation --width 1920 --height 1080
+shot presentation-memory --steps 3 --layout memory --presentation --width 1920 --height 1080
+
+# One per panel (the panel alone, filling the window).
+shot panel-prompt --steps 3 --layout prompt --width 1100 --height 260
+shot panel-transport --steps 3 --layout transport --width 760 --height 260
+shot panel-attention --steps 3 --layout attention --width 1200 --height 760
+shot panel-attention-prefill --steps 0 --layout attention --width 1200 --height 760
+shot panel-attention-log-average --steps 3 --layout attention --log-scale --average-heads --layer 1 --width 1200 --height 760
+shot panel-kv --steps 3 --layout kv --width 1000 --height 560
+shot panel-kv-prefill --steps 0 --layout kv --width 1000 --height 560
+shot panel-logits --steps 3 --layout logits --width 900 --height 620
+shot panel-sampling-greedy --steps 3 --layout sampling --width 1100 --height 620
+shot panel-sampling-topp --steps 3 --layout sampling --rechoose "top_p=0.9" --width 1100 --height 620
+shot panel-timeline --steps 8 --layout timeline --width 1000 --height 520
+shot panel-help --steps 0 --layout help --width 900 --height 760
+
+# The lesson in docs/classroom.md, step by step.
+shot lesson-1-ready --steps -1 --layout lesson --width 1600 --height 900
+shot lesson-2-prefill --steps 0 --layout lesson --width 1600 --height 900
+shot lesson-3-decode --steps 3 --layout lesson --width 1600 --height 900
+shot lesson-3-kv --steps 3 --layout memory --width 1600 --height 900
+shot lesson-4-greedy --steps 3 --layout sampling --width 1100 --height 620
+shot lesson-5-temperature --steps 3 --layout sampling --rechoose "temperature=0.7,seed=1" --width 1100 --height 620
+shot lesson-6-top-p --steps 3 --layout sampling --rechoose "top_p=0.9,seed=1" --width 1100 --height 620

@@ -1,0 +1,442 @@
+#include "app/app.h"
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#define GLFW_INCLUDE_NONE
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <imgui_internal.h>
+#include <imgui_stdlib.h>
+#include <stb_image_write.h>
+
+#include "util/error.h"
+
+namespace ts::app {
+
+std::filesystem::path find_shader_dir() {
+  std::error_code ec;
+  if (const char* env = std::getenv("TOKENSCOPE_SHADERS"); env && *env) return env;
+#ifdef TS_SHADER_DIR
+  if (std::filesystem::exists(std::filesystem::path(TS_SHADER_DIR) / "heatmap.frag", ec)) return TS_SHADER_DIR;
+#endif
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const auto& rel : {"../shaders", "../../shaders", "shaders"}) {
+      const auto dir = exe.parent_path() / rel;
+      if (std::filesystem::exists(dir / "heatmap.frag", ec)) return dir;
+    }
+  }
+#ifdef TS_SHADER_DIR
+  return TS_SHADER_DIR;
+#else
+  return "shaders";
+#endif
+}
+
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+void on_signal(int) { g_stop_requested = true; }
+
+std::filesystem::path font_path() {
+  if (const char* env = std::getenv("TOKENSCOPE_FONT"); env && *env) return env;
+#ifdef TS_FONT_PATH
+  return TS_FONT_PATH;
+#else
+  return "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+#endif
+}
+
+// ---- [TokenScope][Settings] in imgui.ini ----
+
+void* settings_open(ImGuiContext*, ImGuiSettingsHandler* h, const char* name) {
+  return std::strcmp(name, "Settings") == 0 ? h->UserData : nullptr;
+}
+
+void settings_read_line(ImGuiContext*, ImGuiSettingsHandler*, void* entry, const char* line) {
+  Settings& s = *static_cast<Settings*>(entry);
+  int i = 0;
+  float f = 0;
+  char name[64] = {0};
+  if (std::sscanf(line, "Presentation=%d", &i) == 1) s.presentation = i != 0;
+  else if (std::sscanf(line, "LightTheme=%d", &i) == 1) s.light_theme = i != 0;
+  else if (std::sscanf(line, "Colormap=%63s", name) == 1) parse_colormap(name, s.colormap);
+  else if (std::sscanf(line, "LogScale=%d", &i) == 1) s.scale = i ? HeatScale::kLog : HeatScale::kLinear;
+  else if (std::sscanf(line, "Thumbnails=%d", &i) == 1) s.show_thumbnails = i != 0;
+  else if (std::sscanf(line, "LogitView=%d", &i) == 1) s.logit_view = static_cast<LogitView>(std::clamp(i, 0, 2));
+  else if (std::sscanf(line, "TopN=%d", &i) == 1) s.top_n = std::clamp(i, 3, 40);
+  else if (std::sscanf(line, "RunSpeed=%f", &f) == 1) s.run_speed = std::clamp(f, 0.25f, 20.0f);
+  else if (std::sscanf(line, "Open=%63s", name) == 1) {
+    for (int p = 0; p < kNumWindowPanels && name[p]; ++p) s.open[p] = name[p] == '1';
+  }
+}
+
+void settings_write(ImGuiContext*, ImGuiSettingsHandler* h, ImGuiTextBuffer* buf) {
+  const Settings& s = *static_cast<const Settings*>(h->UserData);
+  buf->appendf("[%s][Settings]\n", h->TypeName);
+  buf->appendf("Presentation=%d\n", s.presentation ? 1 : 0);
+  buf->appendf("LightTheme=%d\n", s.light_theme ? 1 : 0);
+  buf->appendf("Colormap=%s\n", colormap_name(s.colormap));
+  buf->appendf("LogScale=%d\n", s.scale == HeatScale::kLog ? 1 : 0);
+  buf->appendf("Thumbnails=%d\n", s.show_thumbnails ? 1 : 0);
+  buf->appendf("LogitView=%d\n", static_cast<int>(s.logit_view));
+  buf->appendf("TopN=%d\n", s.top_n);
+  buf->appendf("RunSpeed=%.3g\n", s.run_speed);
+  char open[kNumWindowPanels + 1] = {0};
+  for (int p = 0; p < kNumWindowPanels; ++p) open[p] = s.open[p] ? '1' : '0';
+  buf->appendf("Open=%s\n\n", open);
+}
+
+bool settings_equal(const Settings& a, const Settings& b) {
+  return a.presentation == b.presentation && a.light_theme == b.light_theme && a.colormap == b.colormap &&
+         a.scale == b.scale && a.show_thumbnails == b.show_thumbnails && a.logit_view == b.logit_view &&
+         a.top_n == b.top_n && a.run_speed == b.run_speed && a.open == b.open;
+}
+
+}  // namespace
+
+App::App(const AppOptions& options) : options_(options) {
+  WindowOptions wo;
+  wo.width = options.width;
+  wo.height = options.height;
+  wo.visible = !options.hidden;
+  wo.vsync = options.bench_frames == 0 && !options.hidden;  // headless frames never wait
+  wo.font_path = font_path();
+  const bool use_ini = options.save_layout && options.screenshot.empty() && options.bench_frames == 0;
+  if (use_ini) {
+    std::filesystem::path dir = options.config_dir.empty() ? default_config_dir() : options.config_dir;
+    std::error_code ec;
+    if (!dir.empty() && (std::filesystem::create_directories(dir, ec), std::filesystem::is_directory(dir, ec)))
+      wo.ini_path = dir / "imgui.ini";
+  }
+  ini_path_ = wo.ini_path.string();
+  window_ = std::make_unique<Window>(wo);
+  if (!window_->font_notice().empty()) notices_ = window_->font_notice();
+  try {
+    renderer_ = std::make_unique<HeatmapRenderer>(find_shader_dir());
+  } catch (const Error& e) {
+    notices_ += (notices_.empty() ? "" : "; ") + std::string(e.what());
+  }
+  attention_.set_renderer(renderer_.get());
+
+  register_settings_handler();
+  std::error_code ec;
+  const bool have_ini = !ini_path_.empty() && std::filesystem::exists(ini_path_, ec);
+  if (have_ini) ImGui::LoadIniSettingsFromDisk(ini_path_.c_str());
+  apply_options_to_state(options);
+  // First run (or an explicit --layout): place every panel.
+  if (!options.layout.empty() || !have_ini) state_.layout_request = options.layout.empty() ? "classroom" : options.layout;
+  saved_settings_ = state_.settings;
+
+  ctl_.session_options.max_new_tokens = options.max_new_tokens;
+  ctl_.prompt_on_load = options.prompt;
+  ctl_.strategy_on_load = parse_strategy(options.strategy);
+  state_.strategy = ctl_.strategy_on_load;
+}
+
+App::~App() {
+  // Write the layout while the ImGui context still exists.
+  if (!ini_path_.empty()) ImGui::SaveIniSettingsToDisk(ini_path_.c_str());
+  attention_ = AttentionPanel();
+  renderer_.reset();
+}
+
+void App::register_settings_handler() {
+  ImGuiSettingsHandler h;
+  h.TypeName = "TokenScope";
+  h.TypeHash = ImHashStr("TokenScope");
+  h.ReadOpenFn = settings_open;
+  h.ReadLineFn = settings_read_line;
+  h.WriteAllFn = settings_write;
+  h.UserData = &state_.settings;
+  GImGui->SettingsHandlers.push_back(h);
+}
+
+void App::apply_options_to_state(const AppOptions& o) {
+  Settings& s = state_.settings;
+  if (o.presentation) s.presentation = true;
+  if (o.light_theme) s.light_theme = true;
+  if (!o.colormap.empty()) parse_colormap(o.colormap, s.colormap);
+  if (o.log_scale) s.scale = HeatScale::kLog;
+  if (o.layer >= 0) state_.attention.layer = o.layer;
+  if (o.head >= 0) state_.attention.head = o.head;
+  if (o.average_heads) state_.attention.average = true;
+  if (o.query >= 0) state_.attention.query = o.query;
+  state_.lane = o.lane;
+}
+
+void App::load_model_blocking() {
+  ctl_.load_blocking(options_.setup);
+}
+
+void App::load_model_async() { ctl_.load_async(options_.setup); }
+
+void App::sync_state() {
+  if (ctl_.worker() != synced_worker_) {
+    synced_worker_ = ctl_.worker();
+    state_.prompt_edit_synced = false;
+    state_.strategy_synced = false;
+    state_.view_step = -1;
+    state_.error_serial_seen = 0;
+  }
+  if (ctl_.error_serial() != ctl_error_seen_) {
+    ctl_error_seen_ = ctl_.error_serial();
+    state_.error_text = ctl_.error();
+  }
+  if (!snap_) return;
+  const SessionSnapshot& s = *snap_;
+  if (s.error_serial != state_.error_serial_seen) {
+    state_.error_serial_seen = s.error_serial;
+    if (!s.last_error.empty()) state_.error_text = s.last_error;
+  }
+  if (!state_.prompt_edit_synced) {
+    state_.prompt_edit = s.prompt_text;
+    state_.prompt_edit_synced = true;
+  }
+  if (!s.lanes.empty()) state_.lane = std::clamp(state_.lane, 0, static_cast<int>(s.lanes.size()) - 1);
+  if (!state_.strategy_synced) {
+    if (!s.lanes.empty()) state_.strategy = s.lanes[state_.lane].params;
+    state_.strategy_synced = true;
+  }
+  if (state_.view_step >= static_cast<int>(s.history.size())) state_.view_step = -1;
+}
+
+void App::advance() {
+  if (!snap_ || snap_->running) return;
+  if (snap_->state != SessionState::kReady && snap_->state != SessionState::kPaused) return;
+  state_.error_text.clear();
+  state_.view_step = -1;
+  ctl_.advance(state_.strategy);
+}
+
+void App::back() {
+  if (!snap_ || snap_->running || snap_->history.empty()) return;
+  state_.error_text.clear();
+  state_.view_step = -1;
+  ctl_.back();
+}
+
+void App::handle_keys() {
+  const ImGuiIO& io = ImGui::GetIO();
+  if (io.WantTextInput) return;
+  const bool busy = snap_ && snap_->busy;
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false)) advance();
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow), true) && !busy) advance();
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow), true) && !busy) back();
+  if (ImGui::IsKeyPressed(GLFW_KEY_F11, false)) state_.settings.presentation = !state_.settings.presentation;
+}
+
+void App::draw_menu_bar() {
+  if (!ImGui::BeginMainMenuBar()) return;
+  if (ImGui::BeginMenu("File")) {
+    if (ImGui::MenuItem("Load model...", nullptr, false, !ctl_.loading())) open_load_popup_ = true;
+    ImGui::Separator();
+    if (ImGui::MenuItem("Quit")) window_->request_close();
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("View")) {
+    for (int i = 0; i < kNumWindowPanels; ++i)
+      ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, &state_.settings.open[i]);
+    ImGui::Separator();
+    ImGui::MenuItem("Presentation mode", "F11", &state_.settings.presentation);
+    ImGui::MenuItem("Light theme", nullptr, &state_.settings.light_theme);
+    if (ImGui::BeginMenu("Layout")) {
+      if (ImGui::MenuItem("Classroom (every panel)")) state_.layout_request = "classroom";
+      if (ImGui::MenuItem("Lesson: attention and the choice")) state_.layout_request = "lesson";
+      if (ImGui::MenuItem("Memory: KV cache and cost")) state_.layout_request = "memory";
+      ImGui::Separator();
+      for (int i = 0; i < kNumWindowPanels; ++i) {
+        const PanelId id = static_cast<PanelId>(i);
+        const std::string label = std::string(panel_title(id)) + " alone";
+        if (ImGui::MenuItem(label.c_str())) state_.layout_request = panel_key(id);
+      }
+      ImGui::EndMenu();
+    }
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Help")) {
+    if (ImGui::MenuItem("Guide", nullptr, &state_.settings.panel_open(PanelId::kHelp))) {}
+    ImGui::MenuItem("Dear ImGui demo (developers)", nullptr, &state_.show_demo);
+    ImGui::EndMenu();
+  }
+  // Where the model is, always visible.
+  if (snap_) {
+    const std::string where = TransportPanel::where_text(*snap_);
+    const float w = ImGui::CalcTextSize(where.c_str()).x;
+    ImGui::SameLine(std::max(ImGui::GetCursorPosX() + 20, ImGui::GetWindowWidth() - w - 20));
+    ImGui::TextDisabled("%s", where.c_str());
+  }
+  ImGui::EndMainMenuBar();
+}
+
+void App::draw_load_model_popup() {
+  if (open_load_popup_) {
+    ImGui::OpenPopup("Load model");
+    open_load_popup_ = false;
+    if (load_path_.empty()) load_path_ = options_.setup.model.empty() ? default_model_path().string() : options_.setup.model.string();
+  }
+  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34, 0), ImGuiCond_Appearing);
+  if (ImGui::BeginPopupModal("Load model", nullptr)) {
+    ImGui::TextWrapped("A Hugging Face GPT-2 directory (config.json, model.safetensors, vocab.json, merges.txt) "
+                       "or an llm.c gpt2_*.bin file. The current model stays until the new one has loaded.");
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    ImGui::InputText("##path", &load_path_);
+    if (ImGui::Button("Load")) {
+      ModelSetupOptions o = options_.setup;
+      o.model = load_path_;
+      if (snap_) ctl_.prompt_on_load = snap_->prompt_text;
+      ctl_.strategy_on_load = state_.strategy;
+      ctl_.load_async(o);
+      ImGui::CloseCurrentPopup();
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+  }
+}
+
+void App::frame() {
+  const auto t0 = std::chrono::steady_clock::now();
+  ctl_.poll();
+  window_->set_presentation(state_.settings.presentation);
+  window_->set_light_theme(state_.settings.light_theme);
+  window_->begin_frame();
+  record_ = FrameRecord{};
+  record_.frame = ++frames_;
+  snap_ = ctl_.snapshot();
+  sync_state();
+  view_ = snap_ ? make_step_view(*snap_, state_.view_step, state_.lane) : StepView{};
+  handle_keys();
+  draw_menu_bar();
+  draw_load_model_popup();
+
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  const float menu_h = ImGui::GetFrameHeight();
+  const float status_h = StatusBar::height();
+  const ImVec2 work_pos(vp->Pos.x, vp->Pos.y + menu_h);
+  const ImVec2 work_size(vp->Size.x, vp->Size.y - menu_h - status_h);
+  LayoutPlan plan;
+  if (!state_.layout_request.empty()) {
+    plan = make_layout(state_.layout_request, work_pos, work_size, &state_.settings);
+    plan.force = true;
+    state_.layout_request.clear();
+  } else {
+    plan = make_layout("classroom", work_pos, work_size, nullptr);
+  }
+  ImFont* heading = nullptr;
+  if (!window_->presentation() && ImGui::GetIO().Fonts->Fonts.Size > 1) heading = ImGui::GetIO().Fonts->Fonts[1];
+  PanelContext ctx{state_,   ctl_, snap_.get(), view_, record_, plan, palette(window_->light_theme()),
+                   window_->ui_scale(), heading};
+  prompt_.draw(ctx);
+  transport_.draw(ctx);
+  attention_.draw(ctx);
+  logits_.draw(ctx);
+  sampling_.draw(ctx);
+  kv_.draw(ctx);
+  timeline_.draw(ctx);
+  help_.draw(ctx);
+  StatusInfo info;
+  info.renderer = window_->renderer();
+  info.notices = notices_;
+  info.fps = fps_;
+  status_.draw(ctx, info);
+  if (state_.show_demo) ImGui::ShowDemoWindow(&state_.show_demo);
+
+  if (!settings_equal(saved_settings_, state_.settings)) {
+    saved_settings_ = state_.settings;
+    if (!ini_path_.empty()) ImGui::MarkIniSettingsDirty();
+  }
+  const auto t_ui = std::chrono::steady_clock::now();
+  window_->end_frame(true);
+  record_.gl_errors = gl::check_errors("frame");
+  record_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  record_.ui_seconds = std::chrono::duration<double>(t_ui - t0).count();
+  record_.render_seconds = window_->last_render_seconds();
+  record_.swap_seconds = window_->last_swap_seconds();
+  const double dt = ImGui::GetIO().DeltaTime;
+  if (dt > 0) fps_ = fps_ == 0 ? 1.0 / dt : fps_ * 0.9 + 0.1 / dt;
+}
+
+void App::settle(int min_frames, int max_frames) {
+  for (int i = 0; i < max_frames; ++i) {
+    if (ctl_.worker()) ctl_.worker()->wait_idle();
+    frame();
+    if (i + 1 < min_frames) continue;
+    const SnapshotPtr s = ctl_.snapshot();
+    const bool worker_idle = !s || !s->busy;
+    if (worker_idle && !ctl_.loading() && attention_.settled()) {
+      if (ctl_.worker()) ctl_.worker()->wait_idle();
+      frame();  // one more with everything in place
+      return;
+    }
+  }
+}
+
+void install_signal_handlers() {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+}
+
+int App::run() {
+  while (!window_->should_close() && !g_stop_requested) {
+    // Sleep between frames while nothing moves, so an idle window costs little.
+    const ImGuiIO& io = ImGui::GetIO();
+    const bool input = io.MouseDelta.x != 0 || io.MouseDelta.y != 0 || io.MouseDown[0] || io.WantTextInput ||
+                       io.InputQueueCharacters.Size > 0;
+    const bool active = ctl_.loading() || (snap_ && (snap_->busy || snap_->running)) || !attention_.settled();
+    idle_frames_ = input || active ? 0 : idle_frames_ + 1;
+    if (idle_frames_ > 30) glfwWaitEventsTimeout(0.1);
+    frame();
+  }
+  return 0;
+}
+
+void App::write_screenshot(const std::string& path) {
+  int w = 0, h = 0;
+  const std::vector<uint8_t> pixels = window_->capture(w, h);
+  if (w <= 0 || h <= 0) throw Error("screenshot: the window has no pixels");
+  if (!stbi_write_png(path.c_str(), w, h, 4, pixels.data(), w * 4))
+    throw Error(path + ": cannot write PNG");
+}
+
+int run_screenshot(const AppOptions& options) {
+  AppOptions o = options;
+  o.hidden = true;
+  o.save_layout = false;
+  if (o.layout.empty()) o.layout = "classroom";
+  App app(o);
+  try {
+    app.load_model_blocking();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tokenscope: %s\n", e.what());
+    return 2;
+  }
+  app.frame();
+  if (o.steps >= 0) {
+    app.controller().advance(app.state().strategy);  // prefill
+    for (int i = 0; i < o.steps; ++i) app.controller().advance(app.state().strategy);
+  }
+  if (!o.rechoose.empty()) {
+    app.settle(2, 200);
+    const SamplingParams p = parse_strategy(o.rechoose);
+    app.state().strategy = p;
+    app.controller().choose_with(app.state().lane, p);
+  }
+  app.settle(4, 200);
+  if (!app.state().error_text.empty()) std::fprintf(stderr, "tokenscope: note: %s\n", app.state().error_text.c_str());
+  app.write_screenshot(o.screenshot);
+  const FrameRecord& r = app.last_frame();
+  int drawn = 0;
+  for (bool d : r.drawn) drawn += d ? 1 : 0;
+  std::fprintf(stderr, "wrote %s (%d x %d, %d panels drawn, %d GL errors)\n", o.screenshot.c_str(), o.width,
+               o.height, drawn, static_cast<int>(gl::error_count()));
+  return 0;
+}
+
+}  // namespace ts::app

@@ -1,0 +1,111 @@
+#pragma once
+// The visualizer: one window, the panels (one file each), the state they
+// share, and the session worker behind them. frame() draws one frame;
+// run() is the interactive loop; run_screenshot() and the frame benchmark
+// are the headless entry points.
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "app/app_options.h"
+#include "app/app_state.h"
+#include "app/controller.h"
+#include "app/heatmap.h"
+#include "app/layout.h"
+#include "app/panel_attention.h"
+#include "app/panel_help.h"
+#include "app/panel_kv_cache.h"
+#include "app/panel_logits.h"
+#include "app/panel_prompt.h"
+#include "app/panel_sampling.h"
+#include "app/panel_timeline.h"
+#include "app/panel_transport.h"
+#include "app/window.h"
+
+namespace ts::app {
+
+class App {
+ public:
+  // Opens the window and the GL resources; throws ts::Error. Does not load a model.
+  explicit App(const AppOptions& options);
+  ~App();
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
+
+  void load_model_blocking();  // throws ts::Error
+  void load_model_async();
+
+  // One frame: events, every panel, render, swap.
+  void frame();
+  // Frames until the worker is idle and every panel has its data (at least min_frames).
+  void settle(int min_frames = 3, int max_frames = 120);
+  // Interactive loop until the window closes. Returns the exit code.
+  int run();
+  // Renders the current frame off screen and writes it as PNG; throws ts::Error.
+  void write_screenshot(const std::string& path);
+
+  // Keyboard commands (Space / Right, Left), also for tests.
+  void advance();
+  void back();
+
+  Controller& controller() { return ctl_; }
+  AppState& state() { return state_; }
+  Window& window() { return *window_; }
+  const FrameRecord& last_frame() const { return record_; }
+  AttentionPanel& attention_panel() { return attention_; }
+  SamplingPanel& sampling_panel() { return sampling_; }
+  bool has_heatmap_renderer() const { return renderer_ != nullptr; }
+  // Problems that do not stop the window (font, shaders).
+  const std::string& notices() const { return notices_; }
+
+ private:
+  void sync_state();
+  void handle_keys();
+  void draw_menu_bar();
+  void draw_load_model_popup();
+  void register_settings_handler();
+  void apply_options_to_state(const AppOptions& o);
+
+  AppOptions options_;
+  std::unique_ptr<Window> window_;
+  std::unique_ptr<HeatmapRenderer> renderer_;
+  Controller ctl_;
+  AppState state_;
+  Settings saved_settings_;  // to notice changes that must reach imgui.ini
+  FrameRecord record_;
+  uint64_t frames_ = 0;
+  SnapshotPtr snap_;
+  StepView view_;
+  const SessionWorker* synced_worker_ = nullptr;
+  uint64_t ctl_error_seen_ = 0;
+  std::string notices_;
+  std::string ini_path_;
+  double fps_ = 0;
+  int idle_frames_ = 0;
+  bool open_load_popup_ = false;
+  std::string load_path_;
+
+  PromptPanel prompt_;
+  TransportPanel transport_;
+  AttentionPanel attention_;
+  KvCachePanel kv_;
+  LogitsPanel logits_;
+  SamplingPanel sampling_;
+  TimelinePanel timeline_;
+  HelpPanel help_;
+  StatusBar status_;
+};
+
+// Ctrl-C / SIGTERM close the window normally (the layout is saved).
+void install_signal_handlers();
+
+// `tokenscope --screenshot FILE --steps N ...`: returns the exit code.
+int run_screenshot(const AppOptions& options);
+// `tokenscope --bench-frames N`: prints JSON, returns the exit code.
+int run_frame_benchmark(const AppOptions& options);
+
+// Where the shaders are: $TOKENSCOPE_SHADERS, the source tree's shaders/, or
+// ../shaders beside the executable.
+std::filesystem::path find_shader_dir();
+
+}  // namespace ts::app

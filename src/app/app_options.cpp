@@ -1,0 +1,184 @@
+#include "app/app_options.h"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "app/colormap.h"
+#include "sampling/sampling_params.h"
+#include "util/error.h"
+
+namespace ts::app {
+
+namespace {
+
+int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < lo || n > hi)
+    throw Error(flag + ": expected a whole number in [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "], got '" + v + "'");
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+AppOptions parse_app_options(int argc, const char* const* argv) {
+  AppOptions o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_inline = false;
+    if (arg.rfind("--", 0) == 0) {
+      const size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+        has_inline = true;
+      }
+    }
+    auto need = [&]() -> std::string {
+      if (has_inline) return value;
+      if (i + 1 >= argc) throw Error(arg + ": needs a value (see --help)");
+      return argv[++i];
+    };
+    if (arg == "-h" || arg == "--help") {
+      o.help = true;
+    } else if (arg == "--model") {
+      o.setup.model = need();
+    } else if (arg == "--tokenizer") {
+      o.setup.tokenizer = need();
+    } else if (arg == "--device") {
+      o.setup.device = need();
+      if (o.setup.device != "auto" && o.setup.device != "cpu" && o.setup.device != "cuda")
+        throw Error("--device: expected auto, cpu or cuda, got '" + o.setup.device + "'");
+    } else if (arg == "--threads") {
+      o.setup.cpu_threads = parse_int(arg, need(), 0, 1024);
+    } else if (arg == "--prompt") {
+      o.prompt = need();
+    } else if (arg == "--strategy") {
+      o.strategy = need();
+      parse_strategy(o.strategy);  // validates now, with the item at fault named
+    } else if (arg == "--max-new-tokens") {
+      o.max_new_tokens = parse_int(arg, need(), 1, 1 << 20);
+    } else if (arg == "--screenshot") {
+      o.screenshot = need();
+    } else if (arg == "--steps") {
+      o.steps = parse_int(arg, need(), -1, 1 << 20);
+    } else if (arg == "--rechoose") {
+      o.rechoose = need();
+      parse_strategy(o.rechoose);
+    } else if (arg == "--layout") {
+      o.layout = need();
+    } else if (arg == "--width") {
+      o.width = parse_int(arg, need(), 320, 8192);
+    } else if (arg == "--height") {
+      o.height = parse_int(arg, need(), 240, 8192);
+    } else if (arg == "--presentation") {
+      o.presentation = true;
+    } else if (arg == "--theme") {
+      const std::string t = need();
+      if (t != "dark" && t != "light") throw Error("--theme: expected dark or light, got '" + t + "'");
+      o.light_theme = t == "light";
+    } else if (arg == "--colormap") {
+      o.colormap = need();
+      Colormap m;
+      if (!parse_colormap(o.colormap, m))
+        throw Error("--colormap: expected viridis, magma or grey, got '" + o.colormap + "'");
+    } else if (arg == "--log-scale") {
+      o.log_scale = true;
+    } else if (arg == "--layer") {
+      o.layer = parse_int(arg, need(), 0, 1000);
+    } else if (arg == "--head") {
+      o.head = parse_int(arg, need(), 0, 1000);
+    } else if (arg == "--average-heads") {
+      o.average_heads = true;
+    } else if (arg == "--query") {
+      o.query = parse_int(arg, need(), 0, 1 << 20);
+    } else if (arg == "--lane") {
+      o.lane = parse_int(arg, need(), 0, 7);
+    } else if (arg == "--bench-frames") {
+      o.bench_frames = parse_int(arg, need(), 1, 1000000);
+    } else if (arg == "--bench-size") {
+      o.bench_size = parse_int(arg, need(), 1, 4096);
+    } else if (arg == "--config-dir") {
+      o.config_dir = need();
+    } else if (arg == "--no-save-layout") {
+      o.save_layout = false;
+    } else if (arg == "--hidden") {
+      o.hidden = true;
+    } else {
+      throw Error("unknown option '" + std::string(argv[i]) + "' (see --help)");
+    }
+  }
+  return o;
+}
+
+std::string app_help() {
+  return R"(tokenscope - watch GPT-2 generate text one step at a time
+
+usage: tokenscope [options]
+
+The window pauses after the prompt's prefill and after every decode step and
+shows the attention, the KV cache, the logits and how the next token is chosen.
+Keys: Space = prefill / step, Right = step, Left = step back.
+
+model
+  --model DIR            model directory (HF GPT-2 layout) or llm.c .bin file
+                         (default: the bundled assets/models/tokenscope-tiny,
+                         or $TOKENSCOPE_MODEL)
+  --tokenizer DIR        tokenizer directory when it differs from the model's
+  --device auto|cpu|cuda backend (default auto: CUDA when usable, else CPU)
+  --threads N            CPU threads (default 0: all hardware threads)
+
+session
+  --prompt TEXT          prompt to start with (default "Today's weather is so")
+  --strategy STR         decoding strategy, e.g. greedy, "temperature=0.7,seed=3",
+                         "top_p=0.9", "top_k=40,temperature=0.8" (default greedy)
+  --max-new-tokens N     tokens to generate before stopping (default 64)
+
+view
+  --layout NAME          classroom (every panel; default on first run), lesson
+                         (tokens, steps, attention, choosing), memory (tokens,
+                         steps, KV cache, timeline), or one panel filling the
+                         window: prompt, transport, attention, kv, logits,
+                         sampling, timeline, help
+  --presentation         large fonts and lines for a projector
+  --theme dark|light     colour theme (default dark)
+  --colormap NAME        viridis (default), magma or grey
+  --log-scale            attention colour scale logarithmic instead of linear
+  --layer L --head H     attention layer and head to show (default 0, 0)
+  --average-heads        show the average over the heads of the layer
+  --query POS            highlight the attention row of this position
+  --lane N               lane to show (default 0)
+
+headless pictures and measurements
+  --screenshot FILE.png  run the steps without a visible window, render a few
+                         frames and write the window as a PNG, then exit
+  --steps N              with --screenshot: decode steps after prefill
+                         (default 0: prefill only; -1: before prefill)
+  --rechoose STR         with --screenshot: after the steps, re-choose the newest
+                         step's token with strategy STR (same logits, new choice)
+  --width W --height H   window size in pixels (default 1600 x 900)
+  --bench-frames N       frame-time benchmark: N frames with a synthetic
+                         attention map on screen; prints median and p99 frame
+                         time as JSON, then exits
+  --bench-size N         side of the synthetic attention map (default 1024)
+
+settings
+  --config-dir DIR       where imgui.ini (layout and settings) is kept
+                         (default $XDG_CONFIG_HOME/tokenscope or ~/.config/tokenscope)
+  --no-save-layout       neither read nor write imgui.ini
+  --hidden               no visible window (for tests)
+  -h, --help             this help
+)";
+}
+
+std::filesystem::path default_config_dir() {
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg)
+    return std::filesystem::path(xdg) / "tokenscope";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::filesystem::path(home) / ".config" / "tokenscope";
+  return {};
+}
+
+}  // namespace ts::app

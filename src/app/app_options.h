@@ -1,0 +1,52 @@
+#pragma once
+// Command line of the `tokenscope` window. No GL, no ImGui.
+#include <filesystem>
+#include <string>
+
+#include "session/model_setup.h"
+
+namespace ts::app {
+
+struct AppOptions {
+  ModelSetupOptions setup;
+  std::string prompt = "Today's weather is so";
+  std::string strategy = "greedy";
+  int max_new_tokens = 64;
+
+  // Headless picture: --screenshot FILE --steps N
+  std::string screenshot;
+  int steps = 0;  // decode steps after prefill; -1: stop before prefill
+  std::string rechoose;  // then re-choose the newest step's token with this strategy
+  std::string layout;  // empty: the saved layout (classroom on first run)
+  int width = 1600;
+  int height = 900;
+
+  bool presentation = false;
+  bool light_theme = false;
+  std::string colormap;  // empty: the saved setting (viridis by default)
+  bool log_scale = false;
+  int layer = -1;  // -1: keep / default
+  int head = -1;
+  bool average_heads = false;
+  int query = -1;
+  int lane = 0;
+
+  // Frame-time benchmark with a synthetic attention map.
+  int bench_frames = 0;
+  int bench_size = 1024;
+
+  // Where imgui.ini (window layout and settings) lives; empty: the user config dir.
+  std::filesystem::path config_dir;
+  bool save_layout = true;
+  bool hidden = false;  // no visible window (tests; screenshots are always hidden)
+  bool help = false;
+};
+
+// Throws ts::Error naming the flag on a bad command line.
+AppOptions parse_app_options(int argc, const char* const* argv);
+std::string app_help();
+
+// $XDG_CONFIG_HOME/tokenscope, else ~/.config/tokenscope; empty when neither is known.
+std::filesystem::path default_config_dir();
+
+}  // namespace ts::app

@@ -1,0 +1,89 @@
+#pragma once
+// The GUI's own state, kept outside the drawing functions: settings saved with
+// the window layout, what the user selected, and a record of what each frame
+// drew (tests read it). No GL, no ImGui.
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "app/colormap.h"
+#include "sampling/sampling_params.h"
+
+namespace ts::app {
+
+enum class PanelId {
+  kPrompt,
+  kTransport,
+  kAttention,
+  kKvCache,
+  kLogits,
+  kSampling,
+  kTimeline,
+  kHelp,
+  kStatusBar,
+};
+inline constexpr int kNumPanels = 9;
+// Panels that are windows the user can open and close (the status bar is not).
+inline constexpr int kNumWindowPanels = 8;
+
+const char* panel_title(PanelId id);  // window title, also the imgui.ini key
+const char* panel_key(PanelId id);    // short name for --layout: "attention", "kv", ...
+bool parse_panel_key(const std::string& key, PanelId& out);
+
+enum class LogitView { kProbability = 0, kLogit = 1, kLogProb = 2 };
+
+// Saved in imgui.ini ([TokenScope][Settings]) next to the window layout.
+struct Settings {
+  bool presentation = false;  // large fonts and lines for a projector
+  bool light_theme = false;
+  Colormap colormap = Colormap::kViridis;
+  HeatScale scale = HeatScale::kLinear;
+  bool show_thumbnails = true;
+  LogitView logit_view = LogitView::kProbability;
+  int top_n = 12;
+  float run_speed = 2.0f;  // steps per second in Run mode
+  std::array<bool, kNumWindowPanels> open{true, true, true, true, true, true, true, false};
+  bool& panel_open(PanelId id) { return open[static_cast<int>(id)]; }
+};
+
+struct AttentionSelection {
+  int layer = 0;
+  int head = 0;
+  bool average = false;  // average over heads instead of one head
+  int query = -1;        // position chosen in the token strip; -1: the newest row
+};
+
+struct AppState {
+  Settings settings;
+  int view_step = -1;  // history index shown; -1 follows the newest step
+  int lane = 0;
+  AttentionSelection attention;
+
+  std::string prompt_edit;          // the editor's text
+  bool prompt_edit_synced = false;  // filled from the session once
+  SamplingParams strategy;          // what the Sampling panel's controls say (lane `lane`)
+  bool strategy_synced = false;
+  std::string strategy_error;       // a control value the pipeline refused
+
+  // Errors shown in the window (the session keeps its previous state).
+  std::string error_text;
+  uint64_t error_serial_seen = 0;
+
+  std::string layout_request;  // applied at the start of the next frame ("classroom", ...)
+  bool show_demo = false;
+};
+
+// What one frame drew: every panel sets its flag when its window was visible.
+struct FrameRecord {
+  uint64_t frame = 0;
+  std::array<bool, kNumPanels> drawn{};
+  int gl_errors = 0;
+  double seconds = 0;         // wall time of the whole frame
+  double ui_seconds = 0;      // events + building every panel (CPU)
+  double render_seconds = 0;  // drawing the UI (with Window::set_timed: until the GL work is done)
+  double swap_seconds = 0;    // presenting the frame
+  void mark(PanelId id) { drawn[static_cast<int>(id)] = true; }
+  bool was_drawn(PanelId id) const { return drawn[static_cast<int>(id)]; }
+};
+
+}  // namespace ts::app

@@ -1,0 +1,136 @@
+#include "app/controller.h"
+
+#include <chrono>
+
+#include "util/error.h"
+
+namespace ts::app {
+
+Controller::~Controller() {
+  if (load_.valid()) load_.wait();
+}
+
+void Controller::install(LoadedModel model) {
+  auto session = std::make_unique<Session>(model.tokenizer, model.engine, session_options);
+  // The prompt and strategy go in before the worker starts, so that the first
+  // snapshot already shows them.
+  // A prompt the model refuses (too long for its context) does not stop the
+  // model from loading: the window shows why and waits for another prompt.
+  try {
+    if (!prompt_on_load.empty()) session->set_prompt(prompt_on_load);
+  } catch (const Error& e) {
+    report(std::string("prompt not set: ") + e.what());
+  }
+  session->set_strategies({strategy_on_load});
+  worker_.reset();  // the old worker's thread ends before the new one starts
+  worker_ = std::make_unique<SessionWorker>(std::move(session), model.name, model.backend_notice);
+}
+
+void Controller::load_blocking(const ModelSetupOptions& options) {
+  install(load_model_setup(options));
+}
+
+void Controller::load_async(const ModelSetupOptions& options) {
+  if (load_.valid()) {
+    report("a model is already loading");
+    return;
+  }
+  loading_what_ = options.model.empty() ? default_model_path().string() : options.model.string();
+  load_ = std::async(std::launch::async, [options] { return load_model_setup(options); });
+}
+
+void Controller::poll() {
+  if (!load_.valid()) return;
+  if (load_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  try {
+    install(load_.get());
+  } catch (const std::exception& e) {
+    report(std::string("model not loaded: ") + e.what());
+  }
+  load_ = {};
+  loading_what_.clear();
+}
+
+SnapshotPtr Controller::snapshot() const { return worker_ ? worker_->snapshot() : nullptr; }
+
+void Controller::report(const std::string& message) {
+  error_ = message;
+  ++error_serial_;
+}
+
+bool Controller::require_model(const char* what) {
+  if (worker_) return true;
+  report(std::string(what) + ": no model is loaded yet");
+  return false;
+}
+
+void Controller::set_prompt(const std::string& text, const SamplingParams& strategy) {
+  if (!require_model("set prompt")) return;
+  worker_->post([text, strategy](Session& s) {
+    s.set_prompt(text);
+    s.set_strategies({strategy});
+  });
+}
+
+void Controller::advance(const SamplingParams& strategy) {
+  if (!require_model("step")) return;
+  worker_->post([strategy](Session& s) {
+    if (s.state() == SessionState::kReady) {
+      s.set_strategies({strategy});
+      s.prefill();
+    } else {
+      s.step();
+    }
+  });
+}
+
+void Controller::back() {
+  if (require_model("back")) worker_->back();
+}
+
+void Controller::reset(const SamplingParams& strategy) {
+  if (!require_model("reset")) return;
+  worker_->post([strategy](Session& s) {
+    s.reset();
+    if (s.state() == SessionState::kReady) s.set_strategies({strategy});
+  });
+}
+
+void Controller::run(double steps_per_second, const SamplingParams& strategy) {
+  if (!require_model("run")) return;
+  worker_->post([strategy](Session& s) {
+    if (s.state() == SessionState::kReady) s.set_strategies({strategy});
+  });
+  worker_->run(steps_per_second);
+}
+
+void Controller::pause() {
+  if (worker_) worker_->pause();
+}
+
+void Controller::choose_with(int lane, const SamplingParams& params) {
+  if (!require_model("strategy")) return;
+  worker_->post([lane, params](Session& s) {
+    if (s.history().empty()) {
+      std::vector<SamplingParams> strategies;
+      for (const Lane& l : s.lanes()) strategies.push_back(l.params);
+      if (strategies.empty()) strategies.push_back(params);
+      if (lane < static_cast<int>(strategies.size())) strategies[lane] = params;
+      s.set_strategies(strategies);
+    } else {
+      s.rechoose(lane, params);
+    }
+  });
+}
+
+void Controller::set_max_new_tokens(int n) {
+  if (!require_model("max new tokens")) return;
+  worker_->post([n](Session& s) { s.set_max_new_tokens(n); });
+}
+
+void Controller::set_kv_cache(bool enabled) {
+  if (!require_model("KV cache")) return;
+  worker_->post([enabled](Session& s) { s.set_kv_cache(enabled); });
+}
+
+}  // namespace ts::app

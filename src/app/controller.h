@@ -1,0 +1,70 @@
+#pragma once
+// The GUI's side of the session: owns the SessionWorker (compute runs on its
+// thread), loads models in the background, and turns button presses into
+// worker commands. Panels call these; none of them blocks on a forward pass.
+// No GL, no ImGui.
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "session/model_setup.h"
+#include "session/session_worker.h"
+
+namespace ts::app {
+
+class Controller {
+ public:
+  Controller() = default;
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Loads now; throws ts::Error (the previous model, if any, stays).
+  void load_blocking(const ModelSetupOptions& options);
+  // Loads on a background thread; poll() installs the result or reports the error.
+  void load_async(const ModelSetupOptions& options);
+  bool loading() const { return load_.valid(); }
+  const std::string& loading_what() const { return loading_what_; }
+  // Call once per frame: finishes a background load.
+  void poll();
+
+  SessionWorker* worker() { return worker_.get(); }
+  SnapshotPtr snapshot() const;  // null while no model is loaded
+
+  // Commands. Each is ignored with a message when no model is loaded.
+  void set_prompt(const std::string& text, const SamplingParams& strategy);
+  // Space: prefill when the prompt waits for it, else one decode step.
+  void advance(const SamplingParams& strategy);
+  void back();
+  void reset(const SamplingParams& strategy);
+  void run(double steps_per_second, const SamplingParams& strategy);
+  void pause();
+  // A changed control: before prefill it sets the lane's strategy; after, it
+  // re-chooses the newest step's token from the same logits.
+  void choose_with(int lane, const SamplingParams& params);
+  void set_max_new_tokens(int n);
+  void set_kv_cache(bool enabled);
+
+  // Errors from the GUI side (a failed model load, a command with no model).
+  const std::string& error() const { return error_; }
+  uint64_t error_serial() const { return error_serial_; }
+  void report(const std::string& message);
+
+  // Session options new sessions get.
+  SessionOptions session_options;
+  std::string prompt_on_load = "Today's weather is so";  // set on every newly loaded model
+  SamplingParams strategy_on_load;
+
+ private:
+  void install(LoadedModel model);
+  bool require_model(const char* what);
+
+  std::unique_ptr<SessionWorker> worker_;
+  std::future<LoadedModel> load_;
+  std::string loading_what_;
+  std::string error_;
+  uint64_t error_serial_ = 0;
+};
+
+}  // namespace ts::app

@@ -1,0 +1,35 @@
+#pragma once
+// Where the panels sit. Layouts are fractions of the work area (the window
+// minus the menu bar and the status bar). "classroom" shows every panel;
+// a panel's key ("attention", "kv", ...) shows that panel alone, filling the
+// window. The user's own arrangement is saved in imgui.ini.
+#include <array>
+#include <string>
+#include <vector>
+
+#include <imgui.h>
+
+#include "app/app_state.h"
+
+namespace ts::app {
+
+struct PanelRect {
+  bool set = false;
+  ImVec2 pos, size;
+};
+
+struct LayoutPlan {
+  std::array<PanelRect, kNumPanels> rects{};
+  bool force = false;  // true: apply now (ImGuiCond_Always); false: first use only
+};
+
+// Layout names --layout accepts.
+std::vector<std::string> layout_names();
+bool is_layout_name(const std::string& name);
+
+// Computes the rectangles of `name` for a work area; opens the panels the
+// layout shows and (for single-panel layouts) closes the others.
+LayoutPlan make_layout(const std::string& name, ImVec2 work_pos, ImVec2 work_size,
+                       Settings* settings_to_update);
+
+}  // namespace ts::app

@@ -1,0 +1,30 @@
+// tokenscope: the visualizer window.
+#include <cstdio>
+#include <iostream>
+
+#include "app/app.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  try {
+    const ts::app::AppOptions o = ts::app::parse_app_options(argc, argv);
+    if (o.help) {
+      std::cout << ts::app::app_help();
+      return 0;
+    }
+    if (!o.layout.empty() && !ts::app::is_layout_name(o.layout))
+      throw ts::Error("--layout: unknown layout '" + o.layout + "' (see --help)");
+    if (o.bench_frames > 0) return ts::app::run_frame_benchmark(o);
+    if (!o.screenshot.empty()) return ts::app::run_screenshot(o);
+    ts::app::install_signal_handlers();
+    ts::app::App app(o);
+    app.load_model_async();
+    return app.run();
+  } catch (const ts::Error& e) {
+    std::fprintf(stderr, "tokenscope: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tokenscope: internal error: %s\n", e.what());
+    return 3;
+  }
+}

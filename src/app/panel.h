@@ -1,0 +1,37 @@
+#pragma once
+// What every panel gets each frame, and the window frame around it.
+#include <imgui.h>
+
+#include "app/app_state.h"
+#include "app/controller.h"
+#include "app/layout.h"
+#include "app/ui_util.h"
+#include "app/view_model.h"
+
+namespace ts::app {
+
+struct PanelContext {
+  AppState& state;
+  Controller& ctl;
+  const SessionSnapshot* snap;  // null while no model is loaded
+  const StepView& view;
+  FrameRecord& record;
+  const LayoutPlan& layout;
+  const Palette& pal;
+  float scale;  // 1, or larger in presentation mode (for our own lines and sizes)
+  ImFont* heading_font = nullptr;  // one size up, for the one line a class must read
+};
+
+// Begins the panel's window (placed by the layout plan) and records that it
+// was drawn. Returns false when it is closed or collapsed; call end_panel()
+// whenever begin_panel() was called with the window open.
+bool begin_panel(PanelContext& ctx, PanelId id, ImGuiWindowFlags flags = 0);
+void end_panel();
+
+// The panel's "?" help at the end of the current line.
+void panel_help_button(PanelId id);
+
+// Shown by panels when there is nothing to draw yet.
+void empty_hint(const PanelContext& ctx, const char* what);
+
+}  // namespace ts::app

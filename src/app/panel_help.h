@@ -1,0 +1,27 @@
+#pragma once
+// The Help window (prefill, decode, KV cache, each strategy, keys) and the
+// status bar (backend, device, model, errors).
+#include <string>
+
+#include "app/panel.h"
+
+namespace ts::app {
+
+class HelpPanel {
+ public:
+  void draw(PanelContext& ctx);
+};
+
+struct StatusInfo {
+  std::string renderer;  // GL renderer
+  std::string notices;   // font or shader problems
+  double fps = 0;
+};
+
+class StatusBar {
+ public:
+  void draw(PanelContext& ctx, const StatusInfo& info);
+  static float height();
+};
+
+}  // namespace ts::app

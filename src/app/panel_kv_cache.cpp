@@ -1,0 +1,263 @@
+#include "app/panel_kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace ts::app {
+
+namespace {
+
+// Physical slots the viewed step wrote, for every lane.
+std::set<int> written_slots(const StepView& v) {
+  std::set<int> out;
+  if (!v.trace) return out;
+  for (const LaneStep& ls : v.trace->lanes) out.insert(ls.slots_written.begin(), ls.slots_written.end());
+  return out;
+}
+
+const SequenceOccupancy* find_seq(const KvOccupancy& kv, int id) {
+  for (const SequenceOccupancy& s : kv.sequences)
+    if (s.id == id) return &s;
+  return nullptr;
+}
+
+// Slots holding a token, a shared block counted once.
+double filled_slots(const KvOccupancy& kv) {
+  std::vector<int> filled(kv.ref_counts.size(), 0);
+  for (const SequenceOccupancy& s : kv.sequences)
+    for (size_t i = 0; i < s.block_table.size(); ++i) {
+      const int b = s.block_table[i];
+      if (b < 0 || b >= static_cast<int>(filled.size())) continue;
+      filled[b] = std::max(filled[b], std::clamp(s.tokens - static_cast<int>(i) * kv.block_size, 0, kv.block_size));
+    }
+  double sum = 0;
+  for (int f : filled) sum += f;
+  return sum;
+}
+
+}  // namespace
+
+void KvCachePanel::draw(PanelContext& ctx) {
+  if (!begin_panel(ctx, PanelId::kKvCache)) return;
+  if (!ctx.snap) {
+    empty_hint(ctx, "No model loaded yet.");
+    panel_help_button(PanelId::kKvCache);
+    end_panel();
+    return;
+  }
+  const SessionSnapshot& snap = *ctx.snap;
+  const StepView& v = ctx.view;
+  const KvOccupancy& kv = v.trace ? v.trace->kv_after : snap.kv;
+  const float font = ImGui::GetFontSize();
+  const int n_layer = snap.config.n_layer;
+
+  const bool cache_on = v.trace ? v.trace->kv_cache : snap.kv_cache;
+  if (!cache_on) {
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.warning), "KV cache off");
+    panel_help_button(PanelId::kKvCache);
+    dim_text_wrapped("Nothing is kept between steps: each decode step runs all %d tokens through the "
+                     "model again (see the timeline for what that costs).",
+                     v.cached > 0 ? v.cached : static_cast<int>(snap.prompt_tokens.size()));
+    end_panel();
+    return;
+  }
+  const std::set<int> written = written_slots(v);
+  // Summary.
+  int tokens = 0;
+  for (const SequenceOccupancy& s : kv.sequences) tokens = std::max(tokens, s.tokens);
+  if (v.step < 0)
+    ImGui::TextUnformatted("Empty: prefill will fill it.");
+  else
+    ImGui::Text("%s: %d token%s cached, this step wrote %zu slot%s", v.step == 0 ? "After prefill" : "After this step",
+                tokens, tokens == 1 ? "" : "s", written.size(), written.size() == 1 ? "" : "s");
+  panel_help_button(PanelId::kKvCache);
+  const double layer_used = static_cast<double>(kv.bytes_per_layer_used);
+  dim_text_wrapped("Blocks of %d slots: %d used, %d shared, %d free of %d  \u00B7  %s per layer, %s in all %d layers",
+                      kv.block_size, kv.blocks_used, kv.blocks_shared, kv.blocks_free, kv.blocks_total,
+                      format_bytes(layer_used).c_str(), format_bytes(layer_used * n_layer).c_str(), n_layer);
+
+  draw_legend(ctx);
+  const float chart_h = std::clamp(ImGui::GetContentRegionAvail().y * 0.3f, font * 4.0f, font * 7.0f);
+  const float pool_h = font * 2.6f;
+  ImGui::BeginChild("lanes", ImVec2(0, std::max(ImGui::GetContentRegionAvail().y - chart_h - pool_h, font * 3)), false);
+  draw_lane_blocks(ctx, kv);
+  ImGui::EndChild();
+  draw_pool(ctx, kv, pool_h);
+  draw_chart(ctx, chart_h);
+  end_panel();
+}
+
+void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
+  const SessionSnapshot& snap = *ctx.snap;
+  const StepView& v = ctx.view;
+  const float font = ImGui::GetFontSize();
+  const int bs = std::max(1, kv.block_size);
+  const int slot_cols = bs >= 8 ? (bs + 1) / 2 : bs;
+  const int slot_rows = (bs + slot_cols - 1) / slot_cols;
+  // Slots as large as the panel allows (up to a generous size for a projector).
+  int most_blocks = 1;
+  for (const SequenceOccupancy& sq : kv.sequences)
+    most_blocks = std::max(most_blocks, static_cast<int>(sq.block_table.size()));
+  const int lanes = std::max<int>(1, static_cast<int>(snap.lanes.size()));
+  const ImVec2 area = ImGui::GetContentRegionAvail();
+  float cell = std::max(5.0f, font * 0.55f);
+  for (float c = font * 1.4f; c > font * 0.55f; c -= 1.0f) {
+    const float bw = slot_cols * c + 4 + font * 0.4f, bh = slot_rows * c + 4 + font * 0.8f + font * 0.4f;
+    const int per_row = std::max(1, static_cast<int>(area.x / bw));
+    const int rows = (most_blocks + per_row - 1) / per_row;
+    if (lanes * (rows * bh + ImGui::GetTextLineHeightWithSpacing()) <= area.y) {
+      cell = c;
+      break;
+    }
+  }
+  const float block_w = slot_cols * cell + 4, block_h = slot_rows * cell + 4;
+  const float label_h = font * 0.8f;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImU32 empty = ImGui::GetColorU32(ImGuiCol_FrameBg);
+  const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  ImFont* f = ImGui::GetFont();
+  if (snap.lanes.empty()) {
+    dim_text_wrapped("No lanes yet: prefill creates the first sequence.");
+    return;
+  }
+  for (const Lane& lane : snap.lanes) {
+    const SequenceOccupancy* seq = find_seq(kv, lane.seq);
+    const LaneStep* rec = v.trace ? find_lane_step(*v.trace, lane.id) : nullptr;
+    std::set<int> mine;
+    if (rec) mine.insert(rec->slots_written.begin(), rec->slots_written.end());
+    if (v.trace && v.trace->phase == Phase::kPrefill)
+      for (const LaneStep& ls : v.trace->lanes) mine.insert(ls.slots_written.begin(), ls.slots_written.end());
+    if (!seq) {
+      ImGui::TextDisabled("lane %d: no cache sequence at this step", lane.id);
+      continue;
+    }
+    ImGui::Text("lane %d", lane.id);
+    ImGui::SameLine();
+    ImGui::TextDisabled("%d tokens in %zu block%s (block table: logical \u2192 physical)", seq->tokens,
+                        seq->block_table.size(), seq->block_table.size() == 1 ? "" : "s");
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    for (size_t b = 0; b < seq->block_table.size(); ++b) {
+      const int phys = seq->block_table[b];
+      if (b > 0) {
+        ImGui::SameLine(0, font * 0.4f);
+        if (ImGui::GetCursorScreenPos().x + block_w > right) ImGui::NewLine();
+      }
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      ImGui::PushID(static_cast<int>(b) + lane.id * 100000);
+      ImGui::InvisibleButton("blk", ImVec2(block_w, block_h + label_h));
+      const bool hovered = ImGui::IsItemHovered();
+      ImGui::PopID();
+      const int refs = phys < static_cast<int>(kv.ref_counts.size()) ? kv.ref_counts[phys] : 1;
+      char lbl[32];
+      std::snprintf(lbl, sizeof(lbl), refs > 1 ? "#%d \u00D7%d" : "#%d", phys, refs);
+      dl->AddText(f, font * 0.75f, p, refs > 1 ? ctx.pal.bar : dim, lbl);
+      const ImVec2 q(p.x, p.y + label_h);
+      int written_here = 0;
+      for (int s = 0; s < bs; ++s) {
+        const int logical = static_cast<int>(b) * bs + s;
+        const int slot = phys * bs + s;
+        const float x = q.x + 2 + (s % slot_cols) * cell, y = q.y + 2 + (s / slot_cols) * cell;
+        ImU32 c = empty;
+        if (logical < seq->tokens) c = ctx.pal.accent2;
+        if (mine.count(slot)) {
+          c = ctx.pal.accent;
+          ++written_here;
+        }
+        dl->AddRectFilled(ImVec2(x + 0.5f, y + 0.5f), ImVec2(x + cell - 0.5f, y + cell - 0.5f), c);
+      }
+      dl->AddRect(q, ImVec2(q.x + block_w, q.y + block_h), refs > 1 ? ctx.pal.bar : ctx.pal.frame_border, 2.0f, 0,
+                  refs > 1 ? 2.0f * ctx.scale : 1.0f);
+      if (hovered) {
+        const int first = static_cast<int>(b) * bs;
+        const int filled = std::clamp(seq->tokens - first, 0, bs);
+        ImGui::SetTooltip("logical block %zu \u2192 physical block %d\npositions %d..%d, %d of %d slots filled\n"
+                          "%d slot%s written by this step\nreference count %d%s",
+                          b, phys, first, first + bs - 1, filled, bs, written_here, written_here == 1 ? "" : "s", refs,
+                          refs > 1 ? " (shared between lanes)" : "");
+      }
+    }
+  }
+}
+
+void KvCachePanel::draw_legend(PanelContext& ctx) {
+  const float font = ImGui::GetFontSize();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImU32 empty = ImGui::GetColorU32(ImGuiCol_FrameBg);
+  auto swatch = [&](ImU32 c, const char* text) {
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float s = font * 0.7f;
+    const float y = p.y + (ImGui::GetTextLineHeight() - s) * 0.5f;
+    dl->AddRectFilled(ImVec2(p.x, y), ImVec2(p.x + s, y + s), c);
+    ImGui::Dummy(ImVec2(s, ImGui::GetTextLineHeight()));
+    ImGui::SameLine(0, font * 0.3f);
+    ImGui::TextDisabled("%s", text);
+    ImGui::SameLine(0, font);
+  };
+  swatch(ctx.pal.accent2, "cached");
+  swatch(ctx.pal.accent, "written by this step");
+  swatch(ctx.pal.bar, "shared block");
+  swatch(empty, "free");
+  ImGui::NewLine();
+}
+
+void KvCachePanel::draw_pool(PanelContext& ctx, const KvOccupancy& kv, float height) {
+  const float font = ImGui::GetFontSize();
+  const int total = static_cast<int>(kv.ref_counts.size());
+  if (total == 0) return;
+  const std::set<int> written = written_slots(ctx.view);
+  std::set<int> written_blocks;
+  for (int s : written) written_blocks.insert(s / std::max(1, kv.block_size));
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const float w = ImGui::GetContentRegionAvail().x;
+  ImGui::TextDisabled("Block pool: %d physical blocks (each square is one block)", total);
+  const float top = p.y + font * 1.2f;
+  const float avail_h = height - font * 1.3f;
+  // Squares as large as fit in the strip.
+  float sq = std::max(2.0f, std::min(font * 0.6f, std::sqrt(w * avail_h / total)));
+  int per_row = std::max(1, static_cast<int>(w / sq));
+  while (sq > 2.0f && std::ceil(static_cast<float>(total) / per_row) * sq > avail_h) {
+    sq -= 0.5f;
+    per_row = std::max(1, static_cast<int>(w / sq));
+  }
+  const ImU32 empty = ImGui::GetColorU32(ImGuiCol_FrameBg);
+  for (int b = 0; b < total; ++b) {
+    const float x = p.x + (b % per_row) * sq, y = top + (b / per_row) * sq;
+    if (y + sq > top + avail_h + 0.5f) break;
+    ImU32 c = empty;
+    if (kv.ref_counts[b] > 1) c = ctx.pal.bar;
+    else if (kv.ref_counts[b] == 1) c = ctx.pal.accent2;
+    if (written_blocks.count(b)) c = ctx.pal.accent;
+    dl->AddRectFilled(ImVec2(x, y), ImVec2(x + sq - (sq > 3 ? 1 : 0), y + sq - (sq > 3 ? 1 : 0)), c);
+  }
+  ImGui::SetCursorScreenPos(ImVec2(p.x, p.y + height));
+  ImGui::Dummy(ImVec2(w, 0));
+}
+
+void KvCachePanel::draw_chart(PanelContext& ctx, float height) {
+  const SessionSnapshot& snap = *ctx.snap;
+  ChartSeries tokens, blocks;
+  tokens.name = "tokens' keys and values";
+  tokens.color = ctx.pal.accent2;
+  blocks.name = "blocks reserved";
+  blocks.color = with_alpha(ctx.pal.accent2, 0.45f);
+  ChartOptions o;
+  o.title = "Cache size over the steps (all layers): tokens | blocks";
+  o.highlight = ctx.view.step;
+  o.format = [](double v) { return format_bytes(v); };
+  for (size_t i = 0; i < snap.history.size(); ++i) {
+    const StepTrace& t = *snap.history[i];
+    const KvOccupancy& kv = t.kv_after;
+    const double per_slot = kv.blocks_total > 0 && kv.block_size > 0
+                                ? static_cast<double>(kv.bytes_per_layer_capacity) / kv.blocks_total / kv.block_size
+                                : 0.0;
+    tokens.values.push_back(filled_slots(kv) * per_slot * snap.config.n_layer);
+    blocks.values.push_back(static_cast<double>(kv.bytes_per_layer_used) * snap.config.n_layer);
+    o.x_labels.push_back(t.phase == Phase::kPrefill ? "prefill" : std::to_string(i));
+  }
+  const int clicked = bar_chart("kvchart", {tokens, blocks}, o, ImVec2(ImGui::GetContentRegionAvail().x, height));
+  if (clicked >= 0) ctx.state.view_step = clicked;
+}
+
+}  // namespace ts::app

@@ -1,0 +1,133 @@
+#include "app/panel_prompt.h"
+
+#include <imgui_stdlib.h>
+
+#include "model/token_display.h"
+
+namespace ts::app {
+
+void PromptPanel::draw(PanelContext& ctx) {
+  if (!begin_panel(ctx, PanelId::kPrompt)) return;
+  draw_editor(ctx);
+  ImGui::Separator();
+  draw_strip(ctx);
+  end_panel();
+}
+
+void PromptPanel::draw_editor(PanelContext& ctx) {
+  AppState& st = ctx.state;
+  const float font = ImGui::GetFontSize();
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("Prompt");
+  ImGui::SameLine();
+  const float button_w = ImGui::CalcTextSize("Set prompt").x + ImGui::GetStyle().FramePadding.x * 2;
+  const float input_w = ImGui::GetContentRegionAvail().x - button_w - font * 7.5f;
+  ImGui::SetNextItemWidth(std::max(input_w, font * 8));
+  const bool enter = ImGui::InputText("##prompt", &st.prompt_edit, ImGuiInputTextFlags_EnterReturnsTrue);
+  const bool changed = ctx.snap && st.prompt_edit != ctx.snap->prompt_text;
+  ImGui::SameLine();
+  ImGui::BeginDisabled(!ctx.snap || !changed);
+  const bool set = ImGui::Button("Set prompt");
+  ImGui::EndDisabled();
+  if ((set || (enter && changed)) && ctx.snap) {
+    ctx.state.error_text.clear();
+    ctx.ctl.set_prompt(st.prompt_edit, st.strategy);
+    st.view_step = -1;
+    st.attention.query = -1;
+  }
+  // Live token count of what is typed (the tokenizer is shared and const).
+  if (ctx.snap && ctx.snap->tokenizer && preview_text_ != st.prompt_edit) {
+    preview_text_ = st.prompt_edit;
+    preview_error_.clear();
+    try {
+      preview_count_ = static_cast<int>(ctx.snap->tokenizer->encode(preview_text_).size());
+    } catch (const std::exception& e) {
+      preview_count_ = -1;
+      preview_error_ = e.what();
+    }
+  }
+  ImGui::SameLine();
+  if (!preview_error_.empty())
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.error), "invalid");
+  else if (preview_count_ >= 0)
+    ImGui::TextDisabled("%d token%s%s", preview_count_, preview_count_ == 1 ? "" : "s",
+                        changed ? " (Enter)" : "");
+  panel_help_button(PanelId::kPrompt);
+}
+
+void PromptPanel::draw_strip(PanelContext& ctx) {
+  if (!ctx.snap) {
+    empty_hint(ctx, "No model loaded yet.");
+    return;
+  }
+  const SessionSnapshot& snap = *ctx.snap;
+  const StepView& v = ctx.view;
+  if (v.tokens.empty()) {
+    empty_hint(ctx, "Type a prompt and press Enter.");
+    return;
+  }
+  // Legend line.
+  ImGui::AlignTextToFramePadding();
+  badge("prompt", ctx.pal.prompt, ctx.pal.text);
+  ImGui::SameLine();
+  badge("generated", ctx.pal.generated, ctx.pal.text);
+  ImGui::SameLine();
+  ImGui::TextDisabled("dashed: chosen, not yet in the KV cache  \u00B7  click a token to see its attention");
+
+  ImGui::BeginChild("strip", ImVec2(0, 0), false);
+  const int selected = ctx.state.attention.query;
+  for (int p = 0; p < static_cast<int>(v.tokens.size()); ++p) {
+    const int id = v.tokens[p];
+    const bool prompt = p < v.prompt_len;
+    const bool pending = p >= v.cached && p >= v.prompt_len;  // chosen, not fed yet
+    ChipStyle cs;
+    cs.fill = prompt ? ctx.pal.prompt : pending ? with_alpha(ctx.pal.generated, 0.35f) : ctx.pal.generated;
+    cs.border = pending ? ctx.pal.accent : ctx.pal.frame_border;
+    cs.border_width = pending ? 2.0f * ctx.scale : 1.0f;
+    cs.dashed = pending;
+    const bool is_query = selected == p || (selected < 0 && !pending && p == v.cached - 1);
+    if (is_query && !pending) {
+      cs.border = ctx.pal.selected;
+      cs.border_width = 2.5f * ctx.scale;
+    }
+    ImGui::PushID(p);
+    const std::string piece = token_piece(snap, id);
+    if (token_chip("tok", piece, std::to_string(id), cs, p > 0) && !pending) {
+      ctx.state.attention.query = selected == p ? -1 : p;
+    }
+    if (ImGui::IsItemHovered()) {
+      ImGui::BeginTooltip();
+      ImGui::Text("position %d \u00B7 token id %d", p, id);
+      ImGui::Text("%s", prompt ? "prompt token" : pending ? "chosen by the last step; the next step feeds it"
+                                                            : "generated token");
+      if (snap.tokenizer) {
+        const std::string bytes = snap.tokenizer->token_bytes(id);
+        std::string hex;
+        char buf[8];
+        for (unsigned char c : bytes) {
+          std::snprintf(buf, sizeof(buf), "%02X ", c);
+          hex += buf;
+        }
+        ImGui::TextDisabled("bytes: %s%s", hex.c_str(),
+                            is_complete_utf8(bytes) ? "" : "(part of a UTF-8 character)");
+      }
+      if (!pending) ImGui::TextDisabled("click: show what it attends to");
+      ImGui::EndTooltip();
+    }
+    ImGui::PopID();
+  }
+  // The text so far, as a reader sees it.
+  if (snap.tokenizer && static_cast<int>(v.tokens.size()) > v.prompt_len) {
+    ImGui::Spacing();
+    std::vector<int> gen(v.tokens.begin() + v.prompt_len, v.tokens.end());
+    const std::string text = snap.prompt_text + snap.tokenizer->decode(gen);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextDisabled("Text so far:");
+    ImGui::SameLine();
+    ImGui::TextUnformatted(text.c_str());
+    ImGui::PopTextWrapPos();
+  }
+  ImGui::EndChild();
+}
+
+}  // namespace ts::app

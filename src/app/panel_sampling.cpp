@@ -1,0 +1,370 @@
+#include "app/panel_sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "sampling/distribution.h"
+#include "util/error.h"
+
+namespace ts::app {
+
+std::string stage_label(const StageRecord& stage, const SamplingParams& p) {
+  char b[64];
+  const std::string& n = stage.name;
+  if (n == "raw") return "raw";
+  if (n == "repetition_penalty") {
+    std::snprintf(b, sizeof(b), "repetition %.2g", p.repetition_penalty);
+    return b;
+  }
+  if (n == "temperature") {
+    std::snprintf(b, sizeof(b), "temperature %.2g", p.temperature);
+    return b;
+  }
+  if (n == "top_k") return "top-k " + std::to_string(p.top_k);
+  if (n == "top_p") {
+    std::snprintf(b, sizeof(b), "top-p %.2g", p.top_p);
+    return b;
+  }
+  if (n == "min_p") {
+    std::snprintf(b, sizeof(b), "min-p %.2g", p.min_p);
+    return b;
+  }
+  return n;
+}
+
+void SamplingPanel::update(PanelContext& ctx) {
+  const StepView& v = ctx.view;
+  if (!v.record || v.record->logits.empty()) {
+    rec_.reset();
+    rec_trace_ = nullptr;
+    kept_.reset();
+    return;
+  }
+  if (rec_trace_ == v.trace && rec_lane_ == v.lane) return;
+  rec_trace_ = v.trace;
+  rec_lane_ = v.lane;
+  kept_ = ctx.snap->history[v.step];
+  rec_error_.clear();
+  try {
+    rec_ = sample_next(v.record->logits, v.record->context_ids, v.record->params, v.record->step_index);
+  } catch (const std::exception& e) {
+    rec_.reset();
+    rec_error_ = e.what();
+    return;
+  }
+  stage_probs_.clear();
+  for (const StageRecord& s : rec_->stages) stage_probs_.push_back(softmax(s.logits));
+  // Candidates: the most likely before and after the strategy, and the choice.
+  const std::vector<int> raw_top = top_n(stage_probs_.front(), 8);
+  const std::vector<int> final_top = top_n(rec_->final_probs, 8);
+  candidates_ = raw_top;
+  for (int id : final_top)
+    if (std::find(candidates_.begin(), candidates_.end(), id) == candidates_.end()) candidates_.push_back(id);
+  const int chosen = rec_->draw.chosen_token;
+  if (chosen >= 0 && std::find(candidates_.begin(), candidates_.end(), chosen) == candidates_.end())
+    candidates_.push_back(chosen);
+  const std::vector<float>& raw = stage_probs_.front();
+  std::stable_sort(candidates_.begin(), candidates_.end(), [&](int a, int b) { return raw[a] > raw[b]; });
+}
+
+void SamplingPanel::draw(PanelContext& ctx) {
+  if (!begin_panel(ctx, PanelId::kSampling)) return;
+  draw_controls(ctx);
+  if (!ctx.snap || !ctx.view.record) {
+    empty_hint(ctx, ctx.snap ? "After prefill this shows how the strategy picks the next token."
+                             : "No model loaded yet.");
+    end_panel();
+    return;
+  }
+  update(ctx);
+  if (!rec_) {
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.error), "%s", rec_error_.c_str());
+    end_panel();
+    return;
+  }
+  const float font = ImGui::GetFontSize();
+  const float strip_h = font * 4.6f;
+  draw_stages(ctx, ImGui::GetContentRegionAvail().y - strip_h);
+  draw_strip(ctx);
+  end_panel();
+}
+
+void SamplingPanel::draw_controls(PanelContext& ctx) {
+  AppState& st = ctx.state;
+  SamplingParams p = st.strategy;
+  const float font = ImGui::GetFontSize();
+  bool changed = false;
+  ImGui::AlignTextToFramePadding();
+  int mode = p.do_sample ? 1 : 0;
+  changed |= ImGui::RadioButton("greedy", &mode, 0);
+  ImGui::SameLine();
+  changed |= ImGui::RadioButton("sample", &mode, 1);
+  p.do_sample = mode == 1;
+  ImGui::SameLine(0, font);
+  ImGui::TextDisabled("presets:");
+  struct Preset {
+    const char* name;
+    SamplingParams params;
+  };
+  SamplingParams greedy, t07, p09, k40;
+  t07.do_sample = p09.do_sample = k40.do_sample = true;
+  t07.temperature = 0.7f;
+  p09.top_p = 0.9f;
+  k40.top_k = 40;
+  const Preset presets[] = {{"T 0.7", t07}, {"top-p 0.9", p09}, {"top-k 40", k40}};
+  for (const Preset& pr : presets) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton(pr.name)) {
+      const uint64_t seed = p.seed;
+      p = pr.params;
+      p.seed = seed;
+      changed = true;
+    }
+  }
+  panel_help_button(PanelId::kSampling);
+
+  if (ImGui::BeginTable("controls", 3, ImGuiTableFlags_SizingStretchSame)) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::BeginDisabled(!p.do_sample);
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    changed |= ImGui::SliderFloat("##T", &p.temperature, 0.05f, 2.0f, "temperature %.2f",
+                                  ImGuiSliderFlags_Logarithmic);
+    ImGui::TableNextColumn();
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    changed |= ImGui::SliderInt("##k", &p.top_k, 0, 100, p.top_k == 0 ? "top-k off" : "top-k %d");
+    ImGui::TableNextColumn();
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    changed |= ImGui::SliderFloat("##p", &p.top_p, 0.05f, 1.0f, p.top_p >= 1.0f ? "top-p off" : "top-p %.2f");
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    changed |= ImGui::SliderFloat("##minp", &p.min_p, 0.0f, 0.5f, p.min_p <= 0.0f ? "min-p off" : "min-p %.2f");
+    ImGui::EndDisabled();
+    ImGui::TableNextColumn();
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    changed |= ImGui::SliderFloat("##rep", &p.repetition_penalty, 1.0f, 2.0f,
+                                  p.repetition_penalty <= 1.0f ? "repetition off" : "repetition %.2f");
+    ImGui::TableNextColumn();
+    ImGui::BeginDisabled(!p.do_sample);
+    const float btn = ImGui::CalcTextSize("+1").x + ImGui::GetStyle().FramePadding.x * 2;
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x - btn - ImGui::GetStyle().ItemSpacing.x);
+    changed |= ImGui::InputScalar("##seed", ImGuiDataType_U64, &p.seed, nullptr, nullptr, "seed %llu",
+                                  ImGuiInputTextFlags_EnterReturnsTrue);
+    ImGui::SameLine();
+    if (ImGui::Button("+1")) {
+      ++p.seed;
+      changed = true;
+    }
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("next seed: a different random number u, same logits");
+    ImGui::EndDisabled();
+    ImGui::EndTable();
+  }
+  if (p.top_p <= 0.0f) p.top_p = 0.05f;
+  if (changed && !(p == st.strategy)) {
+    try {
+      p.validate();
+      st.strategy = p;
+      st.strategy_error.clear();
+      st.error_text.clear();
+      st.view_step = -1;  // re-choosing works on the newest step
+      ctx.ctl.choose_with(st.lane, p);
+    } catch (const Error& e) {
+      st.strategy_error = e.what();
+    }
+  }
+  if (!st.strategy_error.empty())
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.error), "%s", st.strategy_error.c_str());
+  if (ctx.snap && !ctx.view.latest && ctx.view.step >= 0)
+    dim_text_wrapped("Viewing step %d: a change re-chooses the newest step.", ctx.view.step);
+}
+
+void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
+  const SamplingRecord& r = *rec_;
+  const float font = ImGui::GetFontSize();
+  // Stages shown: raw, the active ones, final. The rest are named as "off".
+  std::vector<int> shown;
+  std::string off;
+  for (int s = 0; s < static_cast<int>(r.stages.size()); ++s) {
+    const StageRecord& st = r.stages[s];
+    if (s == 0 || s + 1 == static_cast<int>(r.stages.size()) || st.active)
+      shown.push_back(s);
+    else
+      off += (off.empty() ? "" : ", ") + stage_label(st, r.params);
+  }
+  const int chosen = r.draw.chosen_token;
+  const int vocab = static_cast<int>(r.final_probs.size());
+  ImGui::Text("%s \u2192 \u201C%s\u201D", r.params.do_sample ? "drawn" : "greedy argmax",
+              token_piece(*ctx.snap, chosen).c_str());
+  ImGui::SameLine();
+  ImGui::TextDisabled("p = %s, %d of %s tokens kept%s%s", format_percent(r.draw.chosen_prob).c_str(),
+                      r.stages.back().kept, format_count(vocab).c_str(), off.empty() ? "" : "; off: ",
+                      off.c_str());
+
+  // Bars are relative to the largest candidate of each stage; the numbers are absolute.
+  std::vector<float> col_max(r.stages.size(), 1e-12f);
+  for (int s : shown)
+    for (int id : candidates_) col_max[s] = std::max(col_max[s], stage_probs_[s][id]);
+
+  ImGui::BeginChild("stages", ImVec2(0, std::max(height - font * 1.5f, font * 4)), false);
+  const int cols = static_cast<int>(shown.size()) + 1;
+  if (ImGui::BeginTable("stagetable", cols, ImGuiTableFlags_SizingStretchSame | ImGuiTableFlags_BordersInnerV)) {
+    ImGui::TableSetupColumn("token", ImGuiTableColumnFlags_WidthFixed, font * 6.5f);
+    for (int s : shown) ImGui::TableSetupColumn(r.stages[s].name.c_str());
+    // Header: stage name and how many tokens it kept.
+    ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+    ImGui::TableNextColumn();
+    ImGui::TextDisabled("token");
+    for (int s : shown) {
+      ImGui::TableNextColumn();
+      const StageRecord& st = r.stages[s];
+      ImGui::TextUnformatted(stage_label(st, r.params).c_str());
+      if (ImGui::IsItemHovered()) {
+        if (st.removed_here > 0)
+          ImGui::SetTooltip("this stage removed %d tokens; %d remain", st.removed_here, st.kept);
+        else
+          ImGui::SetTooltip("%d tokens remain", st.kept);
+      }
+    }
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextDisabled("kept");
+    for (int s : shown) {
+      ImGui::TableNextColumn();
+      const StageRecord& st = r.stages[s];
+      if (st.removed_here > 0)
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%d (\u2212%d)", st.kept, st.removed_here);
+      else
+        ImGui::TextDisabled("%d", st.kept);
+    }
+    for (int id : candidates_) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      const std::string piece = token_piece(*ctx.snap, id);
+      if (id == chosen)
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s", piece.c_str());
+      else
+        ImGui::TextUnformatted(piece.c_str());
+      for (int s : shown) {
+        ImGui::TableNextColumn();
+        const StageRecord& st = r.stages[s];
+        const bool removed = !std::isfinite(st.logits[id]);
+        const bool removed_here =
+            removed && std::binary_search(st.removed_ids_here.begin(), st.removed_ids_here.end(), id);
+        const float p = stage_probs_[s][id];
+        const float w = ImGui::GetContentRegionAvail().x;
+        char label[32];
+        if (removed)
+          std::snprintf(label, sizeof(label), removed_here ? "removed" : "");
+        else
+          std::snprintf(label, sizeof(label), "%s", format_percent(p).c_str());
+        const float tw = ImGui::CalcTextSize("0.000%").x;
+        const float bar_w = std::max(w - tw - font * 0.3f, font);
+        const ImVec2 pos = ImGui::GetCursorScreenPos();
+        if (removed) {
+          ImDrawList* dl = ImGui::GetWindowDrawList();
+          const float y = pos.y + ImGui::GetTextLineHeight() * 0.15f;
+          const float h = ImGui::GetTextLineHeight() * 0.7f;
+          if (removed_here) {
+            dl->AddRectFilled(ImVec2(pos.x, y), ImVec2(pos.x + bar_w, y + h), with_alpha(ctx.pal.removed, 0.35f));
+            hatch_rect(dl, ImVec2(pos.x, y), ImVec2(pos.x + bar_w, y + h), ctx.pal.removed, 5.0f * ctx.scale);
+          }
+          ImGui::Dummy(ImVec2(bar_w, ImGui::GetTextLineHeight()));
+          ImGui::SameLine(0, font * 0.3f);
+          ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.removed), "%s", label);
+        } else {
+          inline_bar(p / col_max[s], bar_w, font * 0.7f, id == chosen ? ctx.pal.accent : ctx.pal.accent2,
+                     ImGui::GetColorU32(ImGuiCol_FrameBg));
+          ImGui::SameLine(0, font * 0.3f);
+          ImGui::TextUnformatted(label);
+        }
+        if (ImGui::IsItemHovered() && !removed)
+          ImGui::SetTooltip("\u201C%s\u201D after %s: logit %.3f, probability %.4f", piece.c_str(),
+                            stage_label(st, r.params).c_str(), st.logits[id], p);
+      }
+    }
+    ImGui::EndTable();
+  }
+  ImGui::EndChild();
+}
+
+void SamplingPanel::draw_strip(PanelContext& ctx) {
+  const SamplingRecord& r = *rec_;
+  const DrawRecord& d = r.draw;
+  const float font = ImGui::GetFontSize();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  // Segments in draw order: kept tokens by probability (sampling: the CDF;
+  // greedy: the final distribution's ranking).
+  std::vector<int> ids;
+  std::vector<float> cum;
+  if (!d.greedy) {
+    ids = d.cdf_tokens;
+    cum = d.cdf;
+  } else {
+    ids = top_n(r.final_probs, 64);
+    float c = 0;
+    for (int id : ids) cum.push_back(c += r.final_probs[id]);
+  }
+  if (d.greedy)
+    ImGui::Text("Greedy: no random number, the most likely token wins.");
+  else
+    ImGui::Text("Draw: u = %.4f (seed %llu, step %d) falls in \u201C%s\u201D", d.uniform,
+                static_cast<unsigned long long>(r.params.seed), r.step_index,
+                token_piece(*ctx.snap, d.chosen_token).c_str());
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  const float h = font * 1.6f;
+  const float w = avail.x;
+  ImGui::InvisibleButton("strip", ImVec2(w, h + font * 1.3f));
+  const bool hovered = ImGui::IsItemHovered();
+  const float top = p0.y + font * 0.1f;
+  dl->AddRectFilled(ImVec2(p0.x, top), ImVec2(p0.x + w, top + h), ImGui::GetColorU32(ImGuiCol_FrameBg));
+  // Tokens too thin to draw one by one still fill their share of the strip.
+  if (!cum.empty())
+    dl->AddRectFilled(ImVec2(p0.x, top), ImVec2(p0.x + cum.back() * w, top + h), with_alpha(ctx.pal.accent2, 0.4f));
+  float prev = 0;
+  int hover_id = -1;
+  float hover_p = 0;
+  const float mx = ImGui::GetIO().MousePos.x;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float x0 = p0.x + prev * w, x1 = p0.x + cum[i] * w;
+    const bool is_chosen = ids[i] == d.chosen_token;
+    ImU32 c = is_chosen ? ctx.pal.accent : (i % 2 == 0 ? ctx.pal.accent2 : with_alpha(ctx.pal.accent2, 0.6f));
+    if (x1 - x0 >= 1.5f || is_chosen) {
+      dl->AddRectFilled(ImVec2(x0, top), ImVec2(std::max(x1, x0 + 2.0f * ctx.scale), top + h), c);
+      dl->AddLine(ImVec2(x1, top), ImVec2(x1, top + h), ImGui::GetColorU32(ImGuiCol_WindowBg));
+      const std::string piece = token_piece(*ctx.snap, ids[i]);
+      const float tw = ImGui::CalcTextSize(piece.c_str()).x;
+      if (tw + 4 < x1 - x0)
+        dl->AddText(ImVec2((x0 + x1 - tw) * 0.5f, top + (h - font) * 0.5f), IM_COL32(15, 15, 20, 255), piece.c_str());
+    }
+    if (hovered && mx >= x0 && mx < x1) {
+      hover_id = ids[i];
+      hover_p = cum[i] - prev;
+    }
+    prev = cum[i];
+  }
+  if (d.greedy && prev < 1.0f)
+    dl->AddText(ImVec2(p0.x + prev * w + 4, top + (h - font) * 0.5f), dim, "others");
+  // 0 and 1, and the random number.
+  dl->AddText(ImVec2(p0.x, top + h + 1), dim, "0");
+  dl->AddText(ImVec2(p0.x + w - ImGui::CalcTextSize("1").x, top + h + 1), dim, "1");
+  dl->AddText(ImVec2(p0.x + w * 0.5f - ImGui::CalcTextSize("cumulative probability").x * 0.5f, top + h + 1), dim,
+              "cumulative probability");
+  if (!d.greedy) {
+    const float ux = p0.x + static_cast<float>(d.uniform) * w;
+    const ImU32 mark = ctx.pal.selected;
+    dl->AddLine(ImVec2(ux, top - font * 0.1f), ImVec2(ux, top + h + font * 0.2f), mark, 2.5f * ctx.scale);
+    dl->AddTriangleFilled(ImVec2(ux - font * 0.35f, top + h + font * 0.55f), ImVec2(ux + font * 0.35f, top + h + font * 0.55f),
+                          ImVec2(ux, top + h + font * 0.1f), mark);
+    const char* u = "u";
+    dl->AddText(ImVec2(ux + font * 0.4f, top + h + 1), mark, u);
+  }
+  if (hover_id >= 0)
+    ImGui::SetTooltip("\u201C%s\u201D: %s of the kept probability", token_piece(*ctx.snap, hover_id).c_str(),
+                      format_percent(hover_p).c_str());
+}
+
+}  // namespace ts::app

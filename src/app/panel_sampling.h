@@ -1,0 +1,39 @@
+#pragma once
+// Choosing the next token: the strategy's controls (every parameter and the
+// seed; a change re-chooses the newest step's token from the same logits),
+// the pipeline's stages as bars with removed tokens greyed out, and the draw
+// as a cumulative strip with the uniform number u marked (greedy: the argmax).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/panel.h"
+#include "sampling/sampling_pipeline.h"
+
+namespace ts::app {
+
+class SamplingPanel {
+ public:
+  void draw(PanelContext& ctx);
+  // The record on show (tests).
+  const std::optional<SamplingRecord>& record() const { return rec_; }
+
+ private:
+  void draw_controls(PanelContext& ctx);
+  void draw_stages(PanelContext& ctx, float height);
+  void draw_strip(PanelContext& ctx);
+  void update(PanelContext& ctx);
+
+  std::optional<SamplingRecord> rec_;
+  std::string rec_error_;
+  std::vector<std::vector<float>> stage_probs_;  // softmax of each stage's logits
+  std::vector<int> candidates_;
+  const StepTrace* rec_trace_ = nullptr;
+  int rec_lane_ = -1;
+  StepTracePtr kept_;
+};
+
+// "top-p 0.9" style label of a stage as this strategy configures it.
+std::string stage_label(const StageRecord& stage, const SamplingParams& params);
+
+}  // namespace ts::app

@@ -1,0 +1,273 @@
+#include "app/ui_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+
+namespace ts::app {
+
+namespace {
+constexpr ImU32 rgb(int r, int g, int b, int a = 255) { return IM_COL32(r, g, b, a); }
+}  // namespace
+
+const Palette& palette(bool light) {
+  static const Palette dark = [] {
+    Palette p;
+    p.text = rgb(235, 235, 240);
+    p.text_dim = rgb(160, 163, 175);
+    p.frame = rgb(38, 40, 48);
+    p.frame_border = rgb(90, 94, 108);
+    p.prompt = rgb(30, 72, 112);      // deep blue
+    p.generated = rgb(120, 72, 10);   // deep orange
+    p.accent = rgb(230, 159, 0);      // Okabe-Ito orange
+    p.accent2 = rgb(86, 180, 233);    // Okabe-Ito sky blue
+    p.selected = rgb(255, 255, 255);
+    p.removed = rgb(85, 87, 95);
+    p.bar = rgb(0, 158, 115);         // Okabe-Ito bluish green
+    p.grid = rgb(70, 72, 82);
+    p.error = rgb(255, 110, 90);
+    p.warning = rgb(240, 228, 66);
+    p.ok = rgb(0, 158, 115);
+    return p;
+  }();
+  static const Palette bright = [] {
+    Palette p;
+    p.text = rgb(20, 20, 25);
+    p.text_dim = rgb(90, 92, 100);
+    p.frame = rgb(236, 238, 242);
+    p.frame_border = rgb(150, 152, 160);
+    p.prompt = rgb(190, 222, 245);
+    p.generated = rgb(250, 220, 170);
+    p.accent = rgb(213, 94, 0);       // Okabe-Ito vermillion (contrast on white)
+    p.accent2 = rgb(0, 114, 178);     // Okabe-Ito blue
+    p.selected = rgb(0, 0, 0);
+    p.removed = rgb(190, 192, 198);
+    p.bar = rgb(0, 140, 100);
+    p.grid = rgb(205, 207, 212);
+    p.error = rgb(200, 30, 20);
+    p.warning = rgb(150, 110, 0);
+    p.ok = rgb(0, 130, 90);
+    return p;
+  }();
+  return light ? bright : dark;
+}
+
+ImU32 with_alpha(ImU32 color, float alpha) {
+  const ImU32 a = static_cast<ImU32>(std::clamp(alpha, 0.0f, 1.0f) * 255.0f + 0.5f);
+  return (color & ~IM_COL32_A_MASK) | (a << IM_COL32_A_SHIFT);
+}
+
+void badge(const char* text, ImU32 bg, ImU32 fg) {
+  const ImVec2 ts = ImGui::CalcTextSize(text);
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const ImVec2 pad(st.FramePadding.x, st.FramePadding.y * 0.5f);
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const ImVec2 size(ts.x + pad.x * 2, ts.y + pad.y * 2);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddRectFilled(p, ImVec2(p.x + size.x, p.y + size.y), bg, size.y * 0.5f);
+  dl->AddText(ImVec2(p.x + pad.x, p.y + pad.y), fg, text);
+  ImGui::Dummy(size);
+}
+
+void help_button(const char* id, const char* title, const char* text) {
+  ImGui::PushID(id);
+  const float w = ImGui::CalcTextSize("?").x + ImGui::GetStyle().FramePadding.x * 2;
+  const float right = ImGui::GetWindowContentRegionMax().x;
+  ImGui::SameLine(std::max(ImGui::GetCursorPosX(), right - w));
+  if (ImGui::SmallButton("?")) ImGui::OpenPopup("help");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("What am I looking at?");
+  ImGui::SetNextWindowSizeConstraints(ImVec2(ImGui::GetFontSize() * 20, 0),
+                                      ImVec2(ImGui::GetFontSize() * 34, ImGui::GetFontSize() * 40));
+  if (ImGui::BeginPopup("help")) {
+    ImGui::TextUnformatted(title);
+    ImGui::Separator();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 32);
+    ImGui::TextUnformatted(text);
+    ImGui::PopTextWrapPos();
+    ImGui::EndPopup();
+  }
+  ImGui::PopID();
+}
+
+void dim_text_wrapped(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
+  ImGui::PushTextWrapPos(0.0f);
+  ImGui::TextV(fmt, args);
+  ImGui::PopTextWrapPos();
+  ImGui::PopStyleColor();
+  va_end(args);
+}
+
+void hatch_rect(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 color, float spacing) {
+  dl->PushClipRect(a, b, true);
+  const float h = b.y - a.y;
+  for (float x = a.x - h; x < b.x; x += spacing)
+    dl->AddLine(ImVec2(x, b.y), ImVec2(x + h, a.y), color, 1.0f);
+  dl->PopClipRect();
+}
+
+int bar_chart(const char* id, const std::vector<ChartSeries>& series, const ChartOptions& o,
+              ImVec2 size) {
+  ImGui::PushID(id);
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const float font = ImGui::GetFontSize();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  ImGui::InvisibleButton("chart", size);
+  const bool hovered = ImGui::IsItemHovered();
+  const bool clicked = ImGui::IsItemClicked();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+  const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  const ImU32 grid = ImGui::GetColorU32(ImGuiCol_Separator, 0.6f);
+
+  size_t n = 0;
+  double vmax = 0, vmin_pos = 0;
+  for (const ChartSeries& s : series) {
+    n = std::max(n, s.values.size());
+    for (double v : s.values) {
+      if (!std::isfinite(v)) continue;
+      vmax = std::max(vmax, v);
+      if (v > 0 && (vmin_pos == 0 || v < vmin_pos)) vmin_pos = v;
+    }
+  }
+  // Title on the left and the scale's top value on the right, above the plot.
+  const float title_h = font + st.ItemInnerSpacing.y;
+  if (!o.title.empty()) dl->AddText(origin, text, o.title.c_str());
+  const ImVec2 p0(origin.x, origin.y + title_h);
+  const ImVec2 p1(origin.x + size.x, origin.y + size.y - font * 1.05f);  // room for x ticks
+  dl->AddRectFilled(p0, p1, ImGui::GetColorU32(ImGuiCol_FrameBg));
+  int result = -1;
+  if (n == 0 || vmax <= 0 || p1.y - p0.y < 4) {
+    dl->AddText(ImVec2(p0.x + 4, p0.y + 2), dim, "no steps yet");
+    ImGui::PopID();
+    return -1;
+  }
+  const double lo = o.log_scale ? std::log10(vmin_pos) - 0.3 : 0.0;
+  const double hi = o.log_scale ? std::log10(vmax) : vmax;
+  auto ypos = [&](double v) {
+    double t = o.log_scale ? (std::log10(std::max(v, 1e-300)) - lo) / (hi - lo) : v / hi;
+    t = std::clamp(t, 0.0, 1.0);
+    return static_cast<float>(p1.y - t * (p1.y - p0.y - 2));
+  };
+  const std::string top = "max " + (o.format ? o.format(vmax) : std::to_string(vmax));
+  const float top_w = ImGui::CalcTextSize(top.c_str()).x;
+  const float title_w = o.title.empty() ? 0.0f : ImGui::CalcTextSize(o.title.c_str()).x;
+  if (title_w + top_w + font < size.x) dl->AddText(ImVec2(p1.x - top_w, origin.y), dim, top.c_str());
+  dl->AddLine(ImVec2(p0.x, ypos(vmax)), ImVec2(p1.x, ypos(vmax)), grid);
+
+  const float group_w = (p1.x - p0.x) / static_cast<float>(n);
+  const float gap = std::min(group_w * 0.2f, 6.0f);
+  const float bar_w = (group_w - gap) / static_cast<float>(std::max<size_t>(series.size(), 1));
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  int hover_index = -1;
+  if (hovered) hover_index = std::clamp(static_cast<int>((mouse.x - p0.x) / group_w), 0, static_cast<int>(n) - 1);
+  for (size_t i = 0; i < n; ++i) {
+    const float gx = p0.x + group_w * i + gap * 0.5f;
+    if (static_cast<int>(i) == o.highlight || static_cast<int>(i) == hover_index)
+      dl->AddRectFilled(ImVec2(gx - gap * 0.5f, p0.y), ImVec2(gx + group_w - gap * 0.5f, p1.y),
+                        ImGui::GetColorU32(ImGuiCol_HeaderHovered, static_cast<int>(i) == o.highlight ? 0.55f : 0.3f));
+    for (size_t s = 0; s < series.size(); ++s) {
+      if (i >= series[s].values.size() || !std::isfinite(series[s].values[i])) continue;
+      const double v = series[s].values[i];
+      const ImU32 c = i < series[s].bar_colors.size() ? series[s].bar_colors[i] : series[s].color;
+      const float x = gx + bar_w * s;
+      dl->AddRectFilled(ImVec2(x, ypos(v)), ImVec2(x + std::max(bar_w - 1.0f, 1.0f), p1.y), c);
+    }
+  }
+  // Sparse x ticks: as many labels as fit.
+  if (!o.x_labels.empty()) {
+    float last_end = -1e9f;
+    for (size_t i = 0; i < n && i < o.x_labels.size(); ++i) {
+      // A label wider than its bar shrinks to its first letter ("prefill" -> "p").
+      std::string label = o.x_labels[i];
+      if (ImGui::CalcTextSize(label.c_str()).x > group_w && label.size() > 1 &&
+          static_cast<unsigned char>(label[0]) < 0x80)
+        label = label.substr(0, 1);
+      const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
+      const float cx = std::clamp(p0.x + group_w * (i + 0.5f) - ts.x * 0.5f, p0.x, p1.x - ts.x);
+      if (cx < last_end + 4) continue;
+      dl->AddText(ImVec2(cx, p1.y + 1), dim, label.c_str());
+      last_end = cx + ts.x;
+    }
+  }
+  if (hover_index >= 0) {
+    ImGui::BeginTooltip();
+    if (static_cast<size_t>(hover_index) < o.x_labels.size())
+      ImGui::TextUnformatted(o.x_labels[hover_index].c_str());
+    for (const ChartSeries& s : series) {
+      if (static_cast<size_t>(hover_index) >= s.values.size()) continue;
+      const double v = s.values[hover_index];
+      const std::string label = o.format ? o.format(v) : std::to_string(v);
+      if (s.name.empty())
+        ImGui::TextUnformatted(label.c_str());
+      else
+        ImGui::Text("%s: %s", s.name.c_str(), label.c_str());
+    }
+    ImGui::EndTooltip();
+    if (clicked) result = hover_index;
+  }
+  ImGui::PopID();
+  return result;
+}
+
+bool token_chip(const char* id, const std::string& piece, const std::string& small,
+                const ChipStyle& style, bool continue_line) {
+  const float font = ImGui::GetFontSize();
+  const float small_size = font * 0.72f;
+  ImFont* f = ImGui::GetFont();
+  const ImVec2 piece_size = ImGui::CalcTextSize(piece.c_str());
+  const ImVec2 small_text = f->CalcTextSizeA(small_size, FLT_MAX, 0.0f, small.c_str());
+  const float pad = font * 0.3f;
+  const ImVec2 size(std::max(piece_size.x, small_text.x) + pad * 2, piece_size.y + small_text.y + pad * 1.4f);
+  // Wrap when the chip does not fit on this line.
+  const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  if (continue_line) {
+    ImGui::SameLine(0, font * 0.2f);
+    if (ImGui::GetCursorScreenPos().x + size.x > right) ImGui::NewLine();
+  }
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const bool clicked = ImGui::InvisibleButton(id, size);
+  const bool hovered = ImGui::IsItemHovered();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 q(p.x + size.x, p.y + size.y);
+  const float r = font * 0.2f;
+  dl->AddRectFilled(p, q, style.fill, r);
+  if (style.dashed) {
+    const float dash = font * 0.35f;
+    auto dashed = [&](ImVec2 a, ImVec2 b) {
+      const float len = std::hypot(b.x - a.x, b.y - a.y);
+      for (float t = 0; t < len; t += dash * 2) {
+        const float t2 = std::min(t + dash, len);
+        dl->AddLine(ImVec2(a.x + (b.x - a.x) * t / len, a.y + (b.y - a.y) * t / len),
+                    ImVec2(a.x + (b.x - a.x) * t2 / len, a.y + (b.y - a.y) * t2 / len), style.border,
+                    style.border_width);
+      }
+    };
+    dashed(p, ImVec2(q.x, p.y));
+    dashed(ImVec2(q.x, p.y), q);
+    dashed(q, ImVec2(p.x, q.y));
+    dashed(ImVec2(p.x, q.y), p);
+  } else {
+    dl->AddRect(p, q, style.border, r, 0, style.border_width);
+  }
+  if (hovered) dl->AddRect(p, q, ImGui::GetColorU32(ImGuiCol_Text), r, 0, 1.0f);
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+  dl->AddText(ImVec2(p.x + (size.x - piece_size.x) * 0.5f, p.y + pad * 0.5f), text, piece.c_str());
+  dl->AddText(f, small_size, ImVec2(p.x + (size.x - small_text.x) * 0.5f, p.y + pad * 0.7f + piece_size.y),
+              ImGui::GetColorU32(ImGuiCol_TextDisabled), small.c_str());
+  return clicked;
+}
+
+void inline_bar(float fraction, float width, float height, ImU32 color, ImU32 background) {
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const float y = p.y + (ImGui::GetTextLineHeight() - height) * 0.5f;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddRectFilled(ImVec2(p.x, y), ImVec2(p.x + width, y + height), background);
+  dl->AddRectFilled(ImVec2(p.x, y), ImVec2(p.x + width * std::clamp(fraction, 0.0f, 1.0f), y + height),
+                    color);
+  ImGui::Dummy(ImVec2(width, ImGui::GetTextLineHeight()));
+}
+
+}  // namespace ts::app

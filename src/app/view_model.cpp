@@ -1,0 +1,104 @@
+#include "app/view_model.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "model/token_display.h"
+
+namespace ts::app {
+
+const LaneStep* find_lane_step(const StepTrace& trace, int lane) {
+  for (const LaneStep& ls : trace.lanes)
+    if (ls.lane == lane) return &ls;
+  return nullptr;
+}
+
+StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane) {
+  StepView v;
+  v.lane = lane;
+  for (const TokenSpan& t : snap.prompt_tokens) v.tokens.push_back(t.id);
+  v.prompt_len = static_cast<int>(v.tokens.size());
+  v.cached = 0;
+  const int n = static_cast<int>(snap.history.size());
+  if (n == 0) return v;
+  int step = wanted_step < 0 || wanted_step >= n ? n - 1 : wanted_step;
+  // A lane that stopped does not appear in later steps: show its last one.
+  while (step > 0 && !find_lane_step(*snap.history[step], lane)) --step;
+  v.step = step;
+  v.latest = step == n - 1;
+  v.trace = snap.history[step].get();
+  v.record = find_lane_step(*v.trace, lane);
+  if (!v.record) return v;
+  v.cached = v.record->context();
+  v.tokens = v.record->context_ids;
+  if (v.record->chosen_token >= 0) v.tokens.push_back(v.record->chosen_token);
+  return v;
+}
+
+std::string token_piece(const SessionSnapshot& snap, int id) {
+  if (!snap.tokenizer || id < 0 || id >= snap.tokenizer->vocab_size()) return "?";
+  return display_piece(snap.tokenizer->token_bytes(id));
+}
+
+namespace {
+std::string scaled(double v, const char* unit, double base, const char* const* prefixes, int n) {
+  int i = 0;
+  double a = std::fabs(v);
+  while (i + 1 < n && a >= base) {
+    a /= base;
+    v /= base;
+    ++i;
+  }
+  char buf[64];
+  const int digits = a >= 100 ? 0 : a >= 10 ? 1 : 2;
+  std::snprintf(buf, sizeof(buf), "%.*f %s%s", i == 0 && digits > 0 && v == std::floor(v) ? 0 : digits,
+                v, prefixes[i], unit);
+  return buf;
+}
+const char* const kDecimal[] = {"", "k", "M", "G", "T", "P"};
+}  // namespace
+
+std::string format_bytes(double bytes) { return scaled(bytes, "B", 1000.0, kDecimal, 6); }
+std::string format_flops(double flops) { return scaled(flops, "FLOP", 1000.0, kDecimal, 6); }
+std::string format_rate(double per_second, const char* unit) {
+  return scaled(per_second, (std::string(unit) + "/s").c_str(), 1000.0, kDecimal, 6);
+}
+
+std::string format_seconds(double s) {
+  char buf[64];
+  if (s >= 1.0)
+    std::snprintf(buf, sizeof(buf), "%.2f s", s);
+  else if (s >= 1e-3)
+    std::snprintf(buf, sizeof(buf), "%.*f ms", s >= 0.1 ? 0 : 1, s * 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.0f µs", s * 1e6);
+  return buf;
+}
+
+std::string format_percent(double p) {
+  const double v = p * 100.0;
+  char buf[32];
+  if (v >= 9.995)
+    std::snprintf(buf, sizeof(buf), "%.1f%%", v);
+  else if (v >= 0.0995)
+    std::snprintf(buf, sizeof(buf), "%.2f%%", v);
+  else if (v >= 0.001)
+    std::snprintf(buf, sizeof(buf), "%.3f%%", v);
+  else if (v > 0)
+    std::snprintf(buf, sizeof(buf), "<0.001%%");
+  else
+    std::snprintf(buf, sizeof(buf), "0%%");
+  return buf;
+}
+
+std::string format_count(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+}  // namespace ts::app

@@ -1,0 +1,42 @@
+#pragma once
+// What the panels look at, derived from one immutable SessionSnapshot: the
+// viewed step and lane, the tokens up to it, and formatting shared by the
+// panels. No GL, no ImGui.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "session/session_worker.h"
+
+namespace ts::app {
+
+// The lane's record in a step (null when the lane did not take part).
+const LaneStep* find_lane_step(const StepTrace& trace, int lane);
+
+struct StepView {
+  int step = -1;  // history index being shown; -1 before prefill
+  int lane = 0;
+  const StepTrace* trace = nullptr;
+  const LaneStep* record = nullptr;  // this lane's record at `step`
+  std::vector<int> tokens;           // prompt, then the tokens chosen up to and including `step`
+  int prompt_len = 0;
+  int cached = 0;      // positions in the KV cache after the step (fed through the model)
+  bool latest = true;  // `step` is the newest step of the history
+  bool has_pending() const { return static_cast<int>(tokens.size()) > cached; }
+};
+
+// wanted_step < 0 follows the newest step. A lane that stopped earlier is
+// shown at its own last step.
+StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane);
+
+// Visible piece of a token (spaces, newlines and partial UTF-8 made visible).
+std::string token_piece(const SessionSnapshot& snap, int id);
+
+std::string format_bytes(double bytes);      // "12.5 MB"
+std::string format_flops(double flops);      // "1.23 GFLOP"
+std::string format_seconds(double seconds);  // "12.3 ms"
+std::string format_rate(double per_second, const char* unit);  // "3.1 G" + unit + "/s"
+std::string format_count(int64_t n);         // "124,439,808"
+std::string format_percent(double p);        // probability as "42.1%", "0.37%", "0.012%", "<0.001%"
+
+}  // namespace ts::app

@@ -1,0 +1,85 @@
+#pragma once
+// The platform: a GLFW window with a GL 3.3 core context, Dear ImGui with its
+// GLFW and OpenGL3 backends, DejaVu Sans at a normal and a projector size,
+// the theme, and reading the finished frame back for screenshots.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "app/gl.h"
+
+struct GLFWwindow;
+struct ImFont;
+
+namespace ts::app {
+
+struct WindowOptions {
+  int width = 1600;
+  int height = 900;
+  bool visible = true;
+  bool vsync = true;
+  std::string title = "TokenScope";
+  std::filesystem::path ini_path;  // empty: layout is neither loaded nor saved
+  std::filesystem::path font_path;
+};
+
+// True when a display can be opened (DISPLAY or WAYLAND_DISPLAY is set).
+bool display_available();
+
+class Window {
+ public:
+  // Throws ts::Error when GLFW, the GL context or the ImGui backends fail.
+  explicit Window(const WindowOptions& options);
+  ~Window();
+  Window(const Window&) = delete;
+  Window& operator=(const Window&) = delete;
+
+  bool should_close() const;
+  void request_close();
+  // Events, then a new ImGui frame. Applies a pending presentation / theme change.
+  void begin_frame();
+  // Renders the ImGui frame into the window (or into the capture target when
+  // capture is true) and swaps.
+  void end_frame(bool swap = true);
+  // Benchmarks: finish the GL work before timing each part of end_frame().
+  void set_timed(bool on) { timed_ = on; }
+  double last_render_seconds() const { return render_seconds_; }
+  double last_swap_seconds() const { return swap_seconds_; }
+  // Renders the last finished frame again, off screen at the framebuffer's
+  // size, and returns its pixels top row first (RGBA). For screenshots.
+  std::vector<uint8_t> capture(int& width, int& height);
+
+  void set_presentation(bool on) { want_presentation_ = on; }
+  void set_light_theme(bool on) { want_light_ = on; }
+  bool presentation() const { return presentation_; }
+  bool light_theme() const { return light_; }
+  float ui_scale() const { return presentation_ ? kPresentationScale : 1.0f; }
+  bool font_loaded() const { return font_loaded_; }
+  const std::string& font_notice() const { return font_notice_; }
+  void framebuffer_size(int& w, int& h) const;
+  GLFWwindow* handle() { return window_; }
+  const std::string& renderer() const { return renderer_; }  // GL_RENDERER, GL_VERSION
+
+  static constexpr float kBaseFontSize = 16.0f;
+  static constexpr float kPresentationScale = 1.625f;
+
+ private:
+  void apply_style();
+
+  GLFWwindow* window_ = nullptr;
+  std::string ini_path_;
+  ImFont* font_normal_ = nullptr;
+  ImFont* font_large_ = nullptr;
+  bool font_loaded_ = false;
+  std::string font_notice_;
+  bool presentation_ = false, want_presentation_ = false;
+  bool light_ = false, want_light_ = false;
+  bool style_dirty_ = true;
+  bool timed_ = false;
+  double render_seconds_ = 0, swap_seconds_ = 0;
+  std::string renderer_;
+  gl::Framebuffer capture_fbo_;
+};
+
+}  // namespace ts::app

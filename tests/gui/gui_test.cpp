@@ -1,0 +1,460 @@
+// GUI tests: the whole window under Xvfb (Mesa's software OpenGL).
+// Run:  xvfb-run -a -s "-screen 0 1920x1080x24" ctest --test-dir build-gui -L gui
+// Every test skips, saying why, when no display is available.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <imgui.h>
+#include <stb_image.h>
+#include <unistd.h>
+
+#include "app/app.h"
+#include "app/view_model.h"
+#include "util/error.h"
+
+namespace ts::app {
+namespace {
+
+#define REQUIRE_DISPLAY()                                                                      \
+  do {                                                                                         \
+    if (!display_available())                                                                  \
+      GTEST_SKIP() << "no display (DISPLAY is not set): run the GUI tests under xvfb-run -a"; \
+  } while (0)
+
+std::filesystem::path fixture_model() {
+  if (const char* env = std::getenv("TS_FIXTURE_DIR"); env && *env) return std::filesystem::path(env) / "tiny";
+  return std::filesystem::path(TS_FIXTURE_DIR) / "tiny";
+}
+
+std::filesystem::path temp_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tokenscope-gui-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+AppOptions test_options() {
+  AppOptions o;
+  o.setup.model = fixture_model();
+  o.setup.cpu_threads = 2;
+  o.hidden = true;
+  o.save_layout = false;
+  o.width = 1280;
+  o.height = 800;
+  o.layout = "classroom";
+  o.prompt = "Today's weather is so";
+  return o;
+}
+
+// Steps the way the window does: one command, then frames until it is done.
+void step(App& app) {
+  app.frame();
+  app.advance();
+  app.settle(2, 100);
+}
+
+SnapshotPtr snap(App& app) { return app.controller().snapshot(); }
+
+TEST(Gui, PrefillAndFiveStepsDrawEveryPanelAndWriteAScreenshot) {
+  REQUIRE_DISPLAY();
+  const int64_t errors_before = gl::error_count();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();  // the first frame applies the classroom layout (Help closed)
+  app.state().settings.panel_open(PanelId::kHelp) = true;
+  for (int i = 0; i < 6; ++i) {
+    step(app);
+    EXPECT_EQ(app.last_frame().gl_errors, 0) << gl::last_error_text();
+  }
+  ASSERT_TRUE(snap(app));
+  EXPECT_EQ(snap(app)->history.size(), 6u);  // prefill + 5 decode steps
+  EXPECT_EQ(snap(app)->history[0]->phase, Phase::kPrefill);
+  EXPECT_TRUE(app.state().error_text.empty()) << app.state().error_text;
+
+  const FrameRecord& r = app.last_frame();
+  for (int i = 0; i < kNumPanels; ++i)
+    EXPECT_TRUE(r.drawn[i]) << "panel not drawn: " << panel_key(static_cast<PanelId>(i));
+
+  const auto dir = temp_dir("shot");
+  const std::string path = (dir / "window.png").string();
+  app.write_screenshot(path);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  int w = 0, h = 0, n = 0;
+  unsigned char* px = stbi_load(path.c_str(), &w, &h, &n, 4);
+  ASSERT_NE(px, nullptr);
+  EXPECT_EQ(w, 1280);
+  EXPECT_EQ(h, 800);
+  // Not uniform: many distinct colours and real contrast.
+  std::set<uint32_t> colours;
+  double sum = 0, sum2 = 0;
+  for (int i = 0; i < w * h; ++i) {
+    const unsigned char* p = px + i * 4;
+    colours.insert(p[0] | p[1] << 8 | p[2] << 16);
+    const double l = 0.3 * p[0] + 0.59 * p[1] + 0.11 * p[2];
+    sum += l;
+    sum2 += l * l;
+  }
+  stbi_image_free(px);
+  const double mean = sum / (w * h);
+  const double sd = std::sqrt(std::max(0.0, sum2 / (w * h) - mean * mean));
+  EXPECT_GT(colours.size(), 200u);
+  EXPECT_GT(sd, 10.0);
+  EXPECT_EQ(gl::error_count(), errors_before) << gl::last_error_text();
+  std::filesystem::remove_all(dir);
+}
+
+// The expected weight of (query r, key c) straight from the traces: prefill
+// rows from step 0, then one row per decode step.
+float trace_weight(const SessionSnapshot& s, int layer, int head, int r, int c) {
+  const int H = s.config.n_head;
+  const int T = static_cast<int>(s.prompt_tokens.size());
+  if (head < 0) {
+    double sum = 0;
+    for (int h = 0; h < H; ++h) sum += trace_weight(s, layer, h, r, c);
+    return static_cast<float>(sum / H);
+  }
+  if (r < T) {
+    const LaneStep& ls = s.history[0]->lanes[0];
+    return (*ls.attention[layer])[(static_cast<size_t>(head) * T + r) * T + c];
+  }
+  const LaneStep& ls = s.history[r - T + 1]->lanes[0];
+  EXPECT_EQ(ls.start_pos, r);
+  return (*ls.attention[layer])[static_cast<size_t>(head) * ls.context() + c];
+}
+
+TEST(Gui, AttentionTextureEqualsTraceThroughTheColourMap) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < 4; ++i) step(app);  // prefill + 3 decode steps
+  const SnapshotPtr s = snap(app);
+  ASSERT_EQ(s->history.size(), 4u);
+  struct Case {
+    int layer, head;
+    HeatScale scale;
+    Colormap map;
+  };
+  const Case cases[] = {{0, 0, HeatScale::kLinear, Colormap::kViridis},
+                        {1, 3, HeatScale::kLog, Colormap::kMagma},
+                        {1, -1, HeatScale::kLinear, Colormap::kViridis},
+                        {0, 2, HeatScale::kLog, Colormap::kGray}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("layer " + std::to_string(c.layer) + " head " + std::to_string(c.head));
+    AttentionSelection& sel = app.state().attention;
+    sel.layer = c.layer;
+    sel.average = c.head < 0;
+    sel.head = std::max(c.head, 0);
+    app.state().settings.scale = c.scale;
+    app.state().settings.colormap = c.map;
+    app.settle(2, 50);
+    const AttentionMatrix& m = app.attention_panel().matrix();
+    const HeatmapImage& img = app.attention_panel().image();
+    const int T = static_cast<int>(s->prompt_tokens.size());
+    ASSERT_EQ(m.n, T + 3);
+    ASSERT_TRUE(m.complete);
+    ASSERT_EQ(img.cols(), m.n);
+    const int px = img.px_per_cell();
+    ASSERT_EQ(img.color().width(), m.n * px);
+    ASSERT_EQ(img.color().height(), m.n * px);
+    // The float texture holds the trace's numbers exactly.
+    const std::vector<float> values = img.values().read_r32f();
+    // The coloured texture, read back from GL.
+    const std::vector<uint8_t> rgba = img.color().read_rgba8();
+    HeatRange range;
+    range.scale = c.scale;
+    const HeatmapTheme theme;  // dark theme
+    auto to8 = [](float f) { return static_cast<int>(std::lround(f * 255.0f)); };
+    int checked = 0;
+    for (int r = 0; r < m.n; ++r) {
+      for (int k = 0; k < m.n; ++k) {
+        const size_t i = (static_cast<size_t>(r * px + px / 2) * m.n * px + (k * px + px / 2)) * 4;
+        const int R = rgba[i], G = rgba[i + 1], B = rgba[i + 2];
+        if (k > r) {  // masked: one of the two hatching colours
+          EXPECT_FLOAT_EQ(values[static_cast<size_t>(r) * m.n + k], kMaskedValue);
+          const bool a = R == to8(theme.mask_a[0]) && G == to8(theme.mask_a[1]) && B == to8(theme.mask_a[2]);
+          const bool b = R == to8(theme.mask_b[0]) && G == to8(theme.mask_b[1]) && B == to8(theme.mask_b[2]);
+          EXPECT_TRUE(a || b) << "masked cell " << r << "," << k << " is " << R << " " << G << " " << B;
+          continue;
+        }
+        const float w = trace_weight(*s, c.layer, c.head, r, k);
+        if (c.head >= 0) {
+          EXPECT_EQ(values[static_cast<size_t>(r) * m.n + k], w);
+        } else {
+          EXPECT_NEAR(values[static_cast<size_t>(r) * m.n + k], w, 1e-6f);
+        }
+        const Rgb8 want = colorize(w, c.map, range);
+        EXPECT_LE(std::abs(R - want.r), 1) << "cell " << r << "," << k << " weight " << w;
+        EXPECT_LE(std::abs(G - want.g), 1) << "cell " << r << "," << k << " weight " << w;
+        EXPECT_LE(std::abs(B - want.b), 1) << "cell " << r << "," << k << " weight " << w;
+        ++checked;
+      }
+    }
+    EXPECT_EQ(checked, m.n * (m.n + 1) / 2);
+  }
+}
+
+TEST(Gui, ShaderMatchesTheCpuColourMapOverTheWholeScale) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  App app(o);  // no model: the renderer alone
+  ASSERT_TRUE(app.has_heatmap_renderer()) << app.notices();
+  app.frame();
+  HeatmapRenderer renderer(find_shader_dir());
+  for (int m = 0; m < kNumColormaps; ++m) {
+    for (HeatScale scale : {HeatScale::kLinear, HeatScale::kLog}) {
+      HeatmapStyle style;
+      style.colormap = static_cast<Colormap>(m);
+      style.range.scale = scale;
+      style.grid = false;
+      std::vector<float> v(1024);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = scale == HeatScale::kLog ? std::pow(10.0f, -5.0f + 5.0f * i / 1023.0f)
+                                                                             : i / 1023.0f;
+      HeatmapImage img;
+      renderer.render(v.data(), 1024, 1, 1, style, img);
+      const std::vector<uint8_t> rgba = img.color().read_rgba8();
+      for (size_t i = 0; i < v.size(); ++i) {
+        const Rgb8 want = colorize(v[i], style.colormap, style.range);
+        ASSERT_LE(std::abs(rgba[i * 4] - want.r), 1) << colormap_name(style.colormap) << " v=" << v[i];
+        ASSERT_LE(std::abs(rgba[i * 4 + 1] - want.g), 1) << colormap_name(style.colormap) << " v=" << v[i];
+        ASSERT_LE(std::abs(rgba[i * 4 + 2] - want.b), 1) << colormap_name(style.colormap) << " v=" << v[i];
+        ASSERT_EQ(rgba[i * 4 + 3], 255);
+      }
+    }
+  }
+  EXPECT_EQ(gl::check_errors("test"), 0);
+}
+
+TEST(Gui, LargeMapsAreMaxPooledLikeTheCpuTwin) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.frame();
+  HeatmapRenderer renderer(find_shader_dir());
+  const AttentionMatrix m = synthetic_attention(301);  // not a multiple of the block
+  for (int down : {2, 3, 5}) {
+    HeatmapStyle style;
+    style.grid = false;
+    HeatmapImage img;
+    renderer.render(m.values.data(), m.n, m.n, 1, style, img, down);
+    const int w = (m.n + down - 1) / down;
+    ASSERT_EQ(img.color().width(), w);
+    ASSERT_EQ(img.color().height(), w);
+    const std::vector<float> pooled = max_pool(m.values, m.n, m.n, down);
+    const std::vector<uint8_t> rgba = img.color().read_rgba8();
+    const HeatmapTheme theme;
+    for (int y = 0; y < w; ++y)
+      for (int x = 0; x < w; ++x) {
+        const float v = pooled[static_cast<size_t>(y) * w + x];
+        const uint8_t* p = &rgba[(static_cast<size_t>(y) * w + x) * 4];
+        if (v < 0) {  // the whole block is masked
+          EXPECT_GT(x, y);
+          continue;
+        }
+        const Rgb8 want = colorize(v, style.colormap, style.range);
+        ASSERT_LE(std::abs(p[0] - want.r), 1) << down << ": " << x << "," << y;
+        ASSERT_LE(std::abs(p[1] - want.g), 1) << down << ": " << x << "," << y;
+        ASSERT_LE(std::abs(p[2] - want.b), 1) << down << ": " << x << "," << y;
+      }
+  }
+  EXPECT_EQ(gl::check_errors("test"), 0);
+}
+
+TEST(Gui, RechooseKeepsTheLogitsAndChangesOnlyTheChoice) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  step(app);  // prefill
+  step(app);  // decode 1
+  const StepTracePtr before = snap(app)->history.back();
+  std::set<int> chosen;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    SamplingParams p;
+    p.do_sample = true;
+    p.temperature = 1.5f;
+    p.seed = seed;
+    app.state().strategy = p;
+    app.controller().choose_with(0, p);
+    app.settle(2, 50);
+    const StepTracePtr after = snap(app)->history.back();
+    ASSERT_EQ(snap(app)->history.size(), 2u);
+    EXPECT_EQ(after->lanes[0].logits, before->lanes[0].logits);  // same logits
+    EXPECT_EQ(after->lanes[0].params, p);
+    ASSERT_TRUE(app.sampling_panel().record().has_value());
+    EXPECT_EQ(app.sampling_panel().record()->draw.chosen_token, after->lanes[0].chosen_token);
+    chosen.insert(after->lanes[0].chosen_token);
+  }
+  EXPECT_GT(chosen.size(), 1u) << "different seeds should pick different tokens at T=1.5";
+}
+
+TEST(Gui, ErrorsShowInTheWindowAndKeepThePreviousState) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  const SnapshotPtr before = snap(app);
+  std::string too_long;
+  for (int i = 0; i < 200; ++i) too_long += " weather";  // more tokens than the fixture's context
+  app.controller().set_prompt(too_long, SamplingParams{});
+  app.settle(2, 50);
+  EXPECT_FALSE(app.state().error_text.empty());
+  EXPECT_EQ(snap(app)->prompt_text, before->prompt_text);
+  EXPECT_EQ(snap(app)->history.size(), before->history.size());
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kStatusBar));
+  // A later command clears it.
+  step(app);
+  EXPECT_TRUE(app.state().error_text.empty()) << app.state().error_text;
+  EXPECT_EQ(snap(app)->history.size(), before->history.size() + 1);
+}
+
+TEST(Gui, AFailedModelLoadIsShownAndTheWindowKeepsWorking) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.setup.model = "/nonexistent/model-dir";
+  App app(o);
+  app.load_model_async();
+  for (int i = 0; i < 400 && app.controller().loading(); ++i) app.frame();
+  app.frame();
+  EXPECT_FALSE(app.controller().loading());
+  EXPECT_EQ(app.controller().worker(), nullptr);
+  EXPECT_NE(app.state().error_text.find("model not loaded"), std::string::npos) << app.state().error_text;
+  // Every panel still draws (with a hint), and a good model can be loaded after.
+  for (int i = 0; i < kNumWindowPanels; ++i)
+    if (static_cast<PanelId>(i) != PanelId::kHelp) {
+      EXPECT_TRUE(app.last_frame().drawn[i]) << i;
+    }
+  ModelSetupOptions good = o.setup;
+  good.model = fixture_model();
+  app.controller().load_async(good);
+  for (int i = 0; i < 400 && app.controller().loading(); ++i) app.frame();
+  app.settle();
+  ASSERT_NE(app.controller().worker(), nullptr);
+  EXPECT_EQ(snap(app)->state, SessionState::kReady);
+}
+
+TEST(Gui, RunStepsOnItsOwnUntilPaused) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  app.controller().run(50.0, SamplingParams{});
+  for (int i = 0; i < 2000 && snap(app)->history.size() < 4; ++i) app.frame();
+  app.controller().pause();
+  app.settle(2, 50);
+  EXPECT_FALSE(snap(app)->running);
+  const size_t n = snap(app)->history.size();
+  EXPECT_GE(n, 4u);
+  for (int i = 0; i < 5; ++i) app.frame();
+  EXPECT_EQ(snap(app)->history.size(), n) << "still stepping after Pause";
+}
+
+TEST(Gui, SpaceStepsAndLeftStepsBack) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  step(app);
+  step(app);
+  EXPECT_EQ(snap(app)->history.size(), 3u);
+  app.frame();
+  app.back();
+  app.settle(2, 50);
+  EXPECT_EQ(snap(app)->history.size(), 2u);
+  EXPECT_EQ(snap(app)->state, SessionState::kPaused);
+}
+
+TEST(Gui, PresentationModeScalesFonts) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.frame();
+  const float normal = ImGui::GetIO().FontDefault->FontSize;
+  app.state().settings.presentation = true;
+  app.frame();
+  app.frame();
+  EXPECT_GE(ImGui::GetIO().FontDefault->FontSize, normal * 1.5f);
+  EXPECT_TRUE(app.window().presentation());
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
+TEST(Gui, LayoutAndSettingsAreSavedAndRestored) {
+  REQUIRE_DISPLAY();
+  const auto dir = temp_dir("ini");
+  AppOptions o = test_options();
+  o.save_layout = true;
+  o.config_dir = dir;
+  o.layout.clear();
+  {
+    App app(o);
+    app.frame();
+    app.state().settings.colormap = Colormap::kMagma;
+    app.state().settings.top_n = 7;
+    app.frame();
+    app.frame();
+  }
+  std::ifstream in(dir / "imgui.ini");
+  ASSERT_TRUE(in) << "imgui.ini was not written";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find("[TokenScope][Settings]"), std::string::npos);
+  EXPECT_NE(ss.str().find("[Window][Attention]"), std::string::npos);
+  {
+    App app(o);
+    EXPECT_EQ(app.state().settings.colormap, Colormap::kMagma);
+    EXPECT_EQ(app.state().settings.top_n, 7);
+    app.frame();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Gui, EverySingleLayoutShowsItsPanel) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  for (const std::string& name : layout_names()) {
+    app.state().layout_request = name;
+    app.frame();
+    app.frame();
+    PanelId id;
+    if (parse_panel_key(name, id)) {
+      EXPECT_TRUE(app.last_frame().was_drawn(id)) << name;
+      for (int i = 0; i < kNumWindowPanels; ++i)
+        if (i != static_cast<int>(id)) {
+          EXPECT_FALSE(app.last_frame().drawn[i]) << name << " also drew " << i;
+        }
+    }
+    EXPECT_EQ(app.last_frame().gl_errors, 0) << name;
+  }
+}
+
+TEST(Gui, CommandLineDocumentsEveryFlag) {
+  // No display needed: the --help text names every flag the parser accepts.
+  const std::string help = app_help();
+  for (const char* flag : {"--model", "--tokenizer", "--device", "--threads", "--prompt", "--strategy",
+                           "--max-new-tokens", "--screenshot", "--steps", "--rechoose", "--layout", "--width", "--height",
+                           "--presentation", "--theme", "--colormap", "--log-scale", "--layer", "--head",
+                           "--average-heads", "--query", "--lane", "--bench-frames", "--bench-size",
+                           "--config-dir", "--no-save-layout", "--hidden", "--help"})
+    EXPECT_NE(help.find(flag), std::string::npos) << flag;
+  const char* argv[] = {"tokenscope", "--screenshot", "x.png", "--steps", "3", "--layout=attention",
+                        "--strategy", "top_p=0.9"};
+  const AppOptions o = parse_app_options(8, argv);
+  EXPECT_EQ(o.screenshot, "x.png");
+  EXPECT_EQ(o.steps, 3);
+  EXPECT_EQ(o.layout, "attention");
+  const char* bad[] = {"tokenscope", "--strategy", "top_p=7"};
+  EXPECT_THROW(parse_app_options(3, bad), Error);
+}
+
+}  // namespace
+}  // namespace ts::app
