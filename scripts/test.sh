@@ -25,6 +25,10 @@ else
   ctest --test-dir build -j"$jobs" --output-on-failure || status=1
 fi
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer tests"
+# The validation-loss check runs the whole held-out text through the model
+# (~300 full-context forward passes): it runs in the release configuration
+# above; under the sanitizers it would take most of CI's time for no new code.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan -j"$jobs" --output-on-failure || status=1
+  ctest --test-dir build-asan -j"$jobs" --output-on-failure \
+  -E 'BundledModel.ValidationLossAgreesWithPyTorchAndTheModelCard' || status=1
 exit $status
