@@ -23,7 +23,8 @@ std::filesystem::path find_shader_dir() {
   std::error_code ec;
   if (const char* env = std::getenv("TOKENSCOPE_SHADERS"); env && *env) return env;
 #ifdef TS_SHADER_DIR
-  if (std::filesystem::exists(std::filesystem::path(TS_SHADER_DIR) / "heatmap.frag", ec)) return TS_SHADER_DIR;
+  if (std::filesystem::exists(std::filesystem::path(TS_SHADER_DIR) / "heatmap.frag", ec))
+    return TS_SHADER_DIR;
 #endif
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
@@ -64,14 +65,22 @@ void settings_read_line(ImGuiContext*, ImGuiSettingsHandler*, void* entry, const
   int i = 0;
   float f = 0;
   char name[64] = {0};
-  if (std::sscanf(line, "Presentation=%d", &i) == 1) s.presentation = i != 0;
-  else if (std::sscanf(line, "LightTheme=%d", &i) == 1) s.light_theme = i != 0;
-  else if (std::sscanf(line, "Colormap=%63s", name) == 1) parse_colormap(name, s.colormap);
-  else if (std::sscanf(line, "LogScale=%d", &i) == 1) s.scale = i ? HeatScale::kLog : HeatScale::kLinear;
-  else if (std::sscanf(line, "Thumbnails=%d", &i) == 1) s.show_thumbnails = i != 0;
-  else if (std::sscanf(line, "LogitView=%d", &i) == 1) s.logit_view = static_cast<LogitView>(std::clamp(i, 0, 2));
-  else if (std::sscanf(line, "TopN=%d", &i) == 1) s.top_n = std::clamp(i, 3, 40);
-  else if (std::sscanf(line, "RunSpeed=%f", &f) == 1) s.run_speed = std::clamp(f, 0.25f, 20.0f);
+  if (std::sscanf(line, "Presentation=%d", &i) == 1)
+    s.presentation = i != 0;
+  else if (std::sscanf(line, "LightTheme=%d", &i) == 1)
+    s.light_theme = i != 0;
+  else if (std::sscanf(line, "Colormap=%63s", name) == 1)
+    parse_colormap(name, s.colormap);
+  else if (std::sscanf(line, "LogScale=%d", &i) == 1)
+    s.scale = i ? HeatScale::kLog : HeatScale::kLinear;
+  else if (std::sscanf(line, "Thumbnails=%d", &i) == 1)
+    s.show_thumbnails = i != 0;
+  else if (std::sscanf(line, "LogitView=%d", &i) == 1)
+    s.logit_view = static_cast<LogitView>(std::clamp(i, 0, 2));
+  else if (std::sscanf(line, "TopN=%d", &i) == 1)
+    s.top_n = std::clamp(i, 3, 40);
+  else if (std::sscanf(line, "RunSpeed=%f", &f) == 1)
+    s.run_speed = std::clamp(f, 0.25f, 20.0f);
   else if (std::sscanf(line, "Open=%63s", name) == 1) {
     for (int p = 0; p < kNumWindowPanels && name[p]; ++p) s.open[p] = name[p] == '1';
   }
@@ -94,9 +103,10 @@ void settings_write(ImGuiContext*, ImGuiSettingsHandler* h, ImGuiTextBuffer* buf
 }
 
 bool settings_equal(const Settings& a, const Settings& b) {
-  return a.presentation == b.presentation && a.light_theme == b.light_theme && a.colormap == b.colormap &&
-         a.scale == b.scale && a.show_thumbnails == b.show_thumbnails && a.logit_view == b.logit_view &&
-         a.top_n == b.top_n && a.run_speed == b.run_speed && a.open == b.open;
+  return a.presentation == b.presentation && a.light_theme == b.light_theme &&
+         a.colormap == b.colormap && a.scale == b.scale && a.show_thumbnails == b.show_thumbnails &&
+         a.logit_view == b.logit_view && a.top_n == b.top_n && a.run_speed == b.run_speed &&
+         a.open == b.open;
 }
 
 }  // namespace
@@ -108,11 +118,14 @@ App::App(const AppOptions& options) : options_(options) {
   wo.visible = !options.hidden;
   wo.vsync = options.bench_frames == 0 && !options.hidden;  // headless frames never wait
   wo.font_path = font_path();
-  const bool use_ini = options.save_layout && options.screenshot.empty() && options.bench_frames == 0;
+  const bool use_ini =
+      options.save_layout && options.screenshot.empty() && options.bench_frames == 0;
   if (use_ini) {
-    std::filesystem::path dir = options.config_dir.empty() ? default_config_dir() : options.config_dir;
+    std::filesystem::path dir =
+        options.config_dir.empty() ? default_config_dir() : options.config_dir;
     std::error_code ec;
-    if (!dir.empty() && (std::filesystem::create_directories(dir, ec), std::filesystem::is_directory(dir, ec)))
+    if (!dir.empty() &&
+        (std::filesystem::create_directories(dir, ec), std::filesystem::is_directory(dir, ec)))
       wo.ini_path = dir / "imgui.ini";
   }
   ini_path_ = wo.ini_path.string();
@@ -131,7 +144,8 @@ App::App(const AppOptions& options) : options_(options) {
   if (have_ini) ImGui::LoadIniSettingsFromDisk(ini_path_.c_str());
   apply_options_to_state(options);
   // First run (or an explicit --layout): place every panel.
-  if (!options.layout.empty() || !have_ini) state_.layout_request = options.layout.empty() ? "classroom" : options.layout;
+  if (!options.layout.empty() || !have_ini)
+    state_.layout_request = options.layout.empty() ? "classroom" : options.layout;
   saved_settings_ = state_.settings;
 
   ctl_.session_options.max_new_tokens = options.max_new_tokens;
@@ -171,9 +185,7 @@ void App::apply_options_to_state(const AppOptions& o) {
   state_.lane = o.lane;
 }
 
-void App::load_model_blocking() {
-  ctl_.load_blocking(options_.setup);
-}
+void App::load_model_blocking() { ctl_.load_blocking(options_.setup); }
 
 void App::load_model_async() { ctl_.load_async(options_.setup); }
 
@@ -199,7 +211,8 @@ void App::sync_state() {
     state_.prompt_edit = s.prompt_text;
     state_.prompt_edit_synced = true;
   }
-  if (!s.lanes.empty()) state_.lane = std::clamp(state_.lane, 0, static_cast<int>(s.lanes.size()) - 1);
+  if (!s.lanes.empty())
+    state_.lane = std::clamp(state_.lane, 0, static_cast<int>(s.lanes.size()) - 1);
   if (!state_.strategy_synced) {
     if (!s.lanes.empty()) state_.strategy = s.lanes[state_.lane].params;
     state_.strategy_synced = true;
@@ -229,7 +242,8 @@ void App::handle_keys() {
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false)) advance();
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow), true) && !busy) advance();
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow), true) && !busy) back();
-  if (ImGui::IsKeyPressed(GLFW_KEY_F11, false)) state_.settings.presentation = !state_.settings.presentation;
+  if (ImGui::IsKeyPressed(GLFW_KEY_F11, false))
+    state_.settings.presentation = !state_.settings.presentation;
 }
 
 void App::draw_menu_bar() {
@@ -261,7 +275,8 @@ void App::draw_menu_bar() {
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Help")) {
-    if (ImGui::MenuItem("Guide", nullptr, &state_.settings.panel_open(PanelId::kHelp))) {}
+    if (ImGui::MenuItem("Guide", nullptr, &state_.settings.panel_open(PanelId::kHelp))) {
+    }
     ImGui::MenuItem("Dear ImGui demo (developers)", nullptr, &state_.show_demo);
     ImGui::EndMenu();
   }
@@ -279,12 +294,15 @@ void App::draw_load_model_popup() {
   if (open_load_popup_) {
     ImGui::OpenPopup("Load model");
     open_load_popup_ = false;
-    if (load_path_.empty()) load_path_ = options_.setup.model.empty() ? default_model_path().string() : options_.setup.model.string();
+    if (load_path_.empty())
+      load_path_ = options_.setup.model.empty() ? default_model_path().string()
+                                                : options_.setup.model.string();
   }
   ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34, 0), ImGuiCond_Appearing);
   if (ImGui::BeginPopupModal("Load model", nullptr)) {
-    ImGui::TextWrapped("A Hugging Face GPT-2 directory (config.json, model.safetensors, vocab.json, merges.txt) "
-                       "or an llm.c gpt2_*.bin file. The current model stays until the new one has loaded.");
+    ImGui::TextWrapped(
+        "A Hugging Face GPT-2 directory (config.json, model.safetensors, vocab.json, merges.txt) "
+        "or an llm.c gpt2_*.bin file. The current model stays until the new one has loaded.");
     ImGui::SetNextItemWidth(-FLT_MIN);
     ImGui::InputText("##path", &load_path_);
     if (ImGui::Button("Load")) {
@@ -330,9 +348,17 @@ void App::frame() {
     plan = make_layout("classroom", work_pos, work_size, nullptr);
   }
   ImFont* heading = nullptr;
-  if (!window_->presentation() && ImGui::GetIO().Fonts->Fonts.Size > 1) heading = ImGui::GetIO().Fonts->Fonts[1];
-  PanelContext ctx{state_,   ctl_, snap_.get(), view_, record_, plan, palette(window_->light_theme()),
-                   window_->ui_scale(), heading};
+  if (!window_->presentation() && ImGui::GetIO().Fonts->Fonts.Size > 1)
+    heading = ImGui::GetIO().Fonts->Fonts[1];
+  PanelContext ctx{state_,
+                   ctl_,
+                   snap_.get(),
+                   view_,
+                   record_,
+                   plan,
+                   palette(window_->light_theme()),
+                   window_->ui_scale(),
+                   heading};
   prompt_.draw(ctx);
   transport_.draw(ctx);
   attention_.draw(ctx);
@@ -387,9 +413,10 @@ int App::run() {
   while (!window_->should_close() && !g_stop_requested) {
     // Sleep between frames while nothing moves, so an idle window costs little.
     const ImGuiIO& io = ImGui::GetIO();
-    const bool input = io.MouseDelta.x != 0 || io.MouseDelta.y != 0 || io.MouseDown[0] || io.WantTextInput ||
-                       io.InputQueueCharacters.Size > 0;
-    const bool active = ctl_.loading() || (snap_ && (snap_->busy || snap_->running)) || !attention_.settled();
+    const bool input = io.MouseDelta.x != 0 || io.MouseDelta.y != 0 || io.MouseDown[0] ||
+                       io.WantTextInput || io.InputQueueCharacters.Size > 0;
+    const bool active =
+        ctl_.loading() || (snap_ && (snap_->busy || snap_->running)) || !attention_.settled();
     idle_frames_ = input || active ? 0 : idle_frames_ + 1;
     if (idle_frames_ > 30) glfwWaitEventsTimeout(0.1);
     frame();
@@ -429,13 +456,14 @@ int run_screenshot(const AppOptions& options) {
     app.controller().choose_with(app.state().lane, p);
   }
   app.settle(4, 200);
-  if (!app.state().error_text.empty()) std::fprintf(stderr, "tokenscope: note: %s\n", app.state().error_text.c_str());
+  if (!app.state().error_text.empty())
+    std::fprintf(stderr, "tokenscope: note: %s\n", app.state().error_text.c_str());
   app.write_screenshot(o.screenshot);
   const FrameRecord& r = app.last_frame();
   int drawn = 0;
   for (bool d : r.drawn) drawn += d ? 1 : 0;
-  std::fprintf(stderr, "wrote %s (%d x %d, %d panels drawn, %d GL errors)\n", o.screenshot.c_str(), o.width,
-               o.height, drawn, static_cast<int>(gl::error_count()));
+  std::fprintf(stderr, "wrote %s (%d x %d, %d panels drawn, %d GL errors)\n", o.screenshot.c_str(),
+               o.width, o.height, drawn, static_cast<int>(gl::error_count()));
   return 0;
 }
 

@@ -77,7 +77,8 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       o.presentation = true;
     } else if (arg == "--theme") {
       const std::string t = need();
-      if (t != "dark" && t != "light") throw Error("--theme: expected dark or light, got '" + t + "'");
+      if (t != "dark" && t != "light")
+        throw Error("--theme: expected dark or light, got '" + t + "'");
       o.light_theme = t == "light";
     } else if (arg == "--colormap") {
       o.colormap = need();

@@ -15,9 +15,9 @@ struct AppOptions {
 
   // Headless picture: --screenshot FILE --steps N
   std::string screenshot;
-  int steps = 0;  // decode steps after prefill; -1: stop before prefill
+  int steps = 0;         // decode steps after prefill; -1: stop before prefill
   std::string rechoose;  // then re-choose the newest step's token with this strategy
-  std::string layout;  // empty: the saved layout (classroom on first run)
+  std::string layout;    // empty: the saved layout (classroom on first run)
   int width = 1600;
   int height = 900;
 

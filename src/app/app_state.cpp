@@ -4,30 +4,48 @@ namespace ts::app {
 
 const char* panel_title(PanelId id) {
   switch (id) {
-    case PanelId::kPrompt: return "Prompt & tokens";
-    case PanelId::kTransport: return "Step control";
-    case PanelId::kAttention: return "Attention";
-    case PanelId::kKvCache: return "KV cache";
-    case PanelId::kLogits: return "Logits";
-    case PanelId::kSampling: return "Choosing the next token";
-    case PanelId::kTimeline: return "Timeline";
-    case PanelId::kHelp: return "Help";
-    case PanelId::kStatusBar: return "##status";
+    case PanelId::kPrompt:
+      return "Prompt & tokens";
+    case PanelId::kTransport:
+      return "Step control";
+    case PanelId::kAttention:
+      return "Attention";
+    case PanelId::kKvCache:
+      return "KV cache";
+    case PanelId::kLogits:
+      return "Logits";
+    case PanelId::kSampling:
+      return "Choosing the next token";
+    case PanelId::kTimeline:
+      return "Timeline";
+    case PanelId::kHelp:
+      return "Help";
+    case PanelId::kStatusBar:
+      return "##status";
   }
   return "?";
 }
 
 const char* panel_key(PanelId id) {
   switch (id) {
-    case PanelId::kPrompt: return "prompt";
-    case PanelId::kTransport: return "transport";
-    case PanelId::kAttention: return "attention";
-    case PanelId::kKvCache: return "kv";
-    case PanelId::kLogits: return "logits";
-    case PanelId::kSampling: return "sampling";
-    case PanelId::kTimeline: return "timeline";
-    case PanelId::kHelp: return "help";
-    case PanelId::kStatusBar: return "status";
+    case PanelId::kPrompt:
+      return "prompt";
+    case PanelId::kTransport:
+      return "transport";
+    case PanelId::kAttention:
+      return "attention";
+    case PanelId::kKvCache:
+      return "kv";
+    case PanelId::kLogits:
+      return "logits";
+    case PanelId::kSampling:
+      return "sampling";
+    case PanelId::kTimeline:
+      return "timeline";
+    case PanelId::kHelp:
+      return "help";
+    case PanelId::kStatusBar:
+      return "status";
   }
   return "?";
 }

@@ -63,7 +63,7 @@ struct AppState {
   bool prompt_edit_synced = false;  // filled from the session once
   SamplingParams strategy;          // what the Sampling panel's controls say (lane `lane`)
   bool strategy_synced = false;
-  std::string strategy_error;       // a control value the pipeline refused
+  std::string strategy_error;  // a control value the pipeline refused
 
   // Errors shown in the window (the session keeps its previous state).
   std::string error_text;

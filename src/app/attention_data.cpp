@@ -81,7 +81,8 @@ AttentionMatrix build_attention_matrix(const SessionSnapshot& snap, int step, in
   const int n = lr.n;
   m.n = n;
   m.prompt_len = view.prompt_len;
-  m.tokens.assign(view.tokens.begin(), view.tokens.begin() + std::min<size_t>(n, view.tokens.size()));
+  m.tokens.assign(view.tokens.begin(),
+                  view.tokens.begin() + std::min<size_t>(n, view.tokens.size()));
   m.first_new_row = view.record->start_pos;
   m.values.assign(static_cast<size_t>(n) * n, kMaskedValue);
   for (int r = 0; r < n; ++r) {
@@ -165,7 +166,8 @@ ThumbnailAtlas build_thumbnail_atlas(const SessionSnapshot& snap, int step, int 
       }
       const int x0 = a.tile_x(h), y0 = a.tile_y(l);
       for (int y = 0; y < t; ++y)
-        std::copy(dst.begin() + static_cast<size_t>(y) * t, dst.begin() + static_cast<size_t>(y + 1) * t,
+        std::copy(dst.begin() + static_cast<size_t>(y) * t,
+                  dst.begin() + static_cast<size_t>(y + 1) * t,
                   a.values.begin() + static_cast<size_t>(y0 + y) * a.cols + x0);
     }
   }

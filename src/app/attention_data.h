@@ -45,8 +45,8 @@ struct AttentionMatrix {
   std::vector<float> values;  // n x n, row-major: values[query * n + key]
   std::vector<int> tokens;    // token at each position
   int prompt_len = 0;
-  int first_new_row = 0;      // rows the viewed step computed: [first_new_row, n)
-  bool complete = false;      // false while some step's attention is being recomputed
+  int first_new_row = 0;  // rows the viewed step computed: [first_new_row, n)
+  bool complete = false;  // false while some step's attention is being recomputed
   float at(int query, int key) const { return values[static_cast<size_t>(query) * n + key]; }
 };
 

@@ -45,7 +45,8 @@ Stats stats(const std::vector<Sample>& samples) {
   if (ms.empty()) return s;
   std::sort(ms.begin(), ms.end());
   s.median_ms = ms[ms.size() / 2];
-  s.p99_ms = ms[std::min(ms.size() - 1, static_cast<size_t>(0.99 * static_cast<double>(ms.size())))];
+  s.p99_ms =
+      ms[std::min(ms.size() - 1, static_cast<size_t>(0.99 * static_cast<double>(ms.size())))];
   s.max_ms = ms.back();
   double sum = 0;
   for (double v : ms) sum += v;
@@ -61,17 +62,21 @@ std::vector<Sample> measure(App& app, int frames) {
     app.frame();
     glFinish();  // count the GPU's (here: llvmpipe's) work, not only the submission
     const FrameRecord& r = app.last_frame();
-    out.push_back({std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
-                   r.ui_seconds * 1e3, r.render_seconds * 1e3, r.swap_seconds * 1e3});
+    out.push_back(
+        {std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+         r.ui_seconds * 1e3, r.render_seconds * 1e3, r.swap_seconds * 1e3});
   }
   return out;
 }
 
 void print_stats(const char* name, const Stats& s, bool last) {
-  std::printf("  \"%s\": {\"median_ms\": %.3f, \"p99_ms\": %.3f, \"mean_ms\": %.3f, \"max_ms\": %.3f, "
-              "\"median_fps\": %.1f, \"median_ui_ms\": %.3f, \"median_render_ms\": %.3f, \"median_swap_ms\": %.3f}%s\n",
-              name, s.median_ms, s.p99_ms, s.mean_ms, s.max_ms, s.median_ms > 0 ? 1000.0 / s.median_ms : 0.0,
-              s.ui_ms, s.render_ms, s.swap_ms, last ? "" : ",");
+  std::printf(
+      "  \"%s\": {\"median_ms\": %.3f, \"p99_ms\": %.3f, \"mean_ms\": %.3f, \"max_ms\": %.3f, "
+      "\"median_fps\": %.1f, \"median_ui_ms\": %.3f, \"median_render_ms\": %.3f, "
+      "\"median_swap_ms\": %.3f}%s\n",
+      name, s.median_ms, s.p99_ms, s.mean_ms, s.max_ms,
+      s.median_ms > 0 ? 1000.0 / s.median_ms : 0.0, s.ui_ms, s.render_ms, s.swap_ms,
+      last ? "" : ",");
 }
 
 }  // namespace
@@ -94,7 +99,8 @@ int run_frame_benchmark(const AppOptions& options) {
     app.settle(4, 100);
   } catch (const Error& e) {
     model = false;
-    std::fprintf(stderr, "tokenscope: no model (%s); benchmarking the attention panel alone\n", e.what());
+    std::fprintf(stderr, "tokenscope: no model (%s); benchmarking the attention panel alone\n",
+                 e.what());
   }
   // Baseline: the same window without the attention panel.
   bool& attention_open = app.state().settings.panel_open(PanelId::kAttention);
@@ -112,12 +118,15 @@ int run_frame_benchmark(const AppOptions& options) {
   const Stats moving = stats(measure(app, o.bench_frames));
   const HeatmapImage& img = app.attention_panel().image();
   std::printf("{\n");
-  std::printf("  \"frames\": %d,\n  \"attention_size\": %d,\n  \"window\": [%d, %d],\n  \"layout\": \"%s\",\n",
-              o.bench_frames, o.bench_size, o.width, o.height, o.layout.c_str());
-  std::printf("  \"heatmap_texture\": [%d, %d],\n  \"cells_per_pixel\": %d,\n  \"model_loaded\": %s,\n"
-              "  \"gl_errors\": %lld,\n",
-              img.color().width(), img.color().height(), img.cells_per_px(), model ? "true" : "false",
-              static_cast<long long>(gl::error_count()));
+  std::printf(
+      "  \"frames\": %d,\n  \"attention_size\": %d,\n  \"window\": [%d, %d],\n  \"layout\": "
+      "\"%s\",\n",
+      o.bench_frames, o.bench_size, o.width, o.height, o.layout.c_str());
+  std::printf(
+      "  \"heatmap_texture\": [%d, %d],\n  \"cells_per_pixel\": %d,\n  \"model_loaded\": %s,\n"
+      "  \"gl_errors\": %lld,\n",
+      img.color().width(), img.color().height(), img.cells_per_px(), model ? "true" : "false",
+      static_cast<long long>(gl::error_count()));
   std::printf("  \"renderer\": \"%s\",\n", app.window().renderer().c_str());
   print_stats("without_attention_panel", baseline, false);
   print_stats("static_map", still, false);

@@ -44,9 +44,12 @@ ColormapTable build_gray() {
 
 const char* colormap_name(Colormap map) {
   switch (map) {
-    case Colormap::kViridis: return "viridis";
-    case Colormap::kMagma: return "magma";
-    case Colormap::kGray: return "grey";
+    case Colormap::kViridis:
+      return "viridis";
+    case Colormap::kMagma:
+      return "magma";
+    case Colormap::kGray:
+      return "grey";
   }
   return "?";
 }
@@ -69,9 +72,12 @@ const ColormapTable& colormap_table(Colormap map) {
   static const ColormapTable magma = build_from_stops(kMagmaStops);
   static const ColormapTable gray = build_gray();
   switch (map) {
-    case Colormap::kMagma: return magma;
-    case Colormap::kGray: return gray;
-    case Colormap::kViridis: break;
+    case Colormap::kMagma:
+      return magma;
+    case Colormap::kGray:
+      return gray;
+    case Colormap::kViridis:
+      break;
   }
   return viridis;
 }

@@ -14,12 +14,18 @@ std::string g_last_error;
 
 const char* error_name(GLenum e) {
   switch (e) {
-    case GL_INVALID_ENUM: return "GL_INVALID_ENUM";
-    case GL_INVALID_VALUE: return "GL_INVALID_VALUE";
-    case GL_INVALID_OPERATION: return "GL_INVALID_OPERATION";
-    case GL_OUT_OF_MEMORY: return "GL_OUT_OF_MEMORY";
-    case GL_INVALID_FRAMEBUFFER_OPERATION: return "GL_INVALID_FRAMEBUFFER_OPERATION";
-    default: return "GL error";
+    case GL_INVALID_ENUM:
+      return "GL_INVALID_ENUM";
+    case GL_INVALID_VALUE:
+      return "GL_INVALID_VALUE";
+    case GL_INVALID_OPERATION:
+      return "GL_INVALID_OPERATION";
+    case GL_OUT_OF_MEMORY:
+      return "GL_OUT_OF_MEMORY";
+    case GL_INVALID_FRAMEBUFFER_OPERATION:
+      return "GL_INVALID_FRAMEBUFFER_OPERATION";
+    default:
+      return "GL error";
   }
 }
 
@@ -70,7 +76,10 @@ const std::string& last_error_text() { return g_last_error; }
 
 Texture::~Texture() { release(); }
 Texture::Texture(Texture&& o) noexcept
-    : id_(std::exchange(o.id_, 0)), width_(o.width_), height_(o.height_), format_(o.format_),
+    : id_(std::exchange(o.id_, 0)),
+      width_(o.width_),
+      height_(o.height_),
+      format_(o.format_),
       mipmaps_(o.mipmaps_) {}
 Texture& Texture::operator=(Texture&& o) noexcept {
   if (this != &o) {
@@ -102,8 +111,8 @@ void Texture::ensure(GLenum internal_format, int width, int height) {
   if (width != width_ || height != height_ || internal_format != format_) {
     const GLenum fmt = internal_format == GL_R32F ? GL_RED : GL_RGBA;
     const GLenum type = internal_format == GL_R32F ? GL_FLOAT : GL_UNSIGNED_BYTE;
-    glTexImage2D(GL_TEXTURE_2D, 0, static_cast<GLint>(internal_format), width, height, 0, fmt,
-                 type, nullptr);
+    glTexImage2D(GL_TEXTURE_2D, 0, static_cast<GLint>(internal_format), width, height, 0, fmt, type,
+                 nullptr);
     width_ = width;
     height_ = height;
     format_ = internal_format;
@@ -314,9 +323,18 @@ StateGuard::~StateGuard() {
   glBindTexture(GL_TEXTURE_2D, static_cast<GLuint>(tex0_));
   glActiveTexture(static_cast<GLenum>(active_texture_));
   glViewport(viewport_[0], viewport_[1], viewport_[2], viewport_[3]);
-  if (blend_) glEnable(GL_BLEND); else glDisable(GL_BLEND);
-  if (scissor_) glEnable(GL_SCISSOR_TEST); else glDisable(GL_SCISSOR_TEST);
-  if (depth_) glEnable(GL_DEPTH_TEST); else glDisable(GL_DEPTH_TEST);
+  if (blend_)
+    glEnable(GL_BLEND);
+  else
+    glDisable(GL_BLEND);
+  if (scissor_)
+    glEnable(GL_SCISSOR_TEST);
+  else
+    glDisable(GL_SCISSOR_TEST);
+  if (depth_)
+    glEnable(GL_DEPTH_TEST);
+  else
+    glDisable(GL_DEPTH_TEST);
 }
 
 }  // namespace ts::app::gl

@@ -12,8 +12,8 @@
 namespace ts::app {
 
 struct HeatmapTheme {
-  float grid[4] = {0.08f, 0.08f, 0.10f, 1.0f};     // lines between large cells
-  float mask_a[4] = {0.20f, 0.20f, 0.23f, 1.0f};   // hatching of masked cells
+  float grid[4] = {0.08f, 0.08f, 0.10f, 1.0f};    // lines between large cells
+  float mask_a[4] = {0.20f, 0.20f, 0.23f, 1.0f};  // hatching of masked cells
   float mask_b[4] = {0.29f, 0.29f, 0.33f, 1.0f};
 };
 

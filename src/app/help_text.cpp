@@ -86,7 +86,8 @@ const HelpTopic& help_topic(int index) {
        "The last layer gives one number per vocabulary token: the logit. "
        "p_i = exp(z_i) / \u03A3 exp(z_j) turns them into probabilities. Only differences between "
        "logits matter."},
-      {"Greedy", "Always take the most likely token (the argmax). Deterministic; often repetitive."},
+      {"Greedy",
+       "Always take the most likely token (the argmax). Deterministic; often repetitive."},
       {"Temperature",
        "Divide the logits by T before the softmax. T < 1 sharpens the distribution (more "
        "predictable), T > 1 flattens it (more surprising). T applies only when sampling."},

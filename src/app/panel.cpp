@@ -25,7 +25,9 @@ bool begin_panel(PanelContext& ctx, PanelId id, ImGuiWindowFlags flags) {
 
 void end_panel() { ImGui::End(); }
 
-void panel_help_button(PanelId id) { help_button(panel_key(id), panel_title(id), ts::app::panel_help(id)); }
+void panel_help_button(PanelId id) {
+  help_button(panel_key(id), panel_title(id), ts::app::panel_help(id));
+}
 
 void empty_hint(const PanelContext& ctx, const char* what) {
   (void)ctx;

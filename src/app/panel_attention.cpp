@@ -139,7 +139,8 @@ void AttentionPanel::draw_controls(PanelContext& ctx) {
     }
     ImGui::EndCombo();
   }
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("Colour map (viridis and magma are colour-blind safe)");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Colour map (viridis and magma are colour-blind safe)");
   ImGui::SameLine();
   ImGui::Checkbox("all heads", &set.show_thumbnails);
 }
@@ -157,8 +158,8 @@ void AttentionPanel::draw(PanelContext& ctx) {
   style_.colormap = ctx.state.settings.colormap;
   style_.range.scale = ctx.state.settings.scale;
   if (matrix_.n == 0) {
-    empty_hint(ctx, ctx.snap ? "Attention appears after prefill: press Space."
-                             : "No model loaded yet.");
+    empty_hint(ctx,
+               ctx.snap ? "Attention appears after prefill: press Space." : "No model loaded yet.");
     end_panel();
     return;
   }
@@ -210,7 +211,8 @@ void AttentionPanel::draw(PanelContext& ctx) {
 
   ImGui::BeginGroup();
   draw_heatmap(ctx, side, label_w);
-  const float group_w = std::max(side + label_w, std::min(avail.x - thumbs_w - (thumbs_w > 0 ? font : 0), font * 24));
+  const float group_w =
+      std::max(side + label_w, std::min(avail.x - thumbs_w - (thumbs_w > 0 ? font : 0), font * 24));
   draw_legend(ctx, group_w);
   draw_summary(ctx, group_w);
   ImGui::EndGroup();
@@ -233,13 +235,15 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
   // minification at draw time, cheap on software renderers).
   const int down = cells_per_pixel(n, side);
   const int px = down > 1 ? 1 : pixels_per_cell(n, side);
-  const float disp = down > 1 ? static_cast<float>((n + down - 1) / down) : static_cast<float>(n * px);
+  const float disp =
+      down > 1 ? static_cast<float>((n + down - 1) / down) : static_cast<float>(n * px);
   const float cell = disp / static_cast<float>(n);
   style_.grid = px >= 8;
   const bool light = ctx.pal.text == palette(true).text;
-  const uint64_t key = mix(mix(mix(mix(matrix_serial_, px * 64 + down), static_cast<uint64_t>(style_.colormap)),
-                               static_cast<uint64_t>(style_.range.scale)),
-                           light ? 1 : 2);
+  const uint64_t key =
+      mix(mix(mix(mix(matrix_serial_, px * 64 + down), static_cast<uint64_t>(style_.colormap)),
+              static_cast<uint64_t>(style_.range.scale)),
+          light ? 1 : 2);
   if (key != image_key_ || rerender_every_frame_) {
     renderer_->set_theme(theme_for(light));
     renderer_->render(matrix_.values.data(), n, n, px, style_, image_, down);
@@ -267,7 +271,8 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
       dl->AddText(ImVec2(img.x + (c + 0.5f) * cell - tw * 0.5f, origin.y), dim, b);
     }
     const float kw = ImGui::CalcTextSize("key \u2192").x;
-    if (kw + font * 0.6f < label_w) dl->AddText(ImVec2(img.x - kw - font * 0.6f, origin.y), dim, "key \u2192");
+    if (kw + font * 0.6f < label_w)
+      dl->AddText(ImVec2(img.x - kw - font * 0.6f, origin.y), dim, "key \u2192");
   }
   // Query labels beside the rows: token pieces when they fit, else positions.
   const bool pieces = cell >= font * 0.75f;
@@ -283,27 +288,30 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
     ImU32 col = pieces && r >= matrix_.prompt_len ? ctx.pal.accent : text;
     if (!pieces) col = dim;
     if (is_new) col = ctx.pal.accent;
-    dl->AddText(ImGui::GetFont(), lf, ImVec2(img.x - tw * lf / font - font * 0.3f, y), col, s.c_str());
+    dl->AddText(ImGui::GetFont(), lf, ImVec2(img.x - tw * lf / font - font * 0.3f, y), col,
+                s.c_str());
   }
   const float thick = 2.0f * ctx.scale;
   // Where the prompt ends (rows and columns after it were generated).
   if (!synthetic_ && matrix_.prompt_len > 0 && matrix_.prompt_len < n) {
     const float at = matrix_.prompt_len * cell;
-    dl->AddLine(ImVec2(img.x + at, img.y + at), ImVec2(img.x + at, img.y + disp), with_alpha(ctx.pal.text, 0.5f), 1.0f);
-    dl->AddLine(ImVec2(img.x, img.y + at), ImVec2(img.x + at, img.y + at), with_alpha(ctx.pal.text, 0.5f), 1.0f);
+    dl->AddLine(ImVec2(img.x + at, img.y + at), ImVec2(img.x + at, img.y + disp),
+                with_alpha(ctx.pal.text, 0.5f), 1.0f);
+    dl->AddLine(ImVec2(img.x, img.y + at), ImVec2(img.x + at, img.y + at),
+                with_alpha(ctx.pal.text, 0.5f), 1.0f);
   }
   // The rows the viewed decode step added.
   if (!synthetic_ && matrix_.first_new_row > 0) {
     const float y0 = img.y + matrix_.first_new_row * cell;
-    dl->AddRect(ImVec2(img.x - 1, y0 - 1), ImVec2(img.x + disp + 1, img.y + disp + 1), ctx.pal.accent,
-                0, 0, thick);
+    dl->AddRect(ImVec2(img.x - 1, y0 - 1), ImVec2(img.x + disp + 1, img.y + disp + 1),
+                ctx.pal.accent, 0, 0, thick);
   }
   // The query chosen in the token strip.
   const int q_sel = ctx.state.attention.query;
   if (q_sel >= 0 && q_sel < n) {
     const float y0 = img.y + q_sel * cell;
-    dl->AddRect(ImVec2(img.x - 2, y0 - 2), ImVec2(img.x + disp + 2, y0 + cell + 2), ctx.pal.selected, 0,
-                0, thick);
+    dl->AddRect(ImVec2(img.x - 2, y0 - 2), ImVec2(img.x + disp + 2, y0 + cell + 2),
+                ctx.pal.selected, 0, 0, thick);
   }
   if (hovered) {
     const ImVec2 m = ImGui::GetIO().MousePos;
@@ -322,7 +330,8 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
     else
       ImGui::Text("weight: %.4f  (%.1f%% of the row)", v, v * 100.0f);
     if (down > 1)
-      ImGui::TextDisabled("%d x %d cells per pixel: each pixel shows the largest weight of its block", down, down);
+      ImGui::TextDisabled(
+          "%d x %d cells per pixel: each pixel shows the largest weight of its block", down, down);
     ImGui::EndTooltip();
     if (clicked) ctx.state.attention.query = ctx.state.attention.query == q ? -1 : q;
   }
@@ -333,8 +342,8 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
 void AttentionPanel::draw_legend(PanelContext& ctx, float width) {
   const float font = ImGui::GetFontSize();
   const HeatRange& range = style_.range;
-  const uint64_t key = mix(static_cast<uint64_t>(style_.colormap) + 1,
-                           static_cast<uint64_t>(range.scale) + 7);
+  const uint64_t key =
+      mix(static_cast<uint64_t>(style_.colormap) + 1, static_cast<uint64_t>(range.scale) + 7);
   if (key != legend_key_) {
     std::vector<float> values(256);
     for (int i = 0; i < 256; ++i) {
@@ -370,8 +379,11 @@ void AttentionPanel::draw_legend(PanelContext& ctx, float width) {
   // Ticks under the bar.
   const std::vector<std::pair<float, const char*>> ticks =
       range.scale == HeatScale::kLog
-          ? std::vector<std::pair<float, const char*>>{{1e-4f, "\u22640.0001"}, {1e-3f, "0.001"},
-                                                       {1e-2f, "0.01"}, {0.1f, "0.1"}, {1.0f, "1"}}
+          ? std::vector<std::pair<float, const char*>>{{1e-4f, "\u22640.0001"},
+                                                       {1e-3f, "0.001"},
+                                                       {1e-2f, "0.01"},
+                                                       {0.1f, "0.1"},
+                                                       {1.0f, "1"}}
           : std::vector<std::pair<float, const char*>>{
                 {0.0f, "0"}, {0.25f, "0.25"}, {0.5f, "0.5"}, {0.75f, "0.75"}, {1.0f, "1"}};
   float last_end = -1e9f;
@@ -405,7 +417,8 @@ void AttentionPanel::draw_summary(PanelContext& ctx, float width) {
     char b[32];
     std::snprintf(b, sizeof(b), " %.0f%%", matrix_.at(q, keys[i]) * 100.0f);
     if (i) s += "  \u00B7  ";
-    s += synthetic_ ? "position " + std::to_string(keys[i]) : "\u201C" + label(ctx, keys[i]) + "\u201D";
+    s += synthetic_ ? "position " + std::to_string(keys[i])
+                    : "\u201C" + label(ctx, keys[i]) + "\u201D";
     s += b;
   }
   ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + width);
@@ -425,7 +438,8 @@ void AttentionPanel::draw_thumbnails(PanelContext& ctx, ImVec2 area) {
   const float label_w = ImGui::CalcTextSize("L00 ").x;
   const float avail_w = ImGui::GetContentRegionAvail().x - label_w;
   const int tiles = atlas_.heads + 1;
-  const float tile_disp = std::clamp(avail_w / tiles, font * 1.2f, area.x > font * 20 ? font * 5.0f : font * 2.6f);
+  const float tile_disp =
+      std::clamp(avail_w / tiles, font * 1.2f, area.x > font * 20 ? font * 5.0f : font * 2.6f);
   // Gaps of a few pixels at any tile size: the atlas has one background cell
   // between tiles, so render at whole pixels per cell.
   const int px = std::max(1, static_cast<int>(std::floor(tile_disp / (atlas_.tile + atlas_.gap))));
@@ -474,7 +488,8 @@ void AttentionPanel::draw_thumbnails(PanelContext& ctx, ImVec2 area) {
     const int h = std::clamp(static_cast<int>((m.x - img.x) / step), 0, tiles - 1);
     const int l = std::clamp(static_cast<int>((m.y - img.y) / step), 0, atlas_.layers - 1);
     dl->AddRect(ImVec2(img.x + h * step - 1, img.y + l * step - 1),
-                ImVec2(img.x + h * step + tile_px + 1, img.y + l * step + tile_px + 1), ctx.pal.selected);
+                ImVec2(img.x + h * step + tile_px + 1, img.y + l * step + tile_px + 1),
+                ctx.pal.selected);
     if (h < atlas_.heads)
       ImGui::SetTooltip("layer %d, head %d", l, h);
     else

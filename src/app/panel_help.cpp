@@ -8,8 +8,9 @@ namespace ts::app {
 void HelpPanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kHelp)) return;
   ImGui::PushTextWrapPos(0.0f);
-  ImGui::TextUnformatted("TokenScope shows what one GPT-2 step really computes. The model pauses "
-                         "after the prompt's prefill and after every decode step.");
+  ImGui::TextUnformatted(
+      "TokenScope shows what one GPT-2 step really computes. The model pauses "
+      "after the prompt's prefill and after every decode step.");
   ImGui::PopTextWrapPos();
   ImGui::Spacing();
   for (int i = 0; i < kNumHelpTopics; ++i) {
@@ -35,16 +36,18 @@ void HelpPanel::draw(PanelContext& ctx) {
   end_panel();
 }
 
-float StatusBar::height() { return ImGui::GetFrameHeight() + ImGui::GetStyle().WindowPadding.y * 2; }
+float StatusBar::height() {
+  return ImGui::GetFrameHeight() + ImGui::GetStyle().WindowPadding.y * 2;
+}
 
 void StatusBar::draw(PanelContext& ctx, const StatusInfo& info) {
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   const float h = height();
   ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x, vp->WorkPos.y + vp->WorkSize.y - h));
   ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x, h));
-  const ImGuiWindowFlags flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
-                                 ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing |
-                                 ImGuiWindowFlags_NoBringToFrontOnFocus;
+  const ImGuiWindowFlags flags =
+      ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
+      ImGuiWindowFlags_NoFocusOnAppearing | ImGuiWindowFlags_NoBringToFrontOnFocus;
   ImGui::PushStyleColor(ImGuiCol_WindowBg, ImGui::GetStyle().Colors[ImGuiCol_MenuBarBg]);
   if (ImGui::Begin(panel_title(PanelId::kStatusBar), nullptr, flags)) {
     ctx.record.mark(PanelId::kStatusBar);
@@ -60,9 +63,11 @@ void StatusBar::draw(PanelContext& ctx, const StatusInfo& info) {
       ImGui::SameLine();
       ImGui::Text("%s", s.model_name.c_str());
       if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("%s parameters, %d layers \u00D7 %d heads, %d-dim embeddings, context %d, vocabulary %d",
-                          format_count(s.config.parameter_count()).c_str(), s.config.n_layer, s.config.n_head,
-                          s.config.n_embd, s.config.n_ctx, s.config.vocab_size);
+        ImGui::SetTooltip(
+            "%s parameters, %d layers \u00D7 %d heads, %d-dim embeddings, context %d, vocabulary "
+            "%d",
+            format_count(s.config.parameter_count()).c_str(), s.config.n_layer, s.config.n_head,
+            s.config.n_embd, s.config.n_ctx, s.config.vocab_size);
       ImGui::SameLine();
       ImGui::TextDisabled("%d layers \u00D7 %d heads |", s.config.n_layer, s.config.n_head);
       ImGui::SameLine();
@@ -70,9 +75,11 @@ void StatusBar::draw(PanelContext& ctx, const StatusInfo& info) {
       if (!s.notice.empty()) {
         ImGui::SameLine();
         // In full when it fits, else a marker with the text on hover.
-        const float room = ImGui::GetWindowContentRegionMax().x - ImGui::GetCursorPosX() - ImGui::GetFontSize() * 5;
+        const float room = ImGui::GetWindowContentRegionMax().x - ImGui::GetCursorPosX() -
+                           ImGui::GetFontSize() * 5;
         if (ImGui::CalcTextSize(s.notice.c_str()).x + ImGui::GetFontSize() * 1.5f < room)
-          ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.warning), "\u25B2 %s", s.notice.c_str());
+          ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.warning), "\u25B2 %s",
+                             s.notice.c_str());
         else
           ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.warning), "\u25B2 note");
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.notice.c_str());
@@ -84,12 +91,14 @@ void StatusBar::draw(PanelContext& ctx, const StatusInfo& info) {
     }
     if (!info.notices.empty()) {
       ImGui::SameLine();
-      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.warning), "\u25B2 %s", info.notices.c_str());
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.warning), "\u25B2 %s",
+                         info.notices.c_str());
     }
     // Errors: red, at the right, until dismissed; the session kept its state.
     if (!ctx.state.error_text.empty()) {
       ImGui::SameLine();
-      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.error), "error: %s", ctx.state.error_text.c_str());
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.error), "error: %s",
+                         ctx.state.error_text.c_str());
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip("Nothing changed: the session is as it was before this command.");
       ImGui::SameLine();

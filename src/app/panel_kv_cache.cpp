@@ -12,7 +12,8 @@ namespace {
 std::set<int> written_slots(const StepView& v) {
   std::set<int> out;
   if (!v.trace) return out;
-  for (const LaneStep& ls : v.trace->lanes) out.insert(ls.slots_written.begin(), ls.slots_written.end());
+  for (const LaneStep& ls : v.trace->lanes)
+    out.insert(ls.slots_written.begin(), ls.slots_written.end());
   return out;
 }
 
@@ -29,7 +30,8 @@ double filled_slots(const KvOccupancy& kv) {
     for (size_t i = 0; i < s.block_table.size(); ++i) {
       const int b = s.block_table[i];
       if (b < 0 || b >= static_cast<int>(filled.size())) continue;
-      filled[b] = std::max(filled[b], std::clamp(s.tokens - static_cast<int>(i) * kv.block_size, 0, kv.block_size));
+      filled[b] = std::max(
+          filled[b], std::clamp(s.tokens - static_cast<int>(i) * kv.block_size, 0, kv.block_size));
     }
   double sum = 0;
   for (int f : filled) sum += f;
@@ -56,9 +58,10 @@ void KvCachePanel::draw(PanelContext& ctx) {
   if (!cache_on) {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.warning), "KV cache off");
     panel_help_button(PanelId::kKvCache);
-    dim_text_wrapped("Nothing is kept between steps: each decode step runs all %d tokens through the "
-                     "model again (see the timeline for what that costs).",
-                     v.cached > 0 ? v.cached : static_cast<int>(snap.prompt_tokens.size()));
+    dim_text_wrapped(
+        "Nothing is kept between steps: each decode step runs all %d tokens through the "
+        "model again (see the timeline for what that costs).",
+        v.cached > 0 ? v.cached : static_cast<int>(snap.prompt_tokens.size()));
     end_panel();
     return;
   }
@@ -69,18 +72,24 @@ void KvCachePanel::draw(PanelContext& ctx) {
   if (v.step < 0)
     ImGui::TextUnformatted("Empty: prefill will fill it.");
   else
-    ImGui::Text("%s: %d token%s cached, this step wrote %zu slot%s", v.step == 0 ? "After prefill" : "After this step",
-                tokens, tokens == 1 ? "" : "s", written.size(), written.size() == 1 ? "" : "s");
+    ImGui::Text("%s: %d token%s cached, this step wrote %zu slot%s",
+                v.step == 0 ? "After prefill" : "After this step", tokens, tokens == 1 ? "" : "s",
+                written.size(), written.size() == 1 ? "" : "s");
   panel_help_button(PanelId::kKvCache);
   const double layer_used = static_cast<double>(kv.bytes_per_layer_used);
-  dim_text_wrapped("Blocks of %d slots: %d used, %d shared, %d free of %d  \u00B7  %s per layer, %s in all %d layers",
-                      kv.block_size, kv.blocks_used, kv.blocks_shared, kv.blocks_free, kv.blocks_total,
-                      format_bytes(layer_used).c_str(), format_bytes(layer_used * n_layer).c_str(), n_layer);
+  dim_text_wrapped(
+      "Blocks of %d slots: %d used, %d shared, %d free of %d  \u00B7  %s per layer, %s in all %d "
+      "layers",
+      kv.block_size, kv.blocks_used, kv.blocks_shared, kv.blocks_free, kv.blocks_total,
+      format_bytes(layer_used).c_str(), format_bytes(layer_used * n_layer).c_str(), n_layer);
 
   draw_legend(ctx);
-  const float chart_h = std::clamp(ImGui::GetContentRegionAvail().y * 0.3f, font * 4.0f, font * 7.0f);
+  const float chart_h =
+      std::clamp(ImGui::GetContentRegionAvail().y * 0.3f, font * 4.0f, font * 7.0f);
   const float pool_h = font * 2.6f;
-  ImGui::BeginChild("lanes", ImVec2(0, std::max(ImGui::GetContentRegionAvail().y - chart_h - pool_h, font * 3)), false);
+  ImGui::BeginChild(
+      "lanes", ImVec2(0, std::max(ImGui::GetContentRegionAvail().y - chart_h - pool_h, font * 3)),
+      false);
   draw_lane_blocks(ctx, kv);
   ImGui::EndChild();
   draw_pool(ctx, kv, pool_h);
@@ -103,7 +112,8 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
   const ImVec2 area = ImGui::GetContentRegionAvail();
   float cell = std::max(5.0f, font * 0.55f);
   for (float c = font * 1.4f; c > font * 0.55f; c -= 1.0f) {
-    const float bw = slot_cols * c + 4 + font * 0.4f, bh = slot_rows * c + 4 + font * 0.8f + font * 0.4f;
+    const float bw = slot_cols * c + 4 + font * 0.4f,
+                bh = slot_rows * c + 4 + font * 0.8f + font * 0.4f;
     const int per_row = std::max(1, static_cast<int>(area.x / bw));
     const int rows = (most_blocks + per_row - 1) / per_row;
     if (lanes * (rows * bh + ImGui::GetTextLineHeightWithSpacing()) <= area.y) {
@@ -127,15 +137,17 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
     std::set<int> mine;
     if (rec) mine.insert(rec->slots_written.begin(), rec->slots_written.end());
     if (v.trace && v.trace->phase == Phase::kPrefill)
-      for (const LaneStep& ls : v.trace->lanes) mine.insert(ls.slots_written.begin(), ls.slots_written.end());
+      for (const LaneStep& ls : v.trace->lanes)
+        mine.insert(ls.slots_written.begin(), ls.slots_written.end());
     if (!seq) {
       ImGui::TextDisabled("lane %d: no cache sequence at this step", lane.id);
       continue;
     }
     ImGui::Text("lane %d", lane.id);
     ImGui::SameLine();
-    ImGui::TextDisabled("%d tokens in %zu block%s (block table: logical \u2192 physical)", seq->tokens,
-                        seq->block_table.size(), seq->block_table.size() == 1 ? "" : "s");
+    ImGui::TextDisabled("%d tokens in %zu block%s (block table: logical \u2192 physical)",
+                        seq->tokens, seq->block_table.size(),
+                        seq->block_table.size() == 1 ? "" : "s");
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     for (size_t b = 0; b < seq->block_table.size(); ++b) {
       const int phys = seq->block_table[b];
@@ -166,15 +178,17 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
         }
         dl->AddRectFilled(ImVec2(x + 0.5f, y + 0.5f), ImVec2(x + cell - 0.5f, y + cell - 0.5f), c);
       }
-      dl->AddRect(q, ImVec2(q.x + block_w, q.y + block_h), refs > 1 ? ctx.pal.bar : ctx.pal.frame_border, 2.0f, 0,
+      dl->AddRect(q, ImVec2(q.x + block_w, q.y + block_h),
+                  refs > 1 ? ctx.pal.bar : ctx.pal.frame_border, 2.0f, 0,
                   refs > 1 ? 2.0f * ctx.scale : 1.0f);
       if (hovered) {
         const int first = static_cast<int>(b) * bs;
         const int filled = std::clamp(seq->tokens - first, 0, bs);
-        ImGui::SetTooltip("logical block %zu \u2192 physical block %d\npositions %d..%d, %d of %d slots filled\n"
-                          "%d slot%s written by this step\nreference count %d%s",
-                          b, phys, first, first + bs - 1, filled, bs, written_here, written_here == 1 ? "" : "s", refs,
-                          refs > 1 ? " (shared between lanes)" : "");
+        ImGui::SetTooltip(
+            "logical block %zu \u2192 physical block %d\npositions %d..%d, %d of %d slots filled\n"
+            "%d slot%s written by this step\nreference count %d%s",
+            b, phys, first, first + bs - 1, filled, bs, written_here, written_here == 1 ? "" : "s",
+            refs, refs > 1 ? " (shared between lanes)" : "");
       }
     }
   }
@@ -226,10 +240,13 @@ void KvCachePanel::draw_pool(PanelContext& ctx, const KvOccupancy& kv, float hei
     const float x = p.x + (b % per_row) * sq, y = top + (b / per_row) * sq;
     if (y + sq > top + avail_h + 0.5f) break;
     ImU32 c = empty;
-    if (kv.ref_counts[b] > 1) c = ctx.pal.bar;
-    else if (kv.ref_counts[b] == 1) c = ctx.pal.accent2;
+    if (kv.ref_counts[b] > 1)
+      c = ctx.pal.bar;
+    else if (kv.ref_counts[b] == 1)
+      c = ctx.pal.accent2;
     if (written_blocks.count(b)) c = ctx.pal.accent;
-    dl->AddRectFilled(ImVec2(x, y), ImVec2(x + sq - (sq > 3 ? 1 : 0), y + sq - (sq > 3 ? 1 : 0)), c);
+    dl->AddRectFilled(ImVec2(x, y), ImVec2(x + sq - (sq > 3 ? 1 : 0), y + sq - (sq > 3 ? 1 : 0)),
+                      c);
   }
   ImGui::SetCursorScreenPos(ImVec2(p.x, p.y + height));
   ImGui::Dummy(ImVec2(w, 0));
@@ -249,14 +266,16 @@ void KvCachePanel::draw_chart(PanelContext& ctx, float height) {
   for (size_t i = 0; i < snap.history.size(); ++i) {
     const StepTrace& t = *snap.history[i];
     const KvOccupancy& kv = t.kv_after;
-    const double per_slot = kv.blocks_total > 0 && kv.block_size > 0
-                                ? static_cast<double>(kv.bytes_per_layer_capacity) / kv.blocks_total / kv.block_size
-                                : 0.0;
+    const double per_slot =
+        kv.blocks_total > 0 && kv.block_size > 0
+            ? static_cast<double>(kv.bytes_per_layer_capacity) / kv.blocks_total / kv.block_size
+            : 0.0;
     tokens.values.push_back(filled_slots(kv) * per_slot * snap.config.n_layer);
     blocks.values.push_back(static_cast<double>(kv.bytes_per_layer_used) * snap.config.n_layer);
     o.x_labels.push_back(t.phase == Phase::kPrefill ? "prefill" : std::to_string(i));
   }
-  const int clicked = bar_chart("kvchart", {tokens, blocks}, o, ImVec2(ImGui::GetContentRegionAvail().x, height));
+  const int clicked =
+      bar_chart("kvchart", {tokens, blocks}, o, ImVec2(ImGui::GetContentRegionAvail().x, height));
   if (clicked >= 0) ctx.state.view_step = clicked;
 }
 

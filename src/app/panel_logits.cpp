@@ -34,7 +34,8 @@ void LogitsPanel::draw(PanelContext& ctx) {
 
   const StepView& v = ctx.view;
   if (!ctx.snap || !v.record || v.record->logits.empty()) {
-    empty_hint(ctx, ctx.snap ? "Logits appear after prefill: press Space." : "No model loaded yet.");
+    empty_hint(ctx,
+               ctx.snap ? "Logits appear after prefill: press Space." : "No model loaded yet.");
     end_panel();
     return;
   }
@@ -45,15 +46,18 @@ void LogitsPanel::draw(PanelContext& ctx) {
     kept_ = ctx.snap->history[v.step];
   }
   const std::string after = v.cached > 0 ? token_piece(*ctx.snap, v.tokens[v.cached - 1]) : "";
-  dim_text_wrapped("Scores for the token after \u201C%s\u201D (position %d)", after.c_str(), v.cached);
+  dim_text_wrapped("Scores for the token after \u201C%s\u201D (position %d)", after.c_str(),
+                   v.cached);
   ImGui::Text("Entropy %.2f nats", lv_.entropy);
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("0 = certain. e^entropy = %.1f: as uncertain as a fair choice among that many tokens.",
-                      std::exp(lv_.entropy));
+    ImGui::SetTooltip(
+        "0 = certain. e^entropy = %.1f: as uncertain as a fair choice among that many tokens.",
+        std::exp(lv_.entropy));
   ImGui::SameLine();
   ImGui::TextDisabled("(like %.1f equally likely tokens)", std::exp(lv_.entropy));
 
-  const float plot_h = std::clamp(ImGui::GetContentRegionAvail().y * 0.28f, font * 4.5f, font * 8.0f);
+  const float plot_h =
+      std::clamp(ImGui::GetContentRegionAvail().y * 0.28f, font * 4.5f, font * 8.0f);
   draw_bars(ctx, ImGui::GetContentRegionAvail().y - plot_h - ImGui::GetStyle().ItemSpacing.y);
   draw_vocab_plot(ctx, ImVec2(ImGui::GetContentRegionAvail().x, plot_h));
   end_panel();
@@ -69,15 +73,19 @@ void LogitsPanel::draw_bars(PanelContext& ctx, float height) {
   // and log-probabilities from a little below the smallest value shown.
   auto value = [&](int id) -> double {
     switch (set.logit_view) {
-      case LogitView::kLogit: return v.record->logits[id];
-      case LogitView::kLogProb: return lv_.logprobs[id];
-      case LogitView::kProbability: break;
+      case LogitView::kLogit:
+        return v.record->logits[id];
+      case LogitView::kLogProb:
+        return lv_.logprobs[id];
+      case LogitView::kProbability:
+        break;
     }
     return lv_.probs[id];
   };
   const double vmax = value(lv_.ranked[0]);
   double vmin = value(lv_.ranked[n - 1]);
-  double lo = set.logit_view == LogitView::kProbability ? 0.0 : vmin - 0.15 * std::max(vmax - vmin, 1.0);
+  double lo =
+      set.logit_view == LogitView::kProbability ? 0.0 : vmin - 0.15 * std::max(vmax - vmin, 1.0);
   if (set.logit_view == LogitView::kLogProb) lo = std::min(lo, vmin - 1.0);
   ImGui::BeginChild("bars", ImVec2(0, std::max(height, font * 3)), false);
   if (ImGui::BeginTable("top", 3, ImGuiTableFlags_SizingFixedFit)) {
@@ -94,14 +102,15 @@ void LogitsPanel::draw_bars(PanelContext& ctx, float height) {
       else
         ImGui::TextUnformatted(piece.c_str());
       if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("rank %d \u00B7 id %d\nlogit %.3f\nprobability %.4f\nlog-prob %.3f%s", i + 1, id,
-                          v.record->logits[id], lv_.probs[id], lv_.logprobs[id],
+        ImGui::SetTooltip("rank %d \u00B7 id %d\nlogit %.3f\nprobability %.4f\nlog-prob %.3f%s",
+                          i + 1, id, v.record->logits[id], lv_.probs[id], lv_.logprobs[id],
                           id == chosen ? "\nchosen by the strategy" : "");
       ImGui::TableNextColumn();
       const double val = value(id);
       const float frac = static_cast<float>((val - lo) / std::max(vmax - lo, 1e-12));
       inline_bar(frac, ImGui::GetContentRegionAvail().x, font * 0.8f,
-                 id == chosen ? ctx.pal.accent : ctx.pal.accent2, ImGui::GetColorU32(ImGuiCol_FrameBg));
+                 id == chosen ? ctx.pal.accent : ctx.pal.accent2,
+                 ImGui::GetColorU32(ImGuiCol_FrameBg));
       ImGui::TableNextColumn();
       if (set.logit_view == LogitView::kProbability)
         ImGui::TextUnformatted(format_percent(val).c_str());
@@ -115,8 +124,8 @@ void LogitsPanel::draw_bars(PanelContext& ctx, float height) {
     const int rank = static_cast<int>(it - lv_.ranked.begin());
     if (rank >= n)
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent),
-                         "chosen: \u201C%s\u201D at rank %d (%.2f%%)", token_piece(*ctx.snap, chosen).c_str(),
-                         rank + 1, lv_.probs[chosen] * 100);
+                         "chosen: \u201C%s\u201D at rank %d (%.2f%%)",
+                         token_piece(*ctx.snap, chosen).c_str(), rank + 1, lv_.probs[chosen] * 100);
   }
   ImGui::EndChild();
 }
@@ -130,14 +139,17 @@ void LogitsPanel::draw_vocab_plot(PanelContext& ctx, ImVec2 size) {
   ImGui::InvisibleButton("vocabplot", size);
   const bool hovered = ImGui::IsItemHovered();
   const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
-  const std::string title = "All " + format_count(vocab) + " tokens ranked: probability (log scale)";
+  const std::string title =
+      "All " + format_count(vocab) + " tokens ranked: probability (log scale)";
   dl->AddText(origin, dim, title.c_str());
   const ImVec2 p0(origin.x + font * 2.6f, origin.y + font * 1.2f);
   const ImVec2 p1(origin.x + size.x - 2, origin.y + size.y - font * 1.1f);
   dl->AddRectFilled(p0, p1, ImGui::GetColorU32(ImGuiCol_FrameBg));
   // x: rank on a log axis (1 .. vocab); y: log10 probability from 1e-8 to 1.
   const double lx = std::log10(static_cast<double>(vocab));
-  auto xr = [&](double rank) { return p0.x + static_cast<float>(std::log10(rank) / lx) * (p1.x - p0.x); };
+  auto xr = [&](double rank) {
+    return p0.x + static_cast<float>(std::log10(rank) / lx) * (p1.x - p0.x);
+  };
   const double ymin = -8.0;
   auto yp = [&](double p) {
     const double t = (std::log10(std::max(p, 1e-12)) - ymin) / (0.0 - ymin);
@@ -147,7 +159,8 @@ void LogitsPanel::draw_vocab_plot(PanelContext& ctx, ImVec2 size) {
   for (int e = 0; e >= -8; e -= 4) {
     char b[16];
     std::snprintf(b, sizeof(b), e == 0 ? "1" : "1e%d", e);
-    dl->AddLine(ImVec2(p0.x, yp(std::pow(10.0, e))), ImVec2(p1.x, yp(std::pow(10.0, e))), ImGui::GetColorU32(ImGuiCol_Separator, 0.5f));
+    dl->AddLine(ImVec2(p0.x, yp(std::pow(10.0, e))), ImVec2(p1.x, yp(std::pow(10.0, e))),
+                ImGui::GetColorU32(ImGuiCol_Separator, 0.5f));
     dl->AddText(ImVec2(origin.x, yp(std::pow(10.0, e)) - font * 0.5f), dim, b);
   }
   // Sample the ranked curve at log-spaced ranks (a few hundred points).
@@ -156,19 +169,23 @@ void LogitsPanel::draw_vocab_plot(PanelContext& ctx, ImVec2 size) {
   double cum = 0;
   int next = 0;
   for (int s = 0; s <= samples; ++s) {
-    const int rank = std::min(vocab, static_cast<int>(std::round(std::pow(10.0, lx * s / samples))));
+    const int rank =
+        std::min(vocab, static_cast<int>(std::round(std::pow(10.0, lx * s / samples))));
     while (next < rank) cum += lv_.probs[lv_.ranked[next++]];
     const double p = lv_.probs[lv_.ranked[rank - 1]];
     prob_line.push_back(ImVec2(xr(rank), yp(p)));
     cum_line.push_back(ImVec2(xr(rank), yc(cum)));
   }
-  dl->AddPolyline(cum_line.data(), static_cast<int>(cum_line.size()), with_alpha(ctx.pal.bar, 0.8f), 0,
-                  1.5f * ctx.scale);
-  dl->AddPolyline(prob_line.data(), static_cast<int>(prob_line.size()), ctx.pal.accent2, 0, 2.0f * ctx.scale);
+  dl->AddPolyline(cum_line.data(), static_cast<int>(cum_line.size()), with_alpha(ctx.pal.bar, 0.8f),
+                  0, 1.5f * ctx.scale);
+  dl->AddPolyline(prob_line.data(), static_cast<int>(prob_line.size()), ctx.pal.accent2, 0,
+                  2.0f * ctx.scale);
   // The chosen token on the curve.
   const int chosen = ctx.view.record->chosen_token;
   if (chosen >= 0) {
-    const int rank = static_cast<int>(std::find(lv_.ranked.begin(), lv_.ranked.end(), chosen) - lv_.ranked.begin()) + 1;
+    const int rank = static_cast<int>(std::find(lv_.ranked.begin(), lv_.ranked.end(), chosen) -
+                                      lv_.ranked.begin()) +
+                     1;
     dl->AddCircleFilled(ImVec2(xr(rank), yp(lv_.probs[chosen])), 4.0f * ctx.scale, ctx.pal.accent);
   }
   // Axis labels.
@@ -192,8 +209,9 @@ void LogitsPanel::draw_vocab_plot(PanelContext& ctx, ImVec2 size) {
     double c = 0;
     for (int i = 0; i < rank; ++i) c += lv_.probs[lv_.ranked[i]];
     const int id = lv_.ranked[rank - 1];
-    ImGui::SetTooltip("rank %d: \u201C%s\u201D  p = %.2e\ntop %d tokens hold %.1f%% of the probability", rank,
-                      token_piece(*ctx.snap, id).c_str(), lv_.probs[id], rank, c * 100);
+    ImGui::SetTooltip(
+        "rank %d: \u201C%s\u201D  p = %.2e\ntop %d tokens hold %.1f%% of the probability", rank,
+        token_piece(*ctx.snap, id).c_str(), lv_.probs[id], rank, c * 100);
   }
 }
 

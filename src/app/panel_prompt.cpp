@@ -23,7 +23,8 @@ void PromptPanel::draw_editor(PanelContext& ctx) {
   const float button_w = ImGui::CalcTextSize("Set prompt").x + ImGui::GetStyle().FramePadding.x * 2;
   const float input_w = ImGui::GetContentRegionAvail().x - button_w - font * 7.5f;
   ImGui::SetNextItemWidth(std::max(input_w, font * 8));
-  const bool enter = ImGui::InputText("##prompt", &st.prompt_edit, ImGuiInputTextFlags_EnterReturnsTrue);
+  const bool enter =
+      ImGui::InputText("##prompt", &st.prompt_edit, ImGuiInputTextFlags_EnterReturnsTrue);
   const bool changed = ctx.snap && st.prompt_edit != ctx.snap->prompt_text;
   ImGui::SameLine();
   ImGui::BeginDisabled(!ctx.snap || !changed);
@@ -72,7 +73,8 @@ void PromptPanel::draw_strip(PanelContext& ctx) {
   ImGui::SameLine();
   badge("generated", ctx.pal.generated, ctx.pal.text);
   ImGui::SameLine();
-  ImGui::TextDisabled("dashed: chosen, not yet in the KV cache  \u00B7  click a token to see its attention");
+  ImGui::TextDisabled(
+      "dashed: chosen, not yet in the KV cache  \u00B7  click a token to see its attention");
 
   ImGui::BeginChild("strip", ImVec2(0, 0), false);
   const int selected = ctx.state.attention.query;
@@ -81,7 +83,9 @@ void PromptPanel::draw_strip(PanelContext& ctx) {
     const bool prompt = p < v.prompt_len;
     const bool pending = p >= v.cached && p >= v.prompt_len;  // chosen, not fed yet
     ChipStyle cs;
-    cs.fill = prompt ? ctx.pal.prompt : pending ? with_alpha(ctx.pal.generated, 0.35f) : ctx.pal.generated;
+    cs.fill = prompt    ? ctx.pal.prompt
+              : pending ? with_alpha(ctx.pal.generated, 0.35f)
+                        : ctx.pal.generated;
     cs.border = pending ? ctx.pal.accent : ctx.pal.frame_border;
     cs.border_width = pending ? 2.0f * ctx.scale : 1.0f;
     cs.dashed = pending;
@@ -98,8 +102,9 @@ void PromptPanel::draw_strip(PanelContext& ctx) {
     if (ImGui::IsItemHovered()) {
       ImGui::BeginTooltip();
       ImGui::Text("position %d \u00B7 token id %d", p, id);
-      ImGui::Text("%s", prompt ? "prompt token" : pending ? "chosen by the last step; the next step feeds it"
-                                                            : "generated token");
+      ImGui::Text("%s", prompt    ? "prompt token"
+                        : pending ? "chosen by the last step; the next step feeds it"
+                                  : "generated token");
       if (snap.tokenizer) {
         const std::string bytes = snap.tokenizer->token_bytes(id);
         std::string hex;

@@ -47,7 +47,8 @@ void SamplingPanel::update(PanelContext& ctx) {
   kept_ = ctx.snap->history[v.step];
   rec_error_.clear();
   try {
-    rec_ = sample_next(v.record->logits, v.record->context_ids, v.record->params, v.record->step_index);
+    rec_ = sample_next(v.record->logits, v.record->context_ids, v.record->params,
+                       v.record->step_index);
   } catch (const std::exception& e) {
     rec_.reset();
     rec_error_ = e.what();
@@ -60,12 +61,14 @@ void SamplingPanel::update(PanelContext& ctx) {
   const std::vector<int> final_top = top_n(rec_->final_probs, 8);
   candidates_ = raw_top;
   for (int id : final_top)
-    if (std::find(candidates_.begin(), candidates_.end(), id) == candidates_.end()) candidates_.push_back(id);
+    if (std::find(candidates_.begin(), candidates_.end(), id) == candidates_.end())
+      candidates_.push_back(id);
   const int chosen = rec_->draw.chosen_token;
   if (chosen >= 0 && std::find(candidates_.begin(), candidates_.end(), chosen) == candidates_.end())
     candidates_.push_back(chosen);
   const std::vector<float>& raw = stage_probs_.front();
-  std::stable_sort(candidates_.begin(), candidates_.end(), [&](int a, int b) { return raw[a] > raw[b]; });
+  std::stable_sort(candidates_.begin(), candidates_.end(),
+                   [&](int a, int b) { return raw[a] > raw[b]; });
 }
 
 void SamplingPanel::draw(PanelContext& ctx) {
@@ -136,28 +139,33 @@ void SamplingPanel::draw_controls(PanelContext& ctx) {
     changed |= ImGui::SliderInt("##k", &p.top_k, 0, 100, p.top_k == 0 ? "top-k off" : "top-k %d");
     ImGui::TableNextColumn();
     ImGui::SetNextItemWidth(-FLT_MIN);
-    changed |= ImGui::SliderFloat("##p", &p.top_p, 0.05f, 1.0f, p.top_p >= 1.0f ? "top-p off" : "top-p %.2f");
+    changed |= ImGui::SliderFloat("##p", &p.top_p, 0.05f, 1.0f,
+                                  p.top_p >= 1.0f ? "top-p off" : "top-p %.2f");
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
     ImGui::SetNextItemWidth(-FLT_MIN);
-    changed |= ImGui::SliderFloat("##minp", &p.min_p, 0.0f, 0.5f, p.min_p <= 0.0f ? "min-p off" : "min-p %.2f");
+    changed |= ImGui::SliderFloat("##minp", &p.min_p, 0.0f, 0.5f,
+                                  p.min_p <= 0.0f ? "min-p off" : "min-p %.2f");
     ImGui::EndDisabled();
     ImGui::TableNextColumn();
     ImGui::SetNextItemWidth(-FLT_MIN);
-    changed |= ImGui::SliderFloat("##rep", &p.repetition_penalty, 1.0f, 2.0f,
-                                  p.repetition_penalty <= 1.0f ? "repetition off" : "repetition %.2f");
+    changed |=
+        ImGui::SliderFloat("##rep", &p.repetition_penalty, 1.0f, 2.0f,
+                           p.repetition_penalty <= 1.0f ? "repetition off" : "repetition %.2f");
     ImGui::TableNextColumn();
     ImGui::BeginDisabled(!p.do_sample);
     const float btn = ImGui::CalcTextSize("+1").x + ImGui::GetStyle().FramePadding.x * 2;
-    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x - btn - ImGui::GetStyle().ItemSpacing.x);
-    changed |= ImGui::InputScalar("##seed", ImGuiDataType_U64, &p.seed, nullptr, nullptr, "seed %llu",
-                                  ImGuiInputTextFlags_EnterReturnsTrue);
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x - btn -
+                            ImGui::GetStyle().ItemSpacing.x);
+    changed |= ImGui::InputScalar("##seed", ImGuiDataType_U64, &p.seed, nullptr, nullptr,
+                                  "seed %llu", ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
     if (ImGui::Button("+1")) {
       ++p.seed;
       changed = true;
     }
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("next seed: a different random number u, same logits");
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("next seed: a different random number u, same logits");
     ImGui::EndDisabled();
     ImGui::EndTable();
   }
@@ -175,7 +183,8 @@ void SamplingPanel::draw_controls(PanelContext& ctx) {
     }
   }
   if (!st.strategy_error.empty())
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.error), "%s", st.strategy_error.c_str());
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.error), "%s",
+                       st.strategy_error.c_str());
   if (ctx.snap && !ctx.view.latest && ctx.view.step >= 0)
     dim_text_wrapped("Viewing step %d: a change re-chooses the newest step.", ctx.view.step);
 }
@@ -198,9 +207,9 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
   ImGui::Text("%s \u2192 \u201C%s\u201D", r.params.do_sample ? "drawn" : "greedy argmax",
               token_piece(*ctx.snap, chosen).c_str());
   ImGui::SameLine();
-  ImGui::TextDisabled("p = %s, %d of %s tokens kept%s%s", format_percent(r.draw.chosen_prob).c_str(),
-                      r.stages.back().kept, format_count(vocab).c_str(), off.empty() ? "" : "; off: ",
-                      off.c_str());
+  ImGui::TextDisabled("p = %s, %d of %s tokens kept%s%s",
+                      format_percent(r.draw.chosen_prob).c_str(), r.stages.back().kept,
+                      format_count(vocab).c_str(), off.empty() ? "" : "; off: ", off.c_str());
 
   // Bars are relative to the largest candidate of each stage; the numbers are absolute.
   std::vector<float> col_max(r.stages.size(), 1e-12f);
@@ -209,7 +218,8 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
 
   ImGui::BeginChild("stages", ImVec2(0, std::max(height - font * 1.5f, font * 4)), false);
   const int cols = static_cast<int>(shown.size()) + 1;
-  if (ImGui::BeginTable("stagetable", cols, ImGuiTableFlags_SizingStretchSame | ImGuiTableFlags_BordersInnerV)) {
+  if (ImGui::BeginTable("stagetable", cols,
+                        ImGuiTableFlags_SizingStretchSame | ImGuiTableFlags_BordersInnerV)) {
     ImGui::TableSetupColumn("token", ImGuiTableColumnFlags_WidthFixed, font * 6.5f);
     for (int s : shown) ImGui::TableSetupColumn(r.stages[s].name.c_str());
     // Header: stage name and how many tokens it kept.
@@ -234,7 +244,8 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
       ImGui::TableNextColumn();
       const StageRecord& st = r.stages[s];
       if (st.removed_here > 0)
-        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%d (\u2212%d)", st.kept, st.removed_here);
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%d (\u2212%d)", st.kept,
+                           st.removed_here);
       else
         ImGui::TextDisabled("%d", st.kept);
     }
@@ -250,8 +261,8 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
         ImGui::TableNextColumn();
         const StageRecord& st = r.stages[s];
         const bool removed = !std::isfinite(st.logits[id]);
-        const bool removed_here =
-            removed && std::binary_search(st.removed_ids_here.begin(), st.removed_ids_here.end(), id);
+        const bool removed_here = removed && std::binary_search(st.removed_ids_here.begin(),
+                                                                st.removed_ids_here.end(), id);
         const float p = stage_probs_[s][id];
         const float w = ImGui::GetContentRegionAvail().x;
         char label[32];
@@ -267,14 +278,17 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
           const float y = pos.y + ImGui::GetTextLineHeight() * 0.15f;
           const float h = ImGui::GetTextLineHeight() * 0.7f;
           if (removed_here) {
-            dl->AddRectFilled(ImVec2(pos.x, y), ImVec2(pos.x + bar_w, y + h), with_alpha(ctx.pal.removed, 0.35f));
-            hatch_rect(dl, ImVec2(pos.x, y), ImVec2(pos.x + bar_w, y + h), ctx.pal.removed, 5.0f * ctx.scale);
+            dl->AddRectFilled(ImVec2(pos.x, y), ImVec2(pos.x + bar_w, y + h),
+                              with_alpha(ctx.pal.removed, 0.35f));
+            hatch_rect(dl, ImVec2(pos.x, y), ImVec2(pos.x + bar_w, y + h), ctx.pal.removed,
+                       5.0f * ctx.scale);
           }
           ImGui::Dummy(ImVec2(bar_w, ImGui::GetTextLineHeight()));
           ImGui::SameLine(0, font * 0.3f);
           ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.removed), "%s", label);
         } else {
-          inline_bar(p / col_max[s], bar_w, font * 0.7f, id == chosen ? ctx.pal.accent : ctx.pal.accent2,
+          inline_bar(p / col_max[s], bar_w, font * 0.7f,
+                     id == chosen ? ctx.pal.accent : ctx.pal.accent2,
                      ImGui::GetColorU32(ImGuiCol_FrameBg));
           ImGui::SameLine(0, font * 0.3f);
           ImGui::TextUnformatted(label);
@@ -320,10 +334,12 @@ void SamplingPanel::draw_strip(PanelContext& ctx) {
   ImGui::InvisibleButton("strip", ImVec2(w, h + font * 1.3f));
   const bool hovered = ImGui::IsItemHovered();
   const float top = p0.y + font * 0.1f;
-  dl->AddRectFilled(ImVec2(p0.x, top), ImVec2(p0.x + w, top + h), ImGui::GetColorU32(ImGuiCol_FrameBg));
+  dl->AddRectFilled(ImVec2(p0.x, top), ImVec2(p0.x + w, top + h),
+                    ImGui::GetColorU32(ImGuiCol_FrameBg));
   // Tokens too thin to draw one by one still fill their share of the strip.
   if (!cum.empty())
-    dl->AddRectFilled(ImVec2(p0.x, top), ImVec2(p0.x + cum.back() * w, top + h), with_alpha(ctx.pal.accent2, 0.4f));
+    dl->AddRectFilled(ImVec2(p0.x, top), ImVec2(p0.x + cum.back() * w, top + h),
+                      with_alpha(ctx.pal.accent2, 0.4f));
   float prev = 0;
   int hover_id = -1;
   float hover_p = 0;
@@ -331,14 +347,16 @@ void SamplingPanel::draw_strip(PanelContext& ctx) {
   for (size_t i = 0; i < ids.size(); ++i) {
     const float x0 = p0.x + prev * w, x1 = p0.x + cum[i] * w;
     const bool is_chosen = ids[i] == d.chosen_token;
-    ImU32 c = is_chosen ? ctx.pal.accent : (i % 2 == 0 ? ctx.pal.accent2 : with_alpha(ctx.pal.accent2, 0.6f));
+    ImU32 c = is_chosen ? ctx.pal.accent
+                        : (i % 2 == 0 ? ctx.pal.accent2 : with_alpha(ctx.pal.accent2, 0.6f));
     if (x1 - x0 >= 1.5f || is_chosen) {
       dl->AddRectFilled(ImVec2(x0, top), ImVec2(std::max(x1, x0 + 2.0f * ctx.scale), top + h), c);
       dl->AddLine(ImVec2(x1, top), ImVec2(x1, top + h), ImGui::GetColorU32(ImGuiCol_WindowBg));
       const std::string piece = token_piece(*ctx.snap, ids[i]);
       const float tw = ImGui::CalcTextSize(piece.c_str()).x;
       if (tw + 4 < x1 - x0)
-        dl->AddText(ImVec2((x0 + x1 - tw) * 0.5f, top + (h - font) * 0.5f), IM_COL32(15, 15, 20, 255), piece.c_str());
+        dl->AddText(ImVec2((x0 + x1 - tw) * 0.5f, top + (h - font) * 0.5f),
+                    IM_COL32(15, 15, 20, 255), piece.c_str());
     }
     if (hovered && mx >= x0 && mx < x1) {
       hover_id = ids[i];
@@ -351,20 +369,23 @@ void SamplingPanel::draw_strip(PanelContext& ctx) {
   // 0 and 1, and the random number.
   dl->AddText(ImVec2(p0.x, top + h + 1), dim, "0");
   dl->AddText(ImVec2(p0.x + w - ImGui::CalcTextSize("1").x, top + h + 1), dim, "1");
-  dl->AddText(ImVec2(p0.x + w * 0.5f - ImGui::CalcTextSize("cumulative probability").x * 0.5f, top + h + 1), dim,
-              "cumulative probability");
+  dl->AddText(
+      ImVec2(p0.x + w * 0.5f - ImGui::CalcTextSize("cumulative probability").x * 0.5f, top + h + 1),
+      dim, "cumulative probability");
   if (!d.greedy) {
     const float ux = p0.x + static_cast<float>(d.uniform) * w;
     const ImU32 mark = ctx.pal.selected;
-    dl->AddLine(ImVec2(ux, top - font * 0.1f), ImVec2(ux, top + h + font * 0.2f), mark, 2.5f * ctx.scale);
-    dl->AddTriangleFilled(ImVec2(ux - font * 0.35f, top + h + font * 0.55f), ImVec2(ux + font * 0.35f, top + h + font * 0.55f),
+    dl->AddLine(ImVec2(ux, top - font * 0.1f), ImVec2(ux, top + h + font * 0.2f), mark,
+                2.5f * ctx.scale);
+    dl->AddTriangleFilled(ImVec2(ux - font * 0.35f, top + h + font * 0.55f),
+                          ImVec2(ux + font * 0.35f, top + h + font * 0.55f),
                           ImVec2(ux, top + h + font * 0.1f), mark);
     const char* u = "u";
     dl->AddText(ImVec2(ux + font * 0.4f, top + h + 1), mark, u);
   }
   if (hover_id >= 0)
-    ImGui::SetTooltip("\u201C%s\u201D: %s of the kept probability", token_piece(*ctx.snap, hover_id).c_str(),
-                      format_percent(hover_p).c_str());
+    ImGui::SetTooltip("\u201C%s\u201D: %s of the kept probability",
+                      token_piece(*ctx.snap, hover_id).c_str(), format_percent(hover_p).c_str());
 }
 
 }  // namespace ts::app

@@ -47,18 +47,21 @@ void TimelinePanel::draw(PanelContext& ctx) {
   if (ctx.view.trace) {
     const StepTrace& t = *ctx.view.trace;
     const double fs = t.seconds > 0 ? t.cost.flops / t.seconds : 0;
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(t.phase == Phase::kPrefill ? ctx.pal.accent2 : ctx.pal.accent),
-                       "%s", t.phase == Phase::kPrefill ? "prefill" : ("decode " + std::to_string(t.index)).c_str());
+    ImGui::TextColored(
+        ImGui::ColorConvertU32ToFloat4(t.phase == Phase::kPrefill ? ctx.pal.accent2
+                                                                  : ctx.pal.accent),
+        "%s",
+        t.phase == Phase::kPrefill ? "prefill" : ("decode " + std::to_string(t.index)).c_str());
     ImGui::SameLine();
     ImGui::Text("%s · %s · %s · %.2f FLOP/byte · %s", format_seconds(t.seconds).c_str(),
-                format_flops(t.cost.flops).c_str(), format_bytes(t.cost.bytes()).c_str(), t.cost.intensity(),
-                fs > 0 ? format_rate(fs, "FLOP").c_str() : "-");
+                format_flops(t.cost.flops).c_str(), format_bytes(t.cost.bytes()).c_str(),
+                t.cost.intensity(), fs > 0 ? format_rate(fs, "FLOP").c_str() : "-");
   }
   ImGui::SameLine();
   const char* toggle = show_table_ ? "charts" : "table";
-  ImGui::SameLine(std::max(ImGui::GetCursorPosX(),
-                           ImGui::GetWindowContentRegionMax().x - ImGui::CalcTextSize(toggle).x -
-                               ImGui::GetStyle().FramePadding.x * 2));
+  ImGui::SameLine(std::max(ImGui::GetCursorPosX(), ImGui::GetWindowContentRegionMax().x -
+                                                       ImGui::CalcTextSize(toggle).x -
+                                                       ImGui::GetStyle().FramePadding.x * 2));
   if (ImGui::SmallButton(toggle)) show_table_ = !show_table_;
 
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -83,24 +86,28 @@ void TimelinePanel::draw(PanelContext& ctx) {
     const int clicked = bar_chart(id, {s}, o, size);
     if (clicked >= 0) ctx.state.view_step = clicked;
   };
-  chart("wall", "wall time", wall, [](double v) { return format_seconds(v); }, false);
-  chart("flops", "FLOPs", flops, [](double v) { return format_flops(v); }, true);
-  chart("bytes", "bytes moved", bytes, [](double v) { return format_bytes(v); }, !grid);
-  chart("intensity", "FLOPs per byte", intensity,
-        [](double v) {
-          char b[32];
-          std::snprintf(b, sizeof(b), "%.2f", v);
-          return std::string(b);
-        },
-        true);
+  chart(
+      "wall", "wall time", wall, [](double v) { return format_seconds(v); }, false);
+  chart(
+      "flops", "FLOPs", flops, [](double v) { return format_flops(v); }, true);
+  chart(
+      "bytes", "bytes moved", bytes, [](double v) { return format_bytes(v); }, !grid);
+  chart(
+      "intensity", "FLOPs per byte", intensity,
+      [](double v) {
+        char b[32];
+        std::snprintf(b, sizeof(b), "%.2f", v);
+        return std::string(b);
+      },
+      true);
   end_panel();
 }
 
 void TimelinePanel::draw_table(PanelContext& ctx, float table_h) {
   const SessionSnapshot& snap = *ctx.snap;
   const int n = static_cast<int>(snap.history.size());
-  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
-                                ImGuiTableFlags_SizingStretchProp;
+  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                                ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchProp;
   if (ImGui::BeginTable("steps", 8, flags, ImVec2(0, table_h))) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("step");
@@ -135,9 +142,11 @@ void TimelinePanel::draw_table(PanelContext& ctx, float table_h) {
       ImGui::TableNextColumn();
       ImGui::Text("%.2f", t.cost.intensity());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(t.seconds > 0 ? format_rate(t.cost.flops / t.seconds, "FLOP").c_str() : "-");
+      ImGui::TextUnformatted(t.seconds > 0 ? format_rate(t.cost.flops / t.seconds, "FLOP").c_str()
+                                           : "-");
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(t.seconds > 0 ? format_rate(t.cost.bytes() / t.seconds, "B").c_str() : "-");
+      ImGui::TextUnformatted(t.seconds > 0 ? format_rate(t.cost.bytes() / t.seconds, "B").c_str()
+                                           : "-");
     }
     if (n != last_rows_ && ctx.state.view_step < 0) ImGui::SetScrollHereY(1.0f);
     last_rows_ = n;

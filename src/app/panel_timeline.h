@@ -12,7 +12,7 @@ class TimelinePanel {
 
  private:
   void draw_table(PanelContext& ctx, float height);
-  int last_rows_ = 0;      // scroll to the newest row when a step is added
+  int last_rows_ = 0;        // scroll to the newest row when a step is added
   bool show_table_ = false;  // the numbers of every step instead of the charts
 };
 

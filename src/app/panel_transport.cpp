@@ -6,10 +6,14 @@ namespace ts::app {
 
 std::string TransportPanel::where_text(const SessionSnapshot& snap) {
   switch (snap.state) {
-    case SessionState::kNoPrompt: return "No prompt yet";
-    case SessionState::kReady: return "Ready: the prompt waits for prefill";
-    case SessionState::kFinished: return "Finished";
-    case SessionState::kPaused: break;
+    case SessionState::kNoPrompt:
+      return "No prompt yet";
+    case SessionState::kReady:
+      return "Ready: the prompt waits for prefill";
+    case SessionState::kFinished:
+      return "Finished";
+    case SessionState::kPaused:
+      break;
   }
   const int n = static_cast<int>(snap.history.size());
   if (n <= 1) return "Paused after prefill";
@@ -46,7 +50,8 @@ void TransportPanel::draw(PanelContext& ctx) {
   ImGui::TextDisabled("Next:");
   ImGui::SameLine();
   ImGui::PushTextWrapPos(0.0f);
-  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s", snap.next_action.c_str());
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s",
+                     snap.next_action.c_str());
   ImGui::PopTextWrapPos();
 
   // Buttons.
@@ -116,7 +121,8 @@ void TransportPanel::draw(PanelContext& ctx) {
   ImGui::TextUnformatted("Max new tokens");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6);
-  if (ImGui::InputInt("##maxnew", &max_new, 1, 16, ImGuiInputTextFlags_EnterReturnsTrue) && max_new > 0)
+  if (ImGui::InputInt("##maxnew", &max_new, 1, 16, ImGuiInputTextFlags_EnterReturnsTrue) &&
+      max_new > 0)
     ctx.ctl.set_max_new_tokens(max_new);
   ImGui::SameLine();
   bool kv = snap.kv_cache;

@@ -17,13 +17,13 @@ const Palette& palette(bool light) {
     p.text_dim = rgb(160, 163, 175);
     p.frame = rgb(38, 40, 48);
     p.frame_border = rgb(90, 94, 108);
-    p.prompt = rgb(30, 72, 112);      // deep blue
-    p.generated = rgb(120, 72, 10);   // deep orange
-    p.accent = rgb(230, 159, 0);      // Okabe-Ito orange
-    p.accent2 = rgb(86, 180, 233);    // Okabe-Ito sky blue
+    p.prompt = rgb(30, 72, 112);     // deep blue
+    p.generated = rgb(120, 72, 10);  // deep orange
+    p.accent = rgb(230, 159, 0);     // Okabe-Ito orange
+    p.accent2 = rgb(86, 180, 233);   // Okabe-Ito sky blue
     p.selected = rgb(255, 255, 255);
     p.removed = rgb(85, 87, 95);
-    p.bar = rgb(0, 158, 115);         // Okabe-Ito bluish green
+    p.bar = rgb(0, 158, 115);  // Okabe-Ito bluish green
     p.grid = rgb(70, 72, 82);
     p.error = rgb(255, 110, 90);
     p.warning = rgb(240, 228, 66);
@@ -38,8 +38,8 @@ const Palette& palette(bool light) {
     p.frame_border = rgb(150, 152, 160);
     p.prompt = rgb(190, 222, 245);
     p.generated = rgb(250, 220, 170);
-    p.accent = rgb(213, 94, 0);       // Okabe-Ito vermillion (contrast on white)
-    p.accent2 = rgb(0, 114, 178);     // Okabe-Ito blue
+    p.accent = rgb(213, 94, 0);    // Okabe-Ito vermillion (contrast on white)
+    p.accent2 = rgb(0, 114, 178);  // Okabe-Ito blue
     p.selected = rgb(0, 0, 0);
     p.removed = rgb(190, 192, 198);
     p.bar = rgb(0, 140, 100);
@@ -154,7 +154,8 @@ int bar_chart(const char* id, const std::vector<ChartSeries>& series, const Char
   const std::string top = "max " + (o.format ? o.format(vmax) : std::to_string(vmax));
   const float top_w = ImGui::CalcTextSize(top.c_str()).x;
   const float title_w = o.title.empty() ? 0.0f : ImGui::CalcTextSize(o.title.c_str()).x;
-  if (title_w + top_w + font < size.x) dl->AddText(ImVec2(p1.x - top_w, origin.y), dim, top.c_str());
+  if (title_w + top_w + font < size.x)
+    dl->AddText(ImVec2(p1.x - top_w, origin.y), dim, top.c_str());
   dl->AddLine(ImVec2(p0.x, ypos(vmax)), ImVec2(p1.x, ypos(vmax)), grid);
 
   const float group_w = (p1.x - p0.x) / static_cast<float>(n);
@@ -162,12 +163,15 @@ int bar_chart(const char* id, const std::vector<ChartSeries>& series, const Char
   const float bar_w = (group_w - gap) / static_cast<float>(std::max<size_t>(series.size(), 1));
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   int hover_index = -1;
-  if (hovered) hover_index = std::clamp(static_cast<int>((mouse.x - p0.x) / group_w), 0, static_cast<int>(n) - 1);
+  if (hovered)
+    hover_index =
+        std::clamp(static_cast<int>((mouse.x - p0.x) / group_w), 0, static_cast<int>(n) - 1);
   for (size_t i = 0; i < n; ++i) {
     const float gx = p0.x + group_w * i + gap * 0.5f;
     if (static_cast<int>(i) == o.highlight || static_cast<int>(i) == hover_index)
       dl->AddRectFilled(ImVec2(gx - gap * 0.5f, p0.y), ImVec2(gx + group_w - gap * 0.5f, p1.y),
-                        ImGui::GetColorU32(ImGuiCol_HeaderHovered, static_cast<int>(i) == o.highlight ? 0.55f : 0.3f));
+                        ImGui::GetColorU32(ImGuiCol_HeaderHovered,
+                                           static_cast<int>(i) == o.highlight ? 0.55f : 0.3f));
     for (size_t s = 0; s < series.size(); ++s) {
       if (i >= series[s].values.size() || !std::isfinite(series[s].values[i])) continue;
       const double v = series[s].values[i];
@@ -220,7 +224,8 @@ bool token_chip(const char* id, const std::string& piece, const std::string& sma
   const ImVec2 piece_size = ImGui::CalcTextSize(piece.c_str());
   const ImVec2 small_text = f->CalcTextSizeA(small_size, FLT_MAX, 0.0f, small.c_str());
   const float pad = font * 0.3f;
-  const ImVec2 size(std::max(piece_size.x, small_text.x) + pad * 2, piece_size.y + small_text.y + pad * 1.4f);
+  const ImVec2 size(std::max(piece_size.x, small_text.x) + pad * 2,
+                    piece_size.y + small_text.y + pad * 1.4f);
   // Wrap when the chip does not fit on this line.
   const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
   if (continue_line) {
@@ -241,8 +246,8 @@ bool token_chip(const char* id, const std::string& piece, const std::string& sma
       for (float t = 0; t < len; t += dash * 2) {
         const float t2 = std::min(t + dash, len);
         dl->AddLine(ImVec2(a.x + (b.x - a.x) * t / len, a.y + (b.y - a.y) * t / len),
-                    ImVec2(a.x + (b.x - a.x) * t2 / len, a.y + (b.y - a.y) * t2 / len), style.border,
-                    style.border_width);
+                    ImVec2(a.x + (b.x - a.x) * t2 / len, a.y + (b.y - a.y) * t2 / len),
+                    style.border, style.border_width);
       }
     };
     dashed(p, ImVec2(q.x, p.y));
@@ -255,7 +260,8 @@ bool token_chip(const char* id, const std::string& piece, const std::string& sma
   if (hovered) dl->AddRect(p, q, ImGui::GetColorU32(ImGuiCol_Text), r, 0, 1.0f);
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
   dl->AddText(ImVec2(p.x + (size.x - piece_size.x) * 0.5f, p.y + pad * 0.5f), text, piece.c_str());
-  dl->AddText(f, small_size, ImVec2(p.x + (size.x - small_text.x) * 0.5f, p.y + pad * 0.7f + piece_size.y),
+  dl->AddText(f, small_size,
+              ImVec2(p.x + (size.x - small_text.x) * 0.5f, p.y + pad * 0.7f + piece_size.y),
               ImGui::GetColorU32(ImGuiCol_TextDisabled), small.c_str());
   return clicked;
 }
@@ -265,8 +271,8 @@ void inline_bar(float fraction, float width, float height, ImU32 color, ImU32 ba
   const float y = p.y + (ImGui::GetTextLineHeight() - height) * 0.5f;
   ImDrawList* dl = ImGui::GetWindowDrawList();
   dl->AddRectFilled(ImVec2(p.x, y), ImVec2(p.x + width, y + height), background);
-  dl->AddRectFilled(ImVec2(p.x, y), ImVec2(p.x + width * std::clamp(fraction, 0.0f, 1.0f), y + height),
-                    color);
+  dl->AddRectFilled(ImVec2(p.x, y),
+                    ImVec2(p.x + width * std::clamp(fraction, 0.0f, 1.0f), y + height), color);
   ImGui::Dummy(ImVec2(width, ImGui::GetTextLineHeight()));
 }
 

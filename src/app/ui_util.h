@@ -12,14 +12,14 @@ namespace ts::app {
 
 struct Palette {
   ImU32 text = 0, text_dim = 0, frame = 0, frame_border = 0;
-  ImU32 prompt = 0;      // prompt tokens
-  ImU32 generated = 0;   // generated tokens
-  ImU32 accent = 0;      // "this step": new row, written slots, chosen token (orange)
-  ImU32 accent2 = 0;     // second series: prefill, cached slots (blue)
-  ImU32 selected = 0;    // a user's selection (outline)
-  ImU32 removed = 0;     // greyed-out candidates
-  ImU32 bar = 0;         // neutral bars
-  ImU32 grid = 0;        // chart grid lines
+  ImU32 prompt = 0;     // prompt tokens
+  ImU32 generated = 0;  // generated tokens
+  ImU32 accent = 0;     // "this step": new row, written slots, chosen token (orange)
+  ImU32 accent2 = 0;    // second series: prefill, cached slots (blue)
+  ImU32 selected = 0;   // a user's selection (outline)
+  ImU32 removed = 0;    // greyed-out candidates
+  ImU32 bar = 0;        // neutral bars
+  ImU32 grid = 0;       // chart grid lines
   ImU32 error = 0, warning = 0, ok = 0;
 };
 const Palette& palette(bool light);

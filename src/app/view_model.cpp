@@ -51,8 +51,8 @@ std::string scaled(double v, const char* unit, double base, const char* const* p
   }
   char buf[64];
   const int digits = a >= 100 ? 0 : a >= 10 ? 1 : 2;
-  std::snprintf(buf, sizeof(buf), "%.*f %s%s", i == 0 && digits > 0 && v == std::floor(v) ? 0 : digits,
-                v, prefixes[i], unit);
+  std::snprintf(buf, sizeof(buf), "%.*f %s%s",
+                i == 0 && digits > 0 && v == std::floor(v) ? 0 : digits, v, prefixes[i], unit);
   return buf;
 }
 const char* const kDecimal[] = {"", "k", "M", "G", "T", "P"};

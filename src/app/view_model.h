@@ -32,11 +32,11 @@ StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane);
 // Visible piece of a token (spaces, newlines and partial UTF-8 made visible).
 std::string token_piece(const SessionSnapshot& snap, int id);
 
-std::string format_bytes(double bytes);      // "12.5 MB"
-std::string format_flops(double flops);      // "1.23 GFLOP"
-std::string format_seconds(double seconds);  // "12.3 ms"
+std::string format_bytes(double bytes);                        // "12.5 MB"
+std::string format_flops(double flops);                        // "1.23 GFLOP"
+std::string format_seconds(double seconds);                    // "12.3 ms"
 std::string format_rate(double per_second, const char* unit);  // "3.1 G" + unit + "/s"
-std::string format_count(int64_t n);         // "124,439,808"
-std::string format_percent(double p);        // probability as "42.1%", "0.37%", "0.012%", "<0.001%"
+std::string format_count(int64_t n);                           // "124,439,808"
+std::string format_percent(double p);  // probability as "42.1%", "0.37%", "0.012%", "<0.001%"
 
 }  // namespace ts::app

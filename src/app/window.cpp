@@ -5,9 +5,9 @@
 
 #define GLFW_INCLUDE_NONE
 #include <GLFW/glfw3.h>
-#include <imgui.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
 
 #include "util/error.h"
 
@@ -43,8 +43,9 @@ bool display_available() {
 Window::Window(const WindowOptions& o) {
   glfwSetErrorCallback(glfw_error);
   if (g_glfw_users == 0 && !glfwInit())
-    throw Error("cannot open a window: " + (g_glfw_error.empty() ? "glfwInit failed" : g_glfw_error) +
-                (display_available() ? "" : " (no DISPLAY; run under xvfb-run -a)"));
+    throw Error(
+        "cannot open a window: " + (g_glfw_error.empty() ? "glfwInit failed" : g_glfw_error) +
+        (display_available() ? "" : " (no DISPLAY; run under xvfb-run -a)"));
   ++g_glfw_users;
   glfwDefaultWindowHints();
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
@@ -77,8 +78,8 @@ Window::Window(const WindowOptions& o) {
     cfg.OversampleV = 1;
     font_normal_ = io.Fonts->AddFontFromFileTTF(o.font_path.string().c_str(), kBaseFontSize, &cfg,
                                                 kGlyphRanges);
-    font_large_ = io.Fonts->AddFontFromFileTTF(o.font_path.string().c_str(),
-                                               kBaseFontSize * kPresentationScale, &cfg, kGlyphRanges);
+    font_large_ = io.Fonts->AddFontFromFileTTF(
+        o.font_path.string().c_str(), kBaseFontSize * kPresentationScale, &cfg, kGlyphRanges);
     font_loaded_ = font_normal_ && font_large_;
   }
   if (!font_loaded_) {
@@ -92,7 +93,8 @@ Window::Window(const WindowOptions& o) {
   }
   io.FontDefault = font_normal_;
 
-  if (!ImGui_ImplGlfw_InitForOpenGL(window_, true) || !ImGui_ImplOpenGL3_Init("#version 330 core")) {
+  if (!ImGui_ImplGlfw_InitForOpenGL(window_, true) ||
+      !ImGui_ImplOpenGL3_Init("#version 330 core")) {
     ImGui::DestroyContext();
     glfwDestroyWindow(window_);
     if (--g_glfw_users == 0) glfwTerminate();

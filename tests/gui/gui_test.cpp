@@ -21,14 +21,15 @@
 namespace ts::app {
 namespace {
 
-#define REQUIRE_DISPLAY()                                                                      \
-  do {                                                                                         \
-    if (!display_available())                                                                  \
+#define REQUIRE_DISPLAY()                                                                     \
+  do {                                                                                        \
+    if (!display_available())                                                                 \
       GTEST_SKIP() << "no display (DISPLAY is not set): run the GUI tests under xvfb-run -a"; \
   } while (0)
 
 std::filesystem::path fixture_model() {
-  if (const char* env = std::getenv("TS_FIXTURE_DIR"); env && *env) return std::filesystem::path(env) / "tiny";
+  if (const char* env = std::getenv("TS_FIXTURE_DIR"); env && *env)
+    return std::filesystem::path(env) / "tiny";
   return std::filesystem::path(TS_FIXTURE_DIR) / "tiny";
 }
 
@@ -179,9 +180,12 @@ TEST(Gui, AttentionTextureEqualsTraceThroughTheColourMap) {
         const int R = rgba[i], G = rgba[i + 1], B = rgba[i + 2];
         if (k > r) {  // masked: one of the two hatching colours
           EXPECT_FLOAT_EQ(values[static_cast<size_t>(r) * m.n + k], kMaskedValue);
-          const bool a = R == to8(theme.mask_a[0]) && G == to8(theme.mask_a[1]) && B == to8(theme.mask_a[2]);
-          const bool b = R == to8(theme.mask_b[0]) && G == to8(theme.mask_b[1]) && B == to8(theme.mask_b[2]);
-          EXPECT_TRUE(a || b) << "masked cell " << r << "," << k << " is " << R << " " << G << " " << B;
+          const bool a =
+              R == to8(theme.mask_a[0]) && G == to8(theme.mask_a[1]) && B == to8(theme.mask_a[2]);
+          const bool b =
+              R == to8(theme.mask_b[0]) && G == to8(theme.mask_b[1]) && B == to8(theme.mask_b[2]);
+          EXPECT_TRUE(a || b) << "masked cell " << r << "," << k << " is " << R << " " << G << " "
+                              << B;
           continue;
         }
         const float w = trace_weight(*s, c.layer, c.head, r, k);
@@ -215,16 +219,19 @@ TEST(Gui, ShaderMatchesTheCpuColourMapOverTheWholeScale) {
       style.range.scale = scale;
       style.grid = false;
       std::vector<float> v(1024);
-      for (size_t i = 0; i < v.size(); ++i) v[i] = scale == HeatScale::kLog ? std::pow(10.0f, -5.0f + 5.0f * i / 1023.0f)
-                                                                             : i / 1023.0f;
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = scale == HeatScale::kLog ? std::pow(10.0f, -5.0f + 5.0f * i / 1023.0f) : i / 1023.0f;
       HeatmapImage img;
       renderer.render(v.data(), 1024, 1, 1, style, img);
       const std::vector<uint8_t> rgba = img.color().read_rgba8();
       for (size_t i = 0; i < v.size(); ++i) {
         const Rgb8 want = colorize(v[i], style.colormap, style.range);
-        ASSERT_LE(std::abs(rgba[i * 4] - want.r), 1) << colormap_name(style.colormap) << " v=" << v[i];
-        ASSERT_LE(std::abs(rgba[i * 4 + 1] - want.g), 1) << colormap_name(style.colormap) << " v=" << v[i];
-        ASSERT_LE(std::abs(rgba[i * 4 + 2] - want.b), 1) << colormap_name(style.colormap) << " v=" << v[i];
+        ASSERT_LE(std::abs(rgba[i * 4] - want.r), 1)
+            << colormap_name(style.colormap) << " v=" << v[i];
+        ASSERT_LE(std::abs(rgba[i * 4 + 1] - want.g), 1)
+            << colormap_name(style.colormap) << " v=" << v[i];
+        ASSERT_LE(std::abs(rgba[i * 4 + 2] - want.b), 1)
+            << colormap_name(style.colormap) << " v=" << v[i];
         ASSERT_EQ(rgba[i * 4 + 3], 255);
       }
     }
@@ -325,7 +332,8 @@ TEST(Gui, AFailedModelLoadIsShownAndTheWindowKeepsWorking) {
   app.frame();
   EXPECT_FALSE(app.controller().loading());
   EXPECT_EQ(app.controller().worker(), nullptr);
-  EXPECT_NE(app.state().error_text.find("model not loaded"), std::string::npos) << app.state().error_text;
+  EXPECT_NE(app.state().error_text.find("model not loaded"), std::string::npos)
+      << app.state().error_text;
   // Every panel still draws (with a hint), and a good model can be loaded after.
   for (int i = 0; i < kNumWindowPanels; ++i)
     if (static_cast<PanelId>(i) != PanelId::kHelp) {
@@ -440,14 +448,17 @@ TEST(Gui, EverySingleLayoutShowsItsPanel) {
 TEST(Gui, CommandLineDocumentsEveryFlag) {
   // No display needed: the --help text names every flag the parser accepts.
   const std::string help = app_help();
-  for (const char* flag : {"--model", "--tokenizer", "--device", "--threads", "--prompt", "--strategy",
-                           "--max-new-tokens", "--screenshot", "--steps", "--rechoose", "--layout", "--width", "--height",
-                           "--presentation", "--theme", "--colormap", "--log-scale", "--layer", "--head",
-                           "--average-heads", "--query", "--lane", "--bench-frames", "--bench-size",
-                           "--config-dir", "--no-save-layout", "--hidden", "--help"})
+  for (const char* flag :
+       {"--model",      "--tokenizer",      "--device",         "--threads",
+        "--prompt",     "--strategy",       "--max-new-tokens", "--screenshot",
+        "--steps",      "--rechoose",       "--layout",         "--width",
+        "--height",     "--presentation",   "--theme",          "--colormap",
+        "--log-scale",  "--layer",          "--head",           "--average-heads",
+        "--query",      "--lane",           "--bench-frames",   "--bench-size",
+        "--config-dir", "--no-save-layout", "--hidden",         "--help"})
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
-  const char* argv[] = {"tokenscope", "--screenshot", "x.png", "--steps", "3", "--layout=attention",
-                        "--strategy", "top_p=0.9"};
+  const char* argv[] = {"tokenscope", "--screenshot",       "x.png",      "--steps",
+                        "3",          "--layout=attention", "--strategy", "top_p=0.9"};
   const AppOptions o = parse_app_options(8, argv);
   EXPECT_EQ(o.screenshot, "x.png");
   EXPECT_EQ(o.steps, 3);

@@ -378,7 +378,7 @@ TEST(KvCache, OccupancyNumbers) {
   m.append(a, 6);  // blocks 0,1 (1 holds 2)
   SeqId b = m.fork(a);
   SeqId c = m.fork(a);
-  m.append(c, 1);  // COW: c gets block 2 with 3 tokens
+  m.append(c, 1);        // COW: c gets block 2 with 3 tokens
   SeqId e = m.create();  // empty
   SeqId f = m.create();
   m.append(f, 8);  // blocks 3,4 full
@@ -567,9 +567,7 @@ TEST(KvCacheProperty, RandomOperationsDefaultBlockSize) {
   }
 }
 
-TEST(KvCacheProperty, RandomOperationsOneTokenBlocks) {
-  run_random_operations(7, 40, 1, 3000);
-}
+TEST(KvCacheProperty, RandomOperationsOneTokenBlocks) { run_random_operations(7, 40, 1, 3000); }
 
 }  // namespace
 }  // namespace ts

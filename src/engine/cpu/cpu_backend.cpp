@@ -169,7 +169,8 @@ void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpti
     cpu::matmul(ln.data(), rows, c, lw.mlp_fc_weight, 4 * c, lw.mlp_fc_bias, hidden.data(), pool_);
     // tanh is the costliest element-wise op of a prefill: spread it over the pool.
     const long long hidden_n = static_cast<long long>(rows) * 4 * c;
-    const int gelu_tasks = std::max(1, std::min(pool_.size() * 4, static_cast<int>(hidden_n / 16384)));
+    const int gelu_tasks =
+        std::max(1, std::min(pool_.size() * 4, static_cast<int>(hidden_n / 16384)));
     pool_.parallel_for(gelu_tasks, [&](int t) {
       const long long begin = hidden_n * t / gelu_tasks, end = hidden_n * (t + 1) / gelu_tasks;
       cpu::gelu_new(hidden.data() + begin, end - begin);
