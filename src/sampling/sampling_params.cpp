@@ -46,6 +46,12 @@ Int parse_int(std::string_view key, std::string_view value, const char* expected
   return v;
 }
 
+EarlyStopping parse_early_stopping(std::string_view value) {
+  for (EarlyStopping e : {EarlyStopping::kFalse, EarlyStopping::kTrue, EarlyStopping::kNever})
+    if (value == early_stopping_name(e)) return e;
+  bad_value("early_stopping", value, "true, false or never");
+}
+
 }  // namespace
 
 void SamplingParams::validate() const {
@@ -66,6 +72,22 @@ void SamplingParams::validate() const {
     throw Error("repetition_penalty must be a finite number > 0, 1 = off (got " +
                 num(repetition_penalty) + ")");
   }
+  if (num_beams < 1 || num_beams > kMaxBeams) {
+    throw Error("beams must be from 2 to " + std::to_string(kMaxBeams) + ", 1 = off (got " +
+                std::to_string(num_beams) + ")");
+  }
+  if (!std::isfinite(length_penalty)) {
+    throw Error("length_penalty must be a finite number (got " + num(length_penalty) + ")");
+  }
+  if (!beam_search() && (length_penalty != 1.0f || early_stopping != EarlyStopping::kFalse)) {
+    throw Error("length_penalty and early_stopping need beams=N");
+  }
+  if (beam_search() && do_sample) {
+    throw Error("beams cannot be combined with sampling (beam search is deterministic)");
+  }
+  if (beam_search() && repetition_penalty != 1.0f) {
+    throw Error("beams cannot be combined with repetition_penalty");
+  }
 }
 
 SamplingParams parse_strategy(std::string_view text) {
@@ -73,7 +95,9 @@ SamplingParams parse_strategy(std::string_view text) {
   if (trim(text).empty()) throw Error("strategy: empty (try \"greedy\" or \"top_p=0.9\")");
 
   bool greedy_word = false;
+  bool beams_given = false;
   std::string sampling_item;  // first item that asked for sampling, for the error message
+  std::string beam_key;       // first beam-only item, for the error message
   std::vector<std::string> seen;
   size_t pos = 0;
   while (pos <= text.size()) {
@@ -99,12 +123,13 @@ SamplingParams parse_strategy(std::string_view text) {
         p.do_sample = true;
         if (sampling_item.empty()) sampling_item = key;
       } else if (key == "temperature" || key == "top_k" || key == "top_p" || key == "min_p" ||
-                 key == "repetition_penalty" || key == "seed") {
+                 key == "repetition_penalty" || key == "seed" || key == "beams" ||
+                 key == "length_penalty" || key == "early_stopping") {
         throw Error("strategy: " + key + " needs a value (" + key + "=...)");
       } else {
         throw Error("strategy: unknown item '" + key +
                     "' (expected greedy, sample, temperature=, top_k=, top_p=, min_p=, "
-                    "repetition_penalty=, seed=)");
+                    "repetition_penalty=, seed=, beams=, length_penalty=, early_stopping=)");
       }
       continue;
     }
@@ -120,17 +145,36 @@ SamplingParams parse_strategy(std::string_view text) {
       p.repetition_penalty = parse_float(key, value);
     } else if (key == "seed") {
       p.seed = parse_int<uint64_t>(key, value, "a whole number >= 0");
+    } else if (key == "beams") {
+      p.num_beams = parse_int<int>(key, value, "a whole number from 2 to 8");
+      if (p.num_beams < 2 || p.num_beams > kMaxBeams) bad_value(key, value, "from 2 to 8");
+      beams_given = true;
+    } else if (key == "length_penalty") {
+      p.length_penalty = parse_float(key, value);
+    } else if (key == "early_stopping") {
+      p.early_stopping = parse_early_stopping(value);
     } else {
       throw Error("strategy: unknown key '" + key +
-                  "' (expected temperature, top_k, top_p, min_p, repetition_penalty, seed)");
+                  "' (expected temperature, top_k, top_p, min_p, repetition_penalty, seed, "
+                  "beams, length_penalty, early_stopping)");
     }
-    if (key != "repetition_penalty" && key != "seed") {
+    if (key == "length_penalty" || key == "early_stopping") {
+      if (beam_key.empty()) beam_key = key;
+    } else if (key != "repetition_penalty" && key != "seed" && key != "beams") {
       p.do_sample = true;
       if (sampling_item.empty()) sampling_item = key;
     }
   }
   if (greedy_word && p.do_sample) {
     throw Error("strategy: greedy cannot be combined with " + sampling_item);
+  }
+  if (beams_given && (greedy_word || p.do_sample)) {
+    throw Error("strategy: beams cannot be combined with " +
+                (greedy_word ? std::string("greedy") : sampling_item) +
+                " (beam search is deterministic)");
+  }
+  if (!beam_key.empty() && !beams_given) {
+    throw Error("strategy: " + beam_key + " needs beams=N");
   }
   p.validate();
   return p;
@@ -142,7 +186,12 @@ std::string format_strategy(const SamplingParams& p) {
     if (!out.empty()) out += ',';
     out += item;
   };
-  if (!p.do_sample) {
+  if (p.beam_search()) {
+    add("beams=" + std::to_string(p.num_beams));
+    if (p.length_penalty != 1.0f) add("length_penalty=" + num(p.length_penalty));
+    if (p.early_stopping != EarlyStopping::kFalse)
+      add(std::string("early_stopping=") + early_stopping_name(p.early_stopping));
+  } else if (!p.do_sample) {
     add("greedy");
   } else {
     if (p.temperature != 1.0f) add("temperature=" + num(p.temperature));
@@ -160,7 +209,12 @@ std::string format_strategy(const SamplingParams& p) {
 std::string describe(const SamplingParams& p) {
   static constexpr const char* kSep = " \u00b7 ";  // " · "
   std::vector<std::string> parts;
-  if (!p.do_sample) {
+  if (p.beam_search()) {
+    parts.push_back("beams " + std::to_string(p.num_beams));
+    if (p.length_penalty != 1.0f) parts.push_back("lp " + num(p.length_penalty));
+    if (p.early_stopping != EarlyStopping::kFalse)
+      parts.push_back(std::string("early ") + early_stopping_name(p.early_stopping));
+  } else if (!p.do_sample) {
     parts.push_back("greedy");
   } else {
     if (p.top_k != 0) parts.push_back("top-k " + std::to_string(p.top_k));

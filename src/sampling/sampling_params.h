@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "sampling/beam_search.h"
+
 namespace ts {
 
 struct SamplingParams {
@@ -16,12 +18,22 @@ struct SamplingParams {
   float min_p = 0.0f;               // in [0, 1]; 0 = off
   float repetition_penalty = 1.0f;  // > 0; 1 = off; applies to greedy too
   uint64_t seed = 0;                // only used when sampling
+  // Beam search (HF generate's num_beams, length_penalty, early_stopping):
+  // num_beams 1 = off, 2..kMaxBeams = a beam lane. Deterministic, so it
+  // cannot be combined with sampling or the repetition penalty.
+  int num_beams = 1;
+  float length_penalty = 1.0f;
+  EarlyStopping early_stopping = EarlyStopping::kFalse;
 
   // Throws ts::Error naming the parameter when a value is out of range.
   void validate() const;
 
+  bool beam_search() const { return num_beams > 1; }
+
   bool operator==(const SamplingParams&) const = default;
 };
+
+inline constexpr int kMaxBeams = 8;
 
 // Parses a strategy string: comma-separated items, each a keyword ("greedy",
 // "sample") or key=value with key one of temperature, top_k, top_p, min_p,
@@ -35,7 +47,8 @@ SamplingParams parse_strategy(std::string_view text);
 std::string format_strategy(const SamplingParams& params);
 
 // A short human label: "greedy", "greedy · rep 1.3", "top-p 0.9 · T 0.8",
-// "sample · T 0.7 · seed 7". The seed is shown when sampling and not 0.
+// "sample · T 0.7 · seed 7", "beams 4 · lp 0.8 · early true". The seed is
+// shown when sampling and not 0.
 std::string describe(const SamplingParams& params);
 
 }  // namespace ts

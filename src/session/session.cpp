@@ -41,11 +41,18 @@ Session::~Session() {
   }
 }
 
+void Session::release_lane_sequences(Lane& lane) {
+  KvCacheManager& cache = engine_->cache();
+  std::vector<SeqId> seqs = lane.beam_seqs;
+  if (seqs.empty()) seqs.push_back(lane.seq);
+  for (SeqId seq : seqs)
+    if (seq >= 0 && cache.contains(seq)) cache.release(seq);
+  lane.seq = -1;
+  lane.beam_seqs.clear();
+}
+
 void Session::release_lanes() {
-  for (Lane& lane : lanes_) {
-    if (lane.seq >= 0 && engine_->cache().contains(lane.seq)) engine_->cache().release(lane.seq);
-    lane.seq = -1;
-  }
+  for (Lane& lane : lanes_) release_lane_sequences(lane);
   lanes_.clear();
   history_.clear();
   trace_bytes_ = 0;
@@ -89,11 +96,21 @@ std::vector<int> Session::prompt_ids() const {
   return ids;
 }
 
-std::vector<int> Session::lane_tokens(int lane) const {
+const Lane& Session::lane_at(int lane) const {
   if (lane < 0 || lane >= static_cast<int>(lanes_.size()))
     throw Error("no lane " + std::to_string(lane));
+  return lanes_[lane];
+}
+
+int Session::open_lanes() const {
+  return static_cast<int>(
+      std::count_if(lanes_.begin(), lanes_.end(), [](const Lane& l) { return !l.closed; }));
+}
+
+std::vector<int> Session::lane_tokens(int lane) const {
   std::vector<int> ids = prompt_ids();
-  ids.insert(ids.end(), lanes_[lane].generated.begin(), lanes_[lane].generated.end());
+  const std::vector<int>& generated = lane_at(lane).generated;
+  ids.insert(ids.end(), generated.begin(), generated.end());
   return ids;
 }
 
@@ -212,6 +229,72 @@ double raw_entropy(const std::vector<float>& logits) { return entropy_nats(softm
 
 }  // namespace
 
+BeamSearchConfig Session::beam_config(const Lane& lane) const {
+  BeamSearchConfig c;
+  c.num_beams = lane.params.num_beams;
+  c.length_penalty = lane.params.length_penalty;
+  c.early_stopping = lane.params.early_stopping;
+  c.max_new_tokens = options_.max_new_tokens;
+  c.eos_id = tokenizer_->eot_id();
+  return c;
+}
+
+LaneStep Session::advance_beams(const Lane& lane, std::vector<LaneStep> per_beam) const {
+  std::vector<std::vector<float>> rows;
+  for (const LaneStep& ls : per_beam) rows.push_back(log_softmax(ls.logits));
+  const BeamSearchConfig config = beam_config(lane);
+  auto step = std::make_shared<BeamStep>();
+  step->before = lane.beams;
+  auto after = std::make_shared<BeamSearchState>(*lane.beams);
+  step->candidates = beam_search_step(*after, rows, config);
+  int best_parent = 0;
+  for (const BeamCandidate& c : step->candidates)
+    if (c.new_beam == 0) best_parent = c.parent;
+  LaneStep ls = std::move(per_beam[best_parent]);
+  const Beam& best = after->beams[0];
+  ls.params = lane.params;
+  ls.chosen_token = best.tokens.back();
+  ls.chosen_prob = std::exp(best.token_log_probs.back());
+  ls.uniform = 0;
+  ls.kept_tokens = static_cast<int>(after->beams.size());
+  const int n_ctx = engine_->config().n_ctx;
+  if (after->done || after->steps >= options_.max_new_tokens || ls.context() >= n_ctx)
+    step->final = beam_search_finalize(*after, config);
+  step->after = std::move(after);
+  ls.beam = std::move(step);
+  return ls;
+}
+
+void Session::commit_beams(Lane& lane, const LaneStep& ls) {
+  const BeamStep& step = *ls.beam;
+  // A kept beam continues its parent's sequence, which now caches the
+  // parent's last token: fork it (blocks shared, copy-on-write), then let the
+  // old sequences go, which frees what only pruned beams held.
+  if (!lane.beam_seqs.empty()) {
+    KvCacheManager& cache = engine_->cache();
+    std::vector<SeqId> seqs(step.after->beams.size(), -1);
+    for (const BeamCandidate& c : step.candidates)
+      if (c.fate == CandidateFate::kKept) seqs[c.new_beam] = cache.fork(lane.beam_seqs[c.parent]);
+    for (SeqId old : lane.beam_seqs) cache.release(old);
+    lane.beam_seqs = std::move(seqs);
+    lane.seq = lane.beam_seqs[0];
+  }
+  lane.beams = step.after;
+  lane.generated = step.after->beams[0].tokens;
+  lane.stop_reason.clear();
+  if (step.final.empty()) return;
+  const BeamHypothesis& best = step.final[0];
+  lane.generated = best.tokens;
+  if (best.ended_by_eos) lane.generated.push_back(tokenizer_->eot_id());
+  const int n_ctx = engine_->config().n_ctx;
+  if (step.after->done)
+    lane.stop_reason = "beam search done";
+  else if (step.after->steps >= options_.max_new_tokens)
+    lane.stop_reason = "token limit (" + std::to_string(options_.max_new_tokens) + ")";
+  else
+    lane.stop_reason = "context end: the model holds " + std::to_string(n_ctx) + " tokens";
+}
+
 const StepTrace& Session::prefill() {
   if (state() == SessionState::kNoPrompt) throw Error("prefill: enter a prompt first");
   if (!history_.empty()) throw Error("prefill already done: press Reset to start again");
@@ -219,17 +302,12 @@ const StepTrace& Session::prefill() {
   ForwardResult result;
   std::vector<Lane> lanes(strategies_.size());
   KvCacheManager& cache = engine_->cache();
+  SeqId base = -1;
   if (options_.kv_cache) {
-    // Reserve every lane's fork before computing, so a full cache refuses
-    // the step without side effects.
-    const SeqId base = cache.create();
+    base = cache.create();
     try {
       result = engine_->forward({ForwardRequest{base, ids}}, forward_options(options_));
-      lanes[0].seq = base;
-      for (size_t i = 1; i < lanes.size(); ++i) lanes[i].seq = cache.fork(base);
     } catch (...) {
-      for (const Lane& l : lanes)
-        if (l.seq >= 0 && l.seq != base) cache.release(l.seq);
       cache.release(base);
       throw;
     }
@@ -239,33 +317,44 @@ const StepTrace& Session::prefill() {
   auto trace = std::make_shared<StepTrace>(make_trace(Phase::kPrefill, result));
   trace->recomputed_tokens = static_cast<int>(ids.size());
   const EntryOutput& out = result.outputs[0];
-  for (size_t i = 0; i < lanes.size(); ++i) {
-    lanes[i].id = static_cast<int>(i);
-    lanes[i].params = strategies_[i];
-    LaneStep ls;
-    ls.lane = static_cast<int>(i);
-    ls.input_tokens = ids;
-    ls.start_pos = 0;
-    if (options_.kv_cache) ls.slots_written = result.plans[0].slots;
-    ls.context_ids = ids;
-    ls.logits = out.logits;
-    ls.entropy = raw_entropy(ls.logits);
-    ls.residuals = out.residuals;
-    if (i == 0)  // every lane shares lane 0's prefill: its attention is stored once
-      ls.attention =
-          attention_rows(out.attention, engine_->config().n_head, ls.rows(), ls.context(), 0);
-    ls.step_index = 0;
-    try {
-      choose(ls, lanes[i]);
-    } catch (...) {
-      for (const Lane& l : lanes)
-        if (l.seq >= 0) cache.release(l.seq);
-      throw;
+  try {
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      Lane& lane = lanes[i];
+      lane.id = static_cast<int>(i);
+      lane.params = strategies_[i];
+      LaneStep ls;
+      ls.lane = lane.id;
+      ls.input_tokens = ids;
+      ls.start_pos = 0;
+      if (options_.kv_cache) ls.slots_written = result.plans[0].slots;
+      ls.context_ids = ids;
+      ls.logits = out.logits;
+      ls.entropy = raw_entropy(ls.logits);
+      ls.residuals = out.residuals;
+      if (i == 0)  // every lane shares lane 0's prefill: its attention is stored once
+        ls.attention =
+            attention_rows(out.attention, engine_->config().n_head, ls.rows(), ls.context(), 0);
+      ls.step_index = 0;
+      // Every lane's sequence is a fork of the prompt's: its blocks are shared.
+      if (lane.params.beam_search()) {
+        lane.beams = std::make_shared<const BeamSearchState>(beam_search_start());
+        if (options_.kv_cache) lane.beam_seqs = {cache.fork(base)};
+        ls = advance_beams(lane, {std::move(ls)});
+        commit_beams(lane, ls);
+      } else {
+        if (options_.kv_cache) lane.seq = cache.fork(base);
+        choose(ls, lane);
+        lane.generated.push_back(ls.chosen_token);
+        finish_lane_if_done(lane, ls);
+      }
+      trace->lanes.push_back(std::move(ls));
     }
-    lanes[i].generated.push_back(ls.chosen_token);
-    finish_lane_if_done(lanes[i], ls);
-    trace->lanes.push_back(std::move(ls));
+  } catch (...) {
+    for (Lane& l : lanes) release_lane_sequences(l);
+    if (base >= 0) cache.release(base);
+    throw;
   }
+  if (base >= 0) cache.release(base);
   lanes_ = std::move(lanes);
   trace->kv_after = cache.occupancy();
   publish(std::move(trace));
@@ -278,34 +367,52 @@ const StepTrace& Session::step() {
   if (s == SessionState::kNoPrompt) throw Error("step: enter a prompt first");
   if (s == SessionState::kFinished) throw Error("cannot step: " + next_action());
 
-  std::vector<int> running;
-  for (const Lane& lane : lanes_)
-    if (lane.running()) running.push_back(lane.id);
-  const int decode_index = static_cast<int>(history_.size());
+  // One request per running sequence: a lane's, or each open beam's.
+  struct Request {
+    int lane;
+    SeqId seq;
+    std::vector<int> context;  // prompt + tokens; the last one is fed now
+    int step_index;            // index of the token it chooses in its lane
+  };
+  std::vector<Request> requests;
+  for (const Lane& lane : lanes_) {
+    if (!lane.running()) continue;
+    if (!lane.beam_search()) {
+      requests.push_back(
+          {lane.id, lane.seq, lane_tokens(lane.id), static_cast<int>(lane.generated.size())});
+      continue;
+    }
+    for (size_t b = 0; b < lane.beams->beams.size(); ++b) {
+      std::vector<int> context = prompt_ids();
+      const std::vector<int>& tokens = lane.beams->beams[b].tokens;
+      context.insert(context.end(), tokens.begin(), tokens.end());
+      requests.push_back({lane.id, options_.kv_cache ? lane.beam_seqs[b] : -1, std::move(context),
+                          lane.beams->steps});
+    }
+  }
   const ForwardOptions fopts = forward_options(options_);
   const int n_head = engine_->config().n_head;
 
-  std::vector<LaneStep> steps(running.size());
+  std::vector<LaneStep> records(requests.size());
   ForwardResult batched;
   double seconds = 0;
   StepCost cost;
   int recomputed = 0;
   if (options_.kv_cache) {
-    std::vector<ForwardRequest> requests;
-    for (int id : running) requests.push_back({lanes_[id].seq, {lanes_[id].generated.back()}});
-    batched = engine_->forward(requests, fopts);
+    std::vector<ForwardRequest> forward_requests;
+    for (const Request& r : requests) forward_requests.push_back({r.seq, {r.context.back()}});
+    batched = engine_->forward(forward_requests, fopts);
     seconds = batched.seconds;
     cost = batched.cost;
-    recomputed = static_cast<int>(running.size());
+    recomputed = static_cast<int>(requests.size());
   }
-  for (size_t i = 0; i < running.size(); ++i) {
-    const Lane& lane = lanes_[running[i]];
-    LaneStep& ls = steps[i];
-    ls.lane = lane.id;
-    ls.context_ids = lane_tokens(lane.id);
-    ls.input_tokens = {lane.generated.back()};
+  for (size_t i = 0; i < requests.size(); ++i) {
+    LaneStep& ls = records[i];
+    ls.lane = requests[i].lane;
+    ls.context_ids = requests[i].context;
+    ls.input_tokens = {ls.context_ids.back()};
     ls.start_pos = static_cast<int>(ls.context_ids.size()) - 1;
-    ls.step_index = static_cast<int>(lane.generated.size());
+    ls.step_index = requests[i].step_index;
     if (options_.kv_cache) {
       const EntryOutput& out = batched.outputs[i];
       ls.slots_written = batched.plans[i].slots;
@@ -331,27 +438,43 @@ const StepTrace& Session::step() {
   }
   // Choosing cannot fail for validated parameters, but if it does the cache
   // is rolled back so the session stays where it was.
+  std::vector<LaneStep> lane_records;
   try {
-    for (size_t i = 0; i < running.size(); ++i) choose(steps[i], lanes_[running[i]]);
+    for (size_t i = 0; i < requests.size();) {
+      const Lane& lane = lanes_[requests[i].lane];
+      if (!lane.beam_search()) {
+        choose(records[i], lane);
+        lane_records.push_back(std::move(records[i++]));
+        continue;
+      }
+      std::vector<LaneStep> per_beam;
+      for (; i < requests.size() && requests[i].lane == lane.id; ++i)
+        per_beam.push_back(std::move(records[i]));
+      lane_records.push_back(advance_beams(lane, std::move(per_beam)));
+    }
   } catch (...) {
     if (options_.kv_cache)
-      for (size_t i = 0; i < running.size(); ++i)
-        engine_->cache().truncate(lanes_[running[i]].seq, steps[i].start_pos);
+      for (const Request& r : requests)
+        engine_->cache().truncate(r.seq, static_cast<int>(r.context.size()) - 1);
     throw;
   }
   StepTrace t;
-  t.index = decode_index;
+  t.index = static_cast<int>(history_.size());
   t.phase = Phase::kDecode;
   t.seconds = seconds;
   t.cost = cost;
   t.backend = engine_->backend().name();
   t.kv_cache = options_.kv_cache;
   t.recomputed_tokens = recomputed;
-  for (size_t i = 0; i < running.size(); ++i) {
-    Lane& lane = lanes_[running[i]];
-    lane.generated.push_back(steps[i].chosen_token);
-    finish_lane_if_done(lane, steps[i]);
-    t.lanes.push_back(std::move(steps[i]));
+  for (LaneStep& ls : lane_records) {
+    Lane& lane = lanes_[ls.lane];
+    if (ls.beam) {
+      commit_beams(lane, ls);
+    } else {
+      lane.generated.push_back(ls.chosen_token);
+      finish_lane_if_done(lane, ls);
+    }
+    t.lanes.push_back(std::move(ls));
   }
   t.kv_after = engine_->cache().occupancy();
   publish(std::make_shared<StepTrace>(std::move(t)));
@@ -385,14 +508,109 @@ void Session::back() {
     release_lanes();
     return;
   }
-  for (const LaneStep& ls : last.lanes) {
-    Lane& lane = lanes_[ls.lane];
-    if (options_.kv_cache) engine_->cache().truncate(lane.seq, ls.start_pos);
-    lane.generated.pop_back();
-    lane.stop_reason.clear();
+  // Lanes branched after the last step are undone with it. They sit at the
+  // end of lanes_: ids grow with first_step.
+  const int remaining = static_cast<int>(history_.size()) - 1;
+  std::vector<Lane> lanes = lanes_;
+  std::vector<Lane> dropped;
+  while (!lanes.empty() && lanes.back().first_step > remaining) {
+    dropped.push_back(std::move(lanes.back()));
+    lanes.pop_back();
   }
+  // Undoing a beam record may compute (restoring pruned beams) and fail:
+  // beams first, into new sequences, so that a failure changes nothing;
+  // then the other lanes, which only truncate.
+  const std::vector<Lane> before = lanes;
+  std::vector<const LaneStep*> order;
+  for (const LaneStep& ls : last.lanes) order.push_back(&ls);
+  std::stable_partition(order.begin(), order.end(), [](const LaneStep* ls) { return ls->beam; });
+  size_t undone = 0;
+  try {
+    for (; undone < order.size() && order[undone]->beam; ++undone)
+      undo_record(lanes[order[undone]->lane], *order[undone]);
+  } catch (...) {
+    for (size_t i = 0; i < undone; ++i)
+      release_unused_sequences(lanes[order[i]->lane], before[order[i]->lane]);
+    throw;
+  }
+  for (; undone < order.size(); ++undone) undo_record(lanes[order[undone]->lane], *order[undone]);
+  for (const LaneStep* ls : order) release_unused_sequences(before[ls->lane], lanes[ls->lane]);
+  for (Lane& lane : dropped) release_lane_sequences(lane);
+  lanes_ = std::move(lanes);
   trace_bytes_ -= last.memory_bytes();
   history_.pop_back();
+}
+
+void Session::release_unused_sequences(const Lane& from, const Lane& kept) {
+  for (SeqId seq : from.beam_seqs)
+    if (std::find(kept.beam_seqs.begin(), kept.beam_seqs.end(), seq) == kept.beam_seqs.end())
+      engine_->cache().release(seq);
+}
+
+void Session::undo_record(Lane& lane, const LaneStep& record) {
+  const bool cached = options_.kv_cache && !lane.closed;
+  if (!record.beam) {
+    if (cached) engine_->cache().truncate(lane.seq, record.start_pos);
+    lane.generated.pop_back();
+  } else {
+    const BeamSearchState& before = *record.beam->before;
+    if (cached) {
+      // Each earlier beam caches its tokens but the last. A beam with a kept
+      // child is a truncated fork of it; a pruned one is rebuilt from the
+      // longest shared prefix (only its own tail is computed again).
+      std::vector<CachedSequence> sources;
+      for (size_t b = 0; b < lane.beam_seqs.size(); ++b) {
+        std::vector<int> tokens = prompt_ids();
+        const std::vector<int>& own = lane.beams->beams[b].tokens;
+        tokens.insert(tokens.end(), own.begin(), own.end() - 1);
+        sources.push_back({lane.beam_seqs[b], std::move(tokens)});
+      }
+      std::vector<SeqId> seqs;
+      try {
+        for (const Beam& beam : before.beams) {
+          std::vector<int> tokens = prompt_ids();
+          tokens.insert(tokens.end(), beam.tokens.begin(), beam.tokens.end() - 1);
+          seqs.push_back(sequence_for(tokens, sources));
+          // Later beams fork this one on a tie, so that they share its blocks.
+          sources.push_back({seqs.back(), std::move(tokens)});
+        }
+      } catch (...) {
+        for (SeqId seq : seqs) engine_->cache().release(seq);
+        throw;
+      }
+      lane.beam_seqs = std::move(seqs);
+      lane.seq = lane.beam_seqs[0];
+    }
+    lane.beams = record.beam->before;
+    lane.generated = before.beams[0].tokens;
+  }
+  if (!lane.closed) lane.stop_reason.clear();
+}
+
+SeqId Session::sequence_for(const std::vector<int>& tokens,
+                            const std::vector<CachedSequence>& sources) {
+  size_t best = 0, best_len = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const std::vector<int>& t = sources[i].tokens;
+    const size_t len =
+        std::mismatch(tokens.begin(), tokens.begin() + std::min(tokens.size(), t.size()), t.begin())
+            .first -
+        tokens.begin();
+    if (len >= best_len) best = i, best_len = len;  // ties: the latest source
+  }
+  KvCacheManager& cache = engine_->cache();
+  const SeqId seq = cache.fork(sources.at(best).seq);
+  try {
+    cache.truncate(seq, static_cast<int>(best_len));
+    if (best_len < tokens.size())
+      engine_->forward(
+          {ForwardRequest{seq, std::vector<int>(tokens.begin() + best_len, tokens.end())}},
+          ForwardOptions{});
+  } catch (...) {
+    cache.release(seq);
+    throw;
+  }
+  return seq;
 }
 
 void Session::reset() {
@@ -413,23 +631,128 @@ int Session::run(int max_steps, const std::function<bool()>& should_stop) {
 void Session::rechoose(int lane_id, const SamplingParams& params) {
   params.validate();
   if (history_.empty()) throw Error("nothing chosen yet: run prefill first");
-  if (lane_id < 0 || lane_id >= static_cast<int>(lanes_.size()))
-    throw Error("no lane " + std::to_string(lane_id));
+  const Lane& current = lane_at(lane_id);
+  if (current.beam_search() || params.beam_search())
+    throw Error("rechoose: beam lanes choose by score, not by a draw (lane " +
+                std::to_string(lane_id) + ")");
+  if (current.closed) throw Error("rechoose: lane " + std::to_string(lane_id) + " is closed");
   auto trace = std::make_shared<StepTrace>(*history_.back());
   auto it = std::find_if(trace->lanes.begin(), trace->lanes.end(),
                          [&](const LaneStep& ls) { return ls.lane == lane_id; });
   if (it == trace->lanes.end())
     throw Error("lane " + std::to_string(lane_id) + " did not take part in the last step");
-  Lane updated = lanes_[lane_id];
+  Lane updated = current;
   updated.params = params;
   choose(*it, updated);
   updated.generated.back() = it->chosen_token;
   finish_lane_if_done(updated, *it);
   lanes_[lane_id] = std::move(updated);
   if (trace->phase == Phase::kPrefill) strategies_[lane_id] = params;
-  trace_bytes_ -= history_.back()->memory_bytes();
+  replace_step(static_cast<int>(history_.size()) - 1, std::move(trace));
+}
+
+void Session::replace_step(int index, std::shared_ptr<StepTrace> trace) {
+  trace_bytes_ -= history_[index]->memory_bytes();
   trace_bytes_ += trace->memory_bytes();
-  history_.back() = std::move(trace);
+  history_[index] = std::move(trace);
+}
+
+const LaneStep* Session::record(int step, int lane_id) const {
+  if (step < 0 || step >= static_cast<int>(history_.size())) return nullptr;
+  if (lane_id < 0 || lane_id >= static_cast<int>(lanes_.size())) return nullptr;
+  const Lane& lane = lanes_[lane_id];
+  if (step >= lane.first_step) {
+    for (const LaneStep& ls : history_[step]->lanes)
+      if (ls.lane == lane_id) return &ls;
+    return nullptr;
+  }
+  if (step == lane.branch_step) return lane.branch_record.get();
+  if (step < lane.branch_step) return record(step, lane.parent);
+  return nullptr;
+}
+
+int Session::branch(int step, int lane_id, int token) {
+  if (history_.empty()) throw Error("branch: run prefill first");
+  if (step < 0 || step >= static_cast<int>(history_.size()))
+    throw Error("branch: no step " + std::to_string(step) + " (the history holds steps 0 to " +
+                std::to_string(history_.size() - 1) + ")");
+  const Lane& source = lane_at(lane_id);
+  const std::string name = "lane " + std::to_string(lane_id);
+  if (source.closed) throw Error("branch: " + name + " is closed");
+  if (source.beam_search()) throw Error("branch: " + name + " uses beam search");
+  if (token < 0 || token >= engine_->config().vocab_size)
+    throw Error("branch: token " + std::to_string(token) + " is not in the vocabulary (0 to " +
+                std::to_string(engine_->config().vocab_size - 1) + ")");
+  if (open_lanes() >= kMaxLanes)
+    throw Error("branch: already " + std::to_string(kMaxLanes) + " open lanes (close one first)");
+  const LaneStep* from = record(step, lane_id);
+  if (!from) throw Error("branch: " + name + " has no record at step " + std::to_string(step));
+
+  Lane lane;
+  lane.id = static_cast<int>(lanes_.size());
+  lane.params = source.params;
+  lane.generated.assign(from->context_ids.begin() + static_cast<long>(prompt_tokens_.size()),
+                        from->context_ids.end());
+  lane.generated.push_back(token);
+  lane.parent = lane_id;
+  lane.branch_step = step;
+  lane.first_step = static_cast<int>(history_.size());
+  auto rec = std::make_shared<LaneStep>(*from);
+  rec->lane = lane.id;
+  rec->chosen_token = token;
+  rec->chosen_prob =
+      sample_next(rec->logits, rec->context_ids, rec->params, rec->step_index).final_probs[token];
+  rec->uniform = 0;
+  finish_lane_if_done(lane, *rec);
+  lane.branch_record = std::move(rec);
+  if (options_.kv_cache) {
+    // The step's inputs are cached already: a fork cut back to them.
+    KvCacheManager& cache = engine_->cache();
+    lane.seq = cache.fork(source.seq);
+    cache.truncate(lane.seq, lane.branch_record->context());
+  }
+  lanes_.push_back(std::move(lane));
+  return lanes_.back().id;
+}
+
+void Session::back_lane(int lane_id) {
+  const Lane& lane = lane_at(lane_id);
+  const std::string name = "lane " + std::to_string(lane_id);
+  if (lane.closed) throw Error("back: " + name + " is closed");
+  int step = static_cast<int>(history_.size()) - 1;
+  for (; step >= lane.first_step; --step)
+    if (std::any_of(history_[step]->lanes.begin(), history_[step]->lanes.end(),
+                    [&](const LaneStep& ls) { return ls.lane == lane_id; }))
+      break;
+  if (step < lane.first_step)
+    throw Error("back: " + name + " was just branched and has no step of its own (close it)");
+  if (history_[step]->phase == Phase::kPrefill)
+    throw Error("back: " + name + " holds only its first token (step the whole session back)");
+  for (const Lane& other : lanes_)
+    if (other.parent == lane_id && other.branch_step >= step)
+      throw Error("back: lane " + std::to_string(other.id) + " was branched from " + name +
+                  " at step " + std::to_string(other.branch_step));
+  auto trace = std::make_shared<StepTrace>(*history_[step]);
+  auto it = std::find_if(trace->lanes.begin(), trace->lanes.end(),
+                         [&](const LaneStep& ls) { return ls.lane == lane_id; });
+  Lane updated = lane;
+  undo_record(updated, *it);
+  release_unused_sequences(lane, updated);
+  trace->lanes.erase(it);
+  lanes_[lane_id] = std::move(updated);
+  replace_step(step, std::move(trace));
+}
+
+void Session::close_lane(int lane_id) {
+  const Lane& lane = lane_at(lane_id);
+  if (lane.closed) throw Error("lane " + std::to_string(lane_id) + " is already closed");
+  if (open_lanes() == 1)
+    throw Error("lane " + std::to_string(lane_id) +
+                " is the only open lane (reset to start again)");
+  Lane& l = lanes_[lane_id];
+  release_lane_sequences(l);
+  l.closed = true;
+  l.stop_reason = "closed";
 }
 
 std::vector<float> Session::attention(int step, int lane, int layer) {
@@ -437,11 +760,10 @@ std::vector<float> Session::attention(int step, int lane, int layer) {
     throw Error("no step " + std::to_string(step));
   if (layer < 0 || layer >= engine_->config().n_layer)
     throw Error("no layer " + std::to_string(layer));
-  const StepTrace& trace = *history_[step];
-  const int wanted = trace.phase == Phase::kPrefill ? 0 : lane;
-  auto it = std::find_if(trace.lanes.begin(), trace.lanes.end(),
-                         [&](const LaneStep& ls) { return ls.lane == wanted; });
-  if (it == trace.lanes.end())
+  // In prefill every lane shares lane 0's forward pass.
+  const LaneStep* it =
+      history_[step]->phase == Phase::kPrefill ? record(step, 0) : record(step, lane);
+  if (!it)
     throw Error("lane " + std::to_string(lane) + " has no record at step " + std::to_string(step));
   if (layer < static_cast<int>(it->attention.size()) && it->attention[layer])
     return *it->attention[layer];

@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "model/tokenizer.h"
+#include "sampling/beam_search.h"
 #include "sampling/sampling_params.h"
 #include "trace/step_trace.h"
 
@@ -35,16 +36,43 @@ enum class SessionState {
 };
 const char* state_name(SessionState state);
 
+// One lane of generation. Lane ids are indices into Session::lanes() and never
+// change: a closed lane stays in the list (closed, no KV sequence) so that the
+// history's records keep pointing at the right lane.
+//
+// Branched lanes: a lane made by Session::branch has its own records only from
+// history step first_step on. For earlier steps up to branch_step, its tokens
+// are its parent's: Session::record(step, lane) falls back to the parent's
+// record (and, at branch_step, to branch_record: the parent's record with this
+// lane's token chosen instead). Between branch_step and first_step it did not
+// exist and has no record.
+//
+// Beam lanes (params.num_beams > 1) keep num_beams KV sequences that share
+// blocks copy-on-write; generated is the best open beam while running and the
+// best hypothesis once stopped. Each of their records carries a BeamStep.
 struct Lane {
   int id = 0;
   SamplingParams params;
-  SeqId seq = -1;              // its KV cache sequence (-1 before prefill / cache off)
+  SeqId seq = -1;              // its KV cache sequence (-1 before prefill / cache off / closed);
+                               // beam lanes: the best open beam's (beam_seqs[0])
   std::vector<int> generated;  // chosen tokens; the last one is not cached yet
   std::string stop_reason;     // empty while the lane runs
   bool running() const { return stop_reason.empty(); }
+
+  // Beam lanes only.
+  std::shared_ptr<const BeamSearchState> beams;  // open beams and finished hypotheses
+  std::vector<SeqId> beam_seqs;                  // one KV sequence per open beam
+  bool beam_search() const { return beams != nullptr; }
+
+  // Branching.
+  int parent = -1;       // the lane it was branched from; -1: started at prefill
+  int branch_step = -1;  // history step whose choice it replaced
+  int first_step = 0;    // first history step that can hold its own record
+  std::shared_ptr<const LaneStep> branch_record;  // its record at branch_step
+  bool closed = false;                            // close_lane: blocks released, never steps
 };
 
-inline constexpr int kMaxLanes = 8;
+inline constexpr int kMaxLanes = 8;  // open lanes at once
 
 class Session {
  public:
@@ -73,6 +101,23 @@ class Session {
   // logits do not change, only the choice (the pending token) does.
   void rechoose(int lane, const SamplingParams& params);
 
+  // Branching. branch() forks a new lane from `lane` as it was at history
+  // step `step`, with `token` chosen there instead: its KV sequence is a fork
+  // of the lane's, truncated (never recomputed); from the next step() on it
+  // steps with the others. Returns the new lane's id. Needs fewer than
+  // kMaxLanes open lanes; beam lanes cannot be branched.
+  int branch(int step, int lane, int token);
+  // Undoes the last token of one lane only (its latest record is removed
+  // from the history; a decode step left with no record stays, empty).
+  void back_lane(int lane);
+  // Stops a lane for good and releases its KV blocks; its records stay.
+  void close_lane(int lane);
+
+  // The record describing `lane` at history step `step`: its own, or, for a
+  // branched lane before its first own step, its parent's (see Lane). Null
+  // when the lane did not take part in that step.
+  const LaneStep* record(int step, int lane) const;
+
   // Attention of one layer for (step, lane): [head][rows][context]. Taken from
   // the trace, or recomputed when the budget left it out.
   std::vector<float> attention(int step, int lane, int layer);
@@ -84,6 +129,7 @@ class Session {
   const std::vector<TokenSpan>& prompt_tokens() const { return prompt_tokens_; }
   std::vector<int> prompt_ids() const;
   const std::vector<Lane>& lanes() const { return lanes_; }
+  int open_lanes() const;
   std::vector<int> lane_tokens(int lane) const;  // prompt + generated
   const std::vector<StepTracePtr>& history() const { return history_; }
   const SessionOptions& options() const { return options_; }
@@ -95,8 +141,32 @@ class Session {
 
  private:
   void release_lanes();
+  void release_lane_sequences(Lane& lane);
+  const Lane& lane_at(int lane) const;  // throws for an unknown id
   void choose(LaneStep& step, const Lane& lane) const;
   void finish_lane_if_done(Lane& lane, const LaneStep& step) const;
+  BeamSearchConfig beam_config(const Lane& lane) const;
+  // Scores a beam lane's step from one record per open beam (in beam order)
+  // without changing anything: the record of the beam the new best beam
+  // extends, with the whole step in its BeamStep. commit_beams then applies
+  // it (never throws): new beams fork their parents' sequences, the old ones
+  // are released.
+  LaneStep advance_beams(const Lane& lane, std::vector<LaneStep> per_beam) const;
+  void commit_beams(Lane& lane, const LaneStep& record);
+  // Undoes one record of a lane (its latest): tokens, beams and KV cache.
+  // Beam lanes get new sequences (the old ones are left for the caller to
+  // release with release_unused_sequences); other lanes are truncated.
+  void undo_record(Lane& lane, const LaneStep& record);
+  void release_unused_sequences(const Lane& from, const Lane& kept);
+  void replace_step(int index, std::shared_ptr<StepTrace> trace);
+  // A new KV sequence caching `tokens`, forked from whichever source (a
+  // sequence and the tokens it caches) shares the longest prefix with them;
+  // only the rest is computed.
+  struct CachedSequence {
+    SeqId seq;
+    std::vector<int> tokens;
+  };
+  SeqId sequence_for(const std::vector<int>& tokens, const std::vector<CachedSequence>& sources);
   void apply_budget(StepTrace& trace);
   void publish(std::shared_ptr<StepTrace> trace);
   StepTrace make_trace(Phase phase, const ForwardResult& result) const;

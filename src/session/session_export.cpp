@@ -23,7 +23,11 @@ json session_to_json(const Session& session, const JsonExportOptions& options) {
                      {"strategy", format_strategy(lane.params)},
                      {"generated", lane.generated},
                      {"text", tok.decode(lane.generated)},
-                     {"stop_reason", lane.stop_reason}});
+                     {"stop_reason", lane.stop_reason},
+                     {"parent", lane.parent},
+                     {"branch_step", lane.branch_step},
+                     {"first_step", lane.first_step},
+                     {"closed", lane.closed}});
   json steps = json::array();
   for (const StepTracePtr& s : session.history()) steps.push_back(step_to_json(*s, options));
   return {{"format", "tokenscope-session/1"},

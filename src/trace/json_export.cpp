@@ -37,7 +37,41 @@ json params_to_json(const SamplingParams& p) {
           {"top_p", p.top_p},
           {"min_p", p.min_p},
           {"repetition_penalty", p.repetition_penalty},
-          {"seed", p.seed}};
+          {"seed", p.seed},
+          {"num_beams", p.num_beams},
+          {"length_penalty", p.length_penalty},
+          {"early_stopping", early_stopping_name(p.early_stopping)}};
+}
+
+json hypothesis_to_json(const BeamHypothesis& h) {
+  return {{"tokens", h.tokens},
+          {"sum_log_prob", h.sum_log_prob},
+          {"score", h.score},
+          {"ended_by_eos", h.ended_by_eos},
+          {"generated_len", h.generated_len}};
+}
+
+json beam_step_to_json(const BeamStep& b) {
+  json candidates = json::array();
+  for (const BeamCandidate& c : b.candidates)
+    candidates.push_back({{"parent", c.parent},
+                          {"token", c.token},
+                          {"log_prob", c.log_prob},
+                          {"sum_log_prob", c.sum_log_prob},
+                          {"fate", candidate_fate_name(c.fate)},
+                          {"new_beam", c.new_beam}});
+  json beams = json::array();
+  for (const Beam& beam : b.after->beams)
+    beams.push_back({{"tokens", beam.tokens}, {"sum_log_prob", beam.sum_log_prob}});
+  json finished = json::array();
+  for (const BeamHypothesis& h : b.after->finished) finished.push_back(hypothesis_to_json(h));
+  json final = json::array();
+  for (const BeamHypothesis& h : b.final) final.push_back(hypothesis_to_json(h));
+  return {{"candidates", candidates},
+          {"beams", beams},
+          {"finished", finished},
+          {"done", b.after->done},
+          {"final", final}};
 }
 
 // JSON has no infinity: removed tokens are written as null.
@@ -73,6 +107,7 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
             {"top_logits", top},
             {"sampling_stages", stages},
             {"draw", draw}};
+  if (ls.beam) j["beam"] = beam_step_to_json(*ls.beam);
   if (options.full_logits) {
     json all = json::array();
     for (float v : ls.logits) all.push_back(finite_or_null(v));

@@ -12,12 +12,26 @@
 
 #include "engine/cost_model.h"
 #include "engine/kv_cache.h"
+#include "sampling/beam_search.h"
 #include "sampling/sampling_params.h"
 
 namespace ts {
 
 enum class Phase { kPrefill, kDecode };
 const char* phase_name(Phase phase);
+
+// One step of a beam lane: the tree edge by edge. `before` holds the open
+// beams the step extended (candidate.parent indexes them), `after` the beams
+// it kept (candidate.new_beam indexes them) and every finished hypothesis so
+// far. A beam of `before` that no kept candidate names was pruned with all of
+// its candidates. `final` is filled once the lane stopped: the hypotheses
+// ranked best first (HF's finalize), final[0] being the lane's output.
+struct BeamStep {
+  std::vector<BeamCandidate> candidates;  // the 2 * num_beams best, best first
+  std::shared_ptr<const BeamSearchState> before;
+  std::shared_ptr<const BeamSearchState> after;
+  std::vector<BeamHypothesis> final;
+};
 
 struct LaneStep {
   int lane = 0;
@@ -41,6 +55,10 @@ struct LaneStep {
   double uniform = 0;   // the draw's random number (0 when greedy)
   int kept_tokens = 0;  // candidates left after the filters
   double entropy = 0;   // of the model's raw distribution, nats
+  // Beam lanes: the record above is the open beam that the new best beam
+  // extends (inputs, logits, attention of that beam; chosen_token is the
+  // token it appended); the whole step is here.
+  std::shared_ptr<const BeamStep> beam;
 
   int context() const { return start_pos + static_cast<int>(input_tokens.size()); }
   int rows() const { return static_cast<int>(input_tokens.size()); }

@@ -174,7 +174,7 @@ TEST(ParseStrategy, SeedAndPenaltyAloneStayGreedy) {
 }
 
 TEST(ParseStrategy, ErrorsNameTheKey) {
-  expect_error([] { parse_strategy("beams=4"); }, "beams");
+  expect_error([] { parse_strategy("beam_width=4"); }, "beam_width");
   expect_error([] { parse_strategy("top_p=abc"); }, "top_p");
   expect_error([] { parse_strategy("top_p="); }, "top_p");
   expect_error([] { parse_strategy("top_p=0.9x"); }, "top_p");
@@ -209,6 +209,47 @@ TEST(ParseStrategy, FormatRoundTrips) {
   EXPECT_EQ(format_strategy(parse_strategy("temperature=0.8,top_p=0.9")),
             "temperature=0.8,top_p=0.9");
   EXPECT_EQ(format_strategy(SamplingParams{}), "greedy");
+}
+
+TEST(ParseStrategy, BeamSearch) {
+  SamplingParams p = parse_strategy("beams=4");
+  EXPECT_EQ(p.num_beams, 4);
+  EXPECT_TRUE(p.beam_search());
+  EXPECT_FALSE(p.do_sample);
+  EXPECT_FLOAT_EQ(p.length_penalty, 1.0f);
+  EXPECT_EQ(p.early_stopping, EarlyStopping::kFalse);
+  p = parse_strategy("beams=8,length_penalty=0.6,early_stopping=never");
+  EXPECT_EQ(p.num_beams, 8);
+  EXPECT_FLOAT_EQ(p.length_penalty, 0.6f);
+  EXPECT_EQ(p.early_stopping, EarlyStopping::kNever);
+  EXPECT_EQ(parse_strategy("early_stopping=true,beams=2").early_stopping, EarlyStopping::kTrue);
+  for (const char* s : {"beams=4", "beams=2,length_penalty=-0.5", "beams=3,early_stopping=true",
+                        "beams=8,length_penalty=2,early_stopping=never"}) {
+    SamplingParams q = parse_strategy(s);
+    EXPECT_EQ(format_strategy(q), s);
+    EXPECT_EQ(parse_strategy(format_strategy(q)), q) << s;
+  }
+  EXPECT_EQ(describe(parse_strategy("beams=4")), "beams 4");
+  EXPECT_EQ(describe(parse_strategy("beams=4,length_penalty=0.8,early_stopping=true")),
+            "beams 4 \u00b7 lp 0.8 \u00b7 early true");
+
+  expect_error([] { parse_strategy("beams=1"); }, "beams");
+  expect_error([] { parse_strategy("beams=9"); }, "beams");
+  expect_error([] { parse_strategy("beams=two"); }, "beams");
+  expect_error([] { parse_strategy("beams"); }, "beams");
+  expect_error([] { parse_strategy("beams=4,top_p=0.9"); }, "top_p");
+  expect_error([] { parse_strategy("beams=4,greedy"); }, "greedy");
+  expect_error([] { parse_strategy("beams=4,repetition_penalty=1.2"); }, "repetition_penalty");
+  expect_error([] { parse_strategy("length_penalty=0.5"); }, "beams");
+  expect_error([] { parse_strategy("early_stopping=true"); }, "beams");
+  expect_error([] { parse_strategy("beams=4,early_stopping=maybe"); }, "early_stopping");
+  expect_error([] { parse_strategy("beams=4,length_penalty=inf"); }, "length_penalty");
+  SamplingParams bad;
+  bad.num_beams = 9;
+  expect_error([&] { bad.validate(); }, "beams");
+  bad.num_beams = 4;
+  bad.do_sample = true;
+  expect_error([&] { bad.validate(); }, "beams");
 }
 
 TEST(Describe, ShortLabels) {
