@@ -99,8 +99,7 @@ void SessionWorker::loop() {
       }
       busy_ = true;
     }
-    const size_t history_before = session_->history().size();
-    const StepTracePtr last_before = history_before ? session_->history().back() : nullptr;
+    const std::vector<StepTracePtr> history_before = session_->history();
     try {
       job(*session_);
     } catch (const std::exception& e) {
@@ -112,11 +111,12 @@ void SessionWorker::loop() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       busy_ = false;
-      // Any rewrite of the past (back, reset, rechoose) invalidates attention
-      // computed on demand; a plain new step does not.
+      // Any rewrite of the past (back, reset, rechoose, back_lane) invalidates
+      // attention computed on demand; a plain new step does not.
       const auto& h = session_->history();
-      const bool appended_only = h.size() >= history_before &&
-                                 (history_before == 0 || h[history_before - 1] == last_before);
+      const bool appended_only =
+          h.size() >= history_before.size() &&
+          std::equal(history_before.begin(), history_before.end(), h.begin());
       if (!appended_only) {
         ++history_version_;
         attention_cache_.clear();
@@ -147,6 +147,16 @@ void SessionWorker::set_strategies(std::vector<SamplingParams> strategies) {
 }
 void SessionWorker::rechoose(int lane, SamplingParams params) {
   post([lane, params](Session& s) { s.rechoose(lane, params); });
+}
+
+void SessionWorker::branch(int step, int lane, int token) {
+  post([step, lane, token](Session& s) { s.branch(step, lane, token); });
+}
+void SessionWorker::back_lane(int lane) {
+  post([lane](Session& s) { s.back_lane(lane); });
+}
+void SessionWorker::close_lane(int lane) {
+  post([lane](Session& s) { s.close_lane(lane); });
 }
 
 void SessionWorker::run(double steps_per_second) {

@@ -61,6 +61,11 @@ class SessionWorker {
   void reset();
   void set_strategies(std::vector<SamplingParams> strategies);
   void rechoose(int lane, SamplingParams params);
+  // Lanes (see Session): a new lane from `lane` at history step `step` with
+  // `token` chosen there; undo one lane's last token; close a lane.
+  void branch(int step, int lane, int token);
+  void back_lane(int lane);
+  void close_lane(int lane);
   // Auto-stepping: one step every 1/steps_per_second seconds until paused,
   // finished, or an error.
   void run(double steps_per_second);
