@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
+#include "sampling/distribution.h"
+#include "session/lane_summary.h"
 #include "session/model_setup.h"
 #include "session/session.h"
 #include "session/session_worker.h"
@@ -289,6 +292,64 @@ TEST(Lanes, RandomCommandsLeaveThePoolExact) {
     EXPECT_EQ(cache.free_blocks(), free_at_start);
     EXPECT_TRUE(cache.sequences().empty());
   }
+}
+
+TEST(LaneSummary, HandCheckedValues) {
+  EXPECT_DOUBLE_EQ(distinct_ngram_ratio({1, 2, 1, 2}, 1), 0.5);        // {1, 2} of 4
+  EXPECT_DOUBLE_EQ(distinct_ngram_ratio({1, 2, 1, 2}, 2), 2.0 / 3.0);  // 12 21 12
+  EXPECT_DOUBLE_EQ(distinct_ngram_ratio({1, 2, 1, 2}, 3), 1.0);        // 121 212
+  EXPECT_DOUBLE_EQ(distinct_ngram_ratio({5, 5, 5, 5, 5}, 2), 0.25);
+  EXPECT_TRUE(std::isnan(distinct_ngram_ratio({1, 2}, 3)));
+
+  const LaneSummary s = summarize_tokens({4, 4}, {std::log(0.5), std::log(0.25)}, 0.5);
+  EXPECT_NEAR(s.log_prob, std::log(0.125), 1e-12);
+  EXPECT_NEAR(s.perplexity, std::sqrt(8.0), 1e-12);  // exp(ln 8 / 2)
+  EXPECT_DOUBLE_EQ(s.distinct[0], 0.5);
+  EXPECT_DOUBLE_EQ(s.distinct[1], 1.0);
+  EXPECT_TRUE(std::isnan(s.distinct[2]));
+  EXPECT_DOUBLE_EQ(s.tokens_per_second, 4.0);
+  EXPECT_THROW(summarize_tokens({1}, {}, 1.0), Error);
+}
+
+TEST(LaneSummary, OfSessionLanes) {
+  LoadedModel m = tiny();
+  SessionOptions o;
+  o.max_new_tokens = 6;
+  Session s(m.tokenizer, m.engine, o);
+  s.set_strategies({SamplingParams{}, beams(3)});
+  s.set_prompt(kPrompt);
+  s.run(100);
+  s.branch(2, 0, 9);
+  s.run(100);
+  double all_seconds = 0;
+  for (const StepTracePtr& t : s.history()) all_seconds += t->seconds;
+
+  const LaneSummary greedy = summarize_lane(s, 0);
+  double log_prob = 0;
+  for (int step = 0; step < 6; ++step) {
+    const LaneStep& r = s.history()[step]->lanes[0];
+    log_prob += log_softmax(r.logits)[r.chosen_token];
+  }
+  EXPECT_EQ(greedy.tokens, 6);
+  EXPECT_NEAR(greedy.log_prob, log_prob, 1e-9);
+  EXPECT_NEAR(greedy.perplexity, std::exp(-log_prob / 6), 1e-9);
+  EXPECT_GT(greedy.tokens_per_second, 0.0);
+  EXPECT_LE(greedy.seconds, all_seconds);
+
+  const LaneSummary beam = summarize_lane(s, 1);
+  const BeamStep& last = *s.history()[5]->lanes[1].beam;
+  ASSERT_FALSE(last.final.empty());
+  EXPECT_NEAR(beam.log_prob, last.final[0].sum_log_prob, 1e-5);
+
+  // The branch: its parent's first two tokens, then its own.
+  const LaneSummary branch = summarize_lane(s, 2);
+  EXPECT_EQ(branch.tokens, 6);
+  double branch_log_prob = 0;
+  for (int step = 0; step < static_cast<int>(s.history().size()); ++step)
+    if (const LaneStep* r = s.record(step, 2))
+      branch_log_prob += log_softmax(r->logits)[r->chosen_token];
+  EXPECT_NEAR(branch.log_prob, branch_log_prob, 1e-9);
+  EXPECT_THROW(summarize_lane(s, 3), Error);
 }
 
 TEST(SessionWorker, BranchBackLaneAndCloseLaneCommands) {

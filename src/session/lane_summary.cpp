@@ -1,0 +1,67 @@
+#include "session/lane_summary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "sampling/distribution.h"
+#include "util/error.h"
+
+namespace ts {
+
+double distinct_ngram_ratio(const std::vector<int>& tokens, int n) {
+  const int total = static_cast<int>(tokens.size()) - n + 1;
+  if (n < 1 || total <= 0) return std::numeric_limits<double>::quiet_NaN();
+  std::set<std::vector<int>> seen;
+  for (int i = 0; i < total; ++i) seen.emplace(tokens.begin() + i, tokens.begin() + i + n);
+  return static_cast<double>(seen.size()) / total;
+}
+
+LaneSummary summarize_tokens(const std::vector<int>& tokens,
+                             const std::vector<double>& token_log_probs, double seconds) {
+  if (tokens.size() != token_log_probs.size())
+    throw Error("lane summary: " + std::to_string(tokens.size()) + " tokens but " +
+                std::to_string(token_log_probs.size()) + " log-probabilities");
+  LaneSummary s;
+  s.tokens = static_cast<int>(tokens.size());
+  for (double lp : token_log_probs) s.log_prob += lp;
+  s.perplexity = s.tokens ? std::exp(-s.log_prob / s.tokens) : 0.0;
+  for (int n = 1; n <= 3; ++n) s.distinct[n - 1] = distinct_ngram_ratio(tokens, n);
+  s.seconds = seconds;
+  s.tokens_per_second = seconds > 0 ? s.tokens / seconds : 0.0;
+  return s;
+}
+
+LaneSummary summarize_lane(const Session& session, int lane_id) {
+  if (lane_id < 0 || lane_id >= static_cast<int>(session.lanes().size()))
+    throw Error("no lane " + std::to_string(lane_id));
+  const Lane& lane = session.lanes()[lane_id];
+  const std::vector<int>& tokens = lane.generated;
+  std::vector<double> log_probs(tokens.size(), 0.0);
+  double seconds = 0;
+  const BeamStep* last_beam_step = nullptr;
+  for (int step = 0; step < static_cast<int>(session.history().size()); ++step) {
+    const LaneStep* r = session.record(step, lane_id);
+    if (!r) continue;
+    seconds += session.history()[step]->seconds;
+    if (r->beam) {
+      last_beam_step = r->beam.get();
+    } else if (r->step_index < static_cast<int>(tokens.size()) &&
+               tokens[r->step_index] == r->chosen_token) {
+      log_probs[r->step_index] = log_softmax(r->logits)[r->chosen_token];
+    }
+  }
+  if (last_beam_step) {
+    // The lane's tokens are its best hypothesis once stopped, else its best beam.
+    const std::vector<float>& lps = last_beam_step->final.empty()
+                                        ? last_beam_step->after->beams[0].token_log_probs
+                                        : last_beam_step->final[0].token_log_probs;
+    std::copy_n(lps.begin(), std::min(lps.size(), log_probs.size()), log_probs.begin());
+  }
+  LaneSummary s = summarize_tokens(tokens, log_probs, seconds);
+  s.lane = lane_id;
+  return s;
+}
+
+}  // namespace ts

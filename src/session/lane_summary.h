@@ -1,0 +1,35 @@
+#pragma once
+// One line per lane for comparing decoding strategies: how likely the model
+// found the lane's own text, how repetitive it is, and how fast it came.
+#include <vector>
+
+#include "session/session.h"
+
+namespace ts {
+
+struct LaneSummary {
+  int lane = 0;
+  int tokens = 0;         // generated tokens (a beam lane: its best sequence)
+  double log_prob = 0;    // sum of log p(token | everything before) under the raw model
+  double perplexity = 0;  // exp(-log_prob / tokens): of the lane's own text
+  // distinct[n - 1] = distinct n-grams / n-grams in the generated tokens,
+  // n = 1, 2, 3 (1 = no repetition); NaN when the text is shorter than n.
+  double distinct[3] = {0, 0, 0};
+  double seconds = 0;            // wall time of the steps that produced its tokens
+  double tokens_per_second = 0;  // tokens / seconds (0 when no time was measured)
+};
+
+// Distinct n-grams over all n-grams of `tokens`; NaN when there are none.
+double distinct_ngram_ratio(const std::vector<int>& tokens, int n);
+
+// The summary of `tokens` given each one's log-probability and the time taken.
+LaneSummary summarize_tokens(const std::vector<int>& tokens,
+                             const std::vector<double>& token_log_probs, double seconds);
+
+// A lane of a session: log-probabilities from the recorded logits (a beam
+// lane: from its best hypothesis or beam), the time of every step with a
+// record for it (Session::record, so a branch counts its parent's steps
+// before the branch). Throws ts::Error for an unknown lane.
+LaneSummary summarize_lane(const Session& session, int lane);
+
+}  // namespace ts
