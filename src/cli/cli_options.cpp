@@ -45,9 +45,14 @@ Generation
   --min-p M               drop tokens below M x the top probability, M in [0, 1]
   --repetition-penalty R  R > 0; 1 = off (applies to greedy too)
   --seed S                seed of the draw (same seed, same tokens)
-  --strategy STR          a whole strategy, e.g. "top_p=0.9,temperature=0.8"
-  --compare STR...        several lanes sharing one prefill, e.g.
-                          --compare greedy "top_p=0.9,temperature=0.8"
+  --strategy STR          a whole strategy, e.g. "top_p=0.9,temperature=0.8", or HF beam
+                          search: "beams=4" (2..8), with length_penalty=F and
+                          early_stopping=true|false|never
+  --compare STR...        several lanes sharing one prefill, printed as columns step by
+                          step (token and its probability; the first step where they
+                          differ is marked), then per lane: log-probability, perplexity,
+                          distinct 1/2/3-grams, tokens/s; e.g.
+                          --compare greedy "top_p=0.9,temperature=0.8" "beams=4"
   --no-kv-cache           recompute the whole sequence at every decode step
 
 Output

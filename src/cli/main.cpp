@@ -1,9 +1,11 @@
 // tokenscope-cli: the terminal front end of the step machine.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "cli/cli_options.h"
+#include "cli/compare_printer.h"
 #include "cli/step_printer.h"
 #include "session/evaluate.h"
 #include "session/model_setup.h"
@@ -65,7 +67,12 @@ int main(int argc, char** argv) {
       std::cout << ts::cli::cli_help();
       return 0;
     }
-    ts::LoadedModel model = ts::load_model_setup(o.setup);
+    ts::ModelSetupOptions setup = o.setup;
+    // Every lane, and every beam of a beam lane, holds a sequence.
+    int sequences = 2;
+    for (const ts::SamplingParams& p : o.strategies) sequences += p.num_beams;
+    setup.cache_sequences = std::max(setup.cache_sequences, sequences);
+    ts::LoadedModel model = ts::load_model_setup(setup);
     if (!model.backend_notice.empty()) std::cerr << "note: " << model.backend_notice << "\n";
     if (!o.eval_loss_file.empty()) return run_eval(model, o);
 
@@ -82,6 +89,17 @@ int main(int argc, char** argv) {
                 << model.engine->backend().device_name() << "\n";
     if (o.interactive) {
       interactive_command(session, o);
+    } else if (o.strategies.size() > 1 && !o.quiet) {
+      // --compare: lanes as columns, then how they compare.
+      ts::cli::ComparePrinter printer(session);
+      for (int i = 0; i <= o.steps && session.can_step(); ++i) {
+        const ts::StepTrace& step = session.step();
+        printer.print_row(std::cout, step);
+        if (o.logit_lens) ts::cli::print_logit_lens(std::cout, session, step);
+      }
+      printer.print_summary(std::cout);
+      std::cout << "\n";
+      ts::cli::print_lanes_text(std::cout, session);
     } else {
       for (int i = 0; i <= o.steps && session.can_step(); ++i) {
         const ts::StepTrace& step = session.step();

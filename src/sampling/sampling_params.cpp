@@ -147,7 +147,8 @@ SamplingParams parse_strategy(std::string_view text) {
       p.seed = parse_int<uint64_t>(key, value, "a whole number >= 0");
     } else if (key == "beams") {
       p.num_beams = parse_int<int>(key, value, "a whole number from 2 to 8");
-      if (p.num_beams < 2 || p.num_beams > kMaxBeams) bad_value(key, value, "from 2 to 8");
+      if (p.num_beams < 2 || p.num_beams > kMaxBeams)
+        bad_value(key, value, "a whole number from 2 to 8");
       beams_given = true;
     } else if (key == "length_penalty") {
       p.length_penalty = parse_float(key, value);
