@@ -5,8 +5,10 @@
 #   tools/train/train.sh
 #
 # Environment (all optional):
-#   STEPS=1800          planned optimizer steps (batch 8 x 256 tokens)
-#   DEADLINE_MIN=95     wall-clock limit of the training step in minutes; the
+#   STEPS=3600          planned optimizer steps
+#   BATCH=16            sequences of 256 tokens per step
+#   LR=2e-3             peak learning rate (cosine down to a twentieth of it)
+#   DEADLINE_MIN=105    wall-clock limit of the training step in minutes; the
 #                       plan is shortened to fit (see train.py) - 0 = none
 #   SCHEDULE=           replay a shortened plan recorded in train_summary.json
 #                       ("schedule_arg"), for a bit-identical rerun
@@ -33,8 +35,10 @@ $PY tools/train/bpe.py check --model "$WORK/tok" --input "$WORK/val.txt"
 
 if [ "${SKIP_TRAIN:-0}" != 1 ]; then
   echo "== training"
-  set -- --steps "${STEPS:-1800}" --batch 8 --lr 1e-3 --lr-min 1e-4 --warmup 100 \
-         --eval-every 50 --eval-windows 24 --deadline-minutes "${DEADLINE_MIN:-95}"
+  lr="${LR:-2e-3}"
+  lr_min=$(awk -v lr="$lr" 'BEGIN { print lr / 20 }')
+  set -- --steps "${STEPS:-3600}" --batch "${BATCH:-16}" --lr "$lr" --lr-min "$lr_min" --warmup 100 \
+         --eval-every 50 --eval-windows 24 --deadline-minutes "${DEADLINE_MIN:-105}"
   [ -n "${SCHEDULE:-}" ] && set -- "$@" --schedule "$SCHEDULE"
   [ "${RESUME:-0}" = 1 ] && set -- "$@" --resume
   $PY tools/train/train.py "$@"
