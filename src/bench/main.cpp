@@ -15,6 +15,7 @@
 #include "engine/cpu/machine_probe.h"
 #include "engine/engine.h"
 #include "model/model_loader.h"
+#include "session/cache_comparison.h"
 #include "util/error.h"
 
 namespace {
@@ -184,51 +185,10 @@ DecodeTiming decode_step_time(ts::Engine& engine, const BenchOptions& o, int lan
 }
 
 // Greedy generation of n tokens with and without the KV cache: same tokens,
-// measured totals.
+// measured totals (session/cache_comparison).
 json cache_compare(ts::Engine& engine, int n) {
-  const int v = engine.config().vocab_size;
-  const std::vector<int> prompt = random_tokens(8, v, 4);
-  auto argmax = [&](const std::vector<float>& l) {
-    return static_cast<int>(std::max_element(l.begin(), l.end()) - l.begin());
-  };
-  json out = {{"generated_tokens", n}, {"prompt_tokens", prompt.size()}};
-  std::vector<int> tokens_on, tokens_off;
-  std::vector<std::vector<float>> logits_on;
-  for (bool use_cache : {true, false}) {
-    double seconds = 0, flops = 0, bytes = 0;
-    std::vector<int> seq = prompt;
-    std::vector<int>& chosen = use_cache ? tokens_on : tokens_off;
-    double worst = 0;
-    const ts::SeqId id = engine.cache().create();
-    for (int step = 0; step < n && static_cast<int>(seq.size()) < engine.config().n_ctx; ++step) {
-      ts::ForwardResult r;
-      if (use_cache) {
-        const int cached = engine.cache().length(id);
-        r = engine.forward({{id, std::vector<int>(seq.begin() + cached, seq.end())}}, {});
-        logits_on.push_back(r.outputs[0].logits);
-      } else {
-        r = engine.forward_scratch(seq, {});
-        const auto& ref = logits_on[chosen.size()];
-        for (size_t j = 0; j < ref.size(); ++j)
-          worst = std::max(worst, double(std::fabs(ref[j] - r.outputs[0].logits[j])));
-      }
-      seconds += r.seconds;
-      flops += r.cost.flops;
-      bytes += r.cost.bytes();
-      chosen.push_back(argmax(r.outputs[0].logits));
-      seq.push_back(chosen.back());
-    }
-    engine.cache().release(id);
-    out[use_cache ? "cache_on" : "cache_off"] = {
-        {"seconds", seconds}, {"gflop", flops * 1e-9}, {"gbytes", bytes * 1e-9}};
-    if (!use_cache) out["max_abs_logit_diff"] = worst;
-  }
-  out["same_tokens"] = tokens_on == tokens_off;
-  out["time_ratio_off_over_on"] =
-      out["cache_off"]["seconds"].get<double>() / out["cache_on"]["seconds"].get<double>();
-  out["flop_ratio_off_over_on"] =
-      out["cache_off"]["gflop"].get<double>() / out["cache_on"]["gflop"].get<double>();
-  return out;
+  const std::vector<int> prompt = random_tokens(8, engine.config().vocab_size, 4);
+  return ts::cache_comparison_to_json(ts::compare_kv_cache(engine, prompt, {}, n));
 }
 
 }  // namespace

@@ -1,0 +1,90 @@
+// The KV cache on/off comparison: both runs are real, give the same tokens and
+// logits, and only the cache-off run's cost grows with the sequence.
+#include <gtest/gtest.h>
+
+#include "session/cache_comparison.h"
+#include "session/model_setup.h"
+#include "test_paths.h"
+#include "util/error.h"
+
+namespace ts {
+namespace {
+
+LoadedModel load(const std::filesystem::path& dir) {
+  ModelSetupOptions o;
+  o.model = dir;
+  o.device = "cpu";
+  o.cpu_threads = 2;
+  return load_model_setup(o);
+}
+
+void expect_cache_on_equals_off(const std::filesystem::path& model, int steps) {
+  LoadedModel m = load(model);
+  const std::vector<int> prompt = {m.tokenizer->encode("The weather today is")[0].id, 5, 9, 2};
+  const KvOccupancy before = m.engine->cache().occupancy();
+  SamplingParams sampled;
+  sampled.do_sample = true;
+  sampled.temperature = 0.9f;
+  sampled.seed = 11;
+  for (const SamplingParams& p : {SamplingParams{}, sampled}) {
+    const CacheComparison c = compare_kv_cache(*m.engine, prompt, p, steps);
+    ASSERT_EQ(c.steps(), steps);
+    EXPECT_TRUE(c.same_tokens) << "first difference at step " << c.first_difference;
+    EXPECT_LE(c.max_abs_logit_diff, 1e-4);
+    // The prefill is the same work both ways; after it, the cache-off step
+    // runs the whole sequence, so its FLOPs and bytes grow with the context
+    // while the cached step's FLOPs grow only through attention.
+    EXPECT_EQ(c.on.steps[0].cost.flops, c.off.steps[0].cost.flops);
+    for (int s = 2; s < c.steps(); ++s) {
+      EXPECT_EQ(c.on.steps[s].tokens_run, 1);
+      EXPECT_EQ(c.off.steps[s].tokens_run, c.off.steps[s].context);
+      EXPECT_GT(c.off.steps[s].cost.flops, c.off.steps[s - 1].cost.flops);
+      EXPECT_GT(c.off.steps[s].cost.flops, c.on.steps[s].cost.flops);
+      const double on_growth = c.on.steps[s].cost.flops - c.on.steps[s - 1].cost.flops;
+      const double off_growth = c.off.steps[s].cost.flops - c.off.steps[s - 1].cost.flops;
+      EXPECT_LT(on_growth * 20, off_growth);
+      EXPECT_EQ(c.on.steps[s].cost.weight_bytes, c.on.steps[2].cost.weight_bytes);
+    }
+    EXPECT_GT(c.off.flops(), 4 * c.on.flops());
+  }
+  const KvOccupancy after = m.engine->cache().occupancy();
+  EXPECT_EQ(after.blocks_used, before.blocks_used);
+  EXPECT_EQ(after.ref_counts, before.ref_counts);
+}
+
+TEST(CacheComparison, TinyModelSameTokensAndLogitsAndOnlyCacheOffGrows) {
+  expect_cache_on_equals_off(test::tiny_model_dir(), 32);
+}
+
+TEST(CacheComparison, BundledModelSameTokensAndLogitsFor32Steps) {
+  expect_cache_on_equals_off(std::filesystem::path(TS_SOURCE_DIR) / "assets/models/tokenscope-tiny",
+                             32);
+}
+
+TEST(CacheComparison, StopsAtTheContextEndAndRefusesBadInput) {
+  LoadedModel m = load(test::tiny_model_dir());
+  const int n_ctx = m.engine->config().n_ctx;
+  const std::vector<int> prompt(n_ctx - 3, 7);
+  const CacheComparison c = compare_kv_cache(*m.engine, prompt, {}, 50);
+  EXPECT_EQ(c.steps(), 4);  // the prefill and three decode steps fill the context
+  EXPECT_EQ(c.off.steps.back().context, n_ctx);
+  EXPECT_THROW(compare_kv_cache(*m.engine, {}, {}, 5), Error);
+  EXPECT_THROW(compare_kv_cache(*m.engine, prompt, {}, 0), Error);
+  SamplingParams bad;
+  bad.top_p = 2;
+  EXPECT_THROW(compare_kv_cache(*m.engine, prompt, bad, 5), Error);
+  EXPECT_THROW(compare_kv_cache(*m.engine, std::vector<int>(n_ctx + 1, 1), {}, 5), Error);
+}
+
+TEST(CacheComparison, JsonHoldsBothRunsAndTheVerdict) {
+  LoadedModel m = load(test::tiny_model_dir());
+  const nlohmann::json j = cache_comparison_to_json(compare_kv_cache(*m.engine, {1, 2, 3}, {}, 6));
+  EXPECT_EQ(j["steps"], 6);
+  EXPECT_EQ(j["cache_on"]["steps"].size(), 6u);
+  EXPECT_EQ(j["cache_off"]["steps"].size(), 6u);
+  EXPECT_TRUE(j["same_tokens"].get<bool>());
+  EXPECT_GT(j["flop_ratio_off_over_on"].get<double>(), 1.0);
+}
+
+}  // namespace
+}  // namespace ts
