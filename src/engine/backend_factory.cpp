@@ -1,6 +1,10 @@
 #include "engine/backend_factory.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/machine_probe.h"
 #include "util/error.h"
 #ifdef TS_HAVE_CUDA
 #include "engine/cuda/cuda_backend.h"
@@ -36,6 +40,32 @@ BackendSelection make_backend(const std::string& device,
   }
   sel.backend = make_cpu_backend(std::move(weights), cpu_threads);
   return sel;
+}
+
+HardwareRoofs measure_roofs(const Backend& backend, int cpu_threads, double working_set_bytes) {
+  HardwareRoofs roofs;
+#ifdef TS_HAVE_CUDA
+  if (backend.name() == "cuda") {
+    roofs.how = measure_cuda_roofs(&roofs.peak_flops, &roofs.bandwidth);
+    return roofs;
+  }
+#endif
+  (void)backend;
+  const int threads = cpu_threads > 0
+                          ? cpu_threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  constexpr long long kMainMemoryProbe = 256ll << 20;
+  const cpu::MachineRoofs m = cpu::measure_machine(threads, kMainMemoryProbe);
+  if (working_set_bytes > 0 && working_set_bytes * 4 < kMainMemoryProbe) {
+    roofs.working_set_bytes = working_set_bytes;
+    roofs.working_set_bandwidth =
+        cpu::measure_read_bandwidth(static_cast<long long>(working_set_bytes), threads);
+  }
+  roofs.peak_flops = m.peak_flops;
+  roofs.bandwidth = m.read_bandwidth;
+  roofs.how = "measured at start-up on " + std::to_string(m.threads) +
+              " CPU threads: independent FMA chains, streaming read of 256 MB";
+  return roofs;
 }
 
 }  // namespace ts

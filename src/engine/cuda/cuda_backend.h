@@ -22,4 +22,9 @@ bool cuda_device_available(std::string* why);
 std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const ModelWeights> weights,
                                            std::string* why_not);
 
+// Measures device 0's roofs: fp32 FLOP/s of a large cuBLAS SGEMM and the
+// bandwidth of a device-to-device copy (bytes read + written per second).
+// Returns the label shown with them; throws ts::Error on a CUDA failure.
+std::string measure_cuda_roofs(double* peak_flops, double* bandwidth);
+
 }  // namespace ts
