@@ -149,6 +149,7 @@ App::App(const AppOptions& options) : options_(options) {
   saved_settings_ = state_.settings;
 
   ctl_.session_options.max_new_tokens = options.max_new_tokens;
+  ctl_.session_options.kv_cache = options.kv_cache;
   ctl_.prompt_on_load = options.prompt;
   ctl_.strategy_on_load = parse_strategy(options.strategy);
   state_.strategy = ctl_.strategy_on_load;
@@ -201,6 +202,16 @@ void App::sync_state() {
     ctl_error_seen_ = ctl_.error_serial();
     state_.error_text = ctl_.error();
   }
+  if (ctl_.analysis()) {
+    const std::string exported = ctl_.analysis()->export_message();
+    if (exported != export_message_seen_) {
+      export_message_seen_ = exported;
+      if (exported.rfind("export failed", 0) == 0)
+        state_.error_text = exported;
+      else
+        state_.notice = exported;
+    }
+  }
   if (!snap_) return;
   const SessionSnapshot& s = *snap_;
   if (s.error_serial != state_.error_serial_seen) {
@@ -250,6 +261,14 @@ void App::draw_menu_bar() {
   if (!ImGui::BeginMainMenuBar()) return;
   if (ImGui::BeginMenu("File")) {
     if (ImGui::MenuItem("Load model...", nullptr, false, !ctl_.loading())) open_load_popup_ = true;
+    if (ImGui::MenuItem("Export session as JSON...", nullptr, false, ctl_.analysis() != nullptr))
+      open_export_popup_ = true;
+    if (ImGui::BeginMenu("Save panel as PNG")) {
+      for (int i = 0; i < kNumWindowPanels; ++i)
+        if (ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, false, record_.drawn[i]))
+          save_panel_ = i;
+      ImGui::EndMenu();
+    }
     ImGui::Separator();
     if (ImGui::MenuItem("Quit")) window_->request_close();
     ImGui::EndMenu();
@@ -264,6 +283,10 @@ void App::draw_menu_bar() {
       if (ImGui::MenuItem("Classroom (every panel)")) state_.layout_request = "classroom";
       if (ImGui::MenuItem("Lesson: attention and the choice")) state_.layout_request = "lesson";
       if (ImGui::MenuItem("Memory: KV cache and cost")) state_.layout_request = "memory";
+      if (ImGui::MenuItem("Why the KV cache: on vs off and the roofline"))
+        state_.layout_request = "cost";
+      if (ImGui::MenuItem("Inside the layers: attention and the logit lens"))
+        state_.layout_request = "layers";
       ImGui::Separator();
       for (int i = 0; i < kNumWindowPanels; ++i) {
         const PanelId id = static_cast<PanelId>(i);
@@ -319,6 +342,42 @@ void App::draw_load_model_popup() {
   }
 }
 
+void App::draw_export_popup() {
+  if (open_export_popup_) {
+    ImGui::OpenPopup("Export session");
+    open_export_popup_ = false;
+  }
+  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34, 0), ImGuiCond_Appearing);
+  if (ImGui::BeginPopupModal("Export session", nullptr)) {
+    ImGui::TextWrapped(
+        "One JSON file with every step (tokens, logits, attention, sampling, KV cache, cost) and "
+        "what the analysis panels show (roofs, roofline, cache on vs off, logit lens).");
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    ImGui::InputText("##path", &export_path_);
+    if (ImGui::Button("Export") && ctl_.worker() && ctl_.analysis()) {
+      ctl_.analysis()->export_json(*ctl_.worker(), export_path_);
+      ImGui::CloseCurrentPopup();
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+  }
+}
+
+void App::save_requested_panel() {
+  if (save_panel_ < 0) return;
+  const PanelId id = static_cast<PanelId>(save_panel_);
+  save_panel_ = -1;
+  const std::string path = std::string("tokenscope-") + panel_key(id) + "-step" +
+                           std::to_string(std::max(0, view_.step)) + ".png";
+  try {
+    write_panel_screenshot(id, path);
+    state_.notice = "wrote " + path;
+  } catch (const Error& e) {
+    state_.error_text = e.what();
+  }
+}
+
 void App::frame() {
   const auto t0 = std::chrono::steady_clock::now();
   ctl_.poll();
@@ -333,6 +392,7 @@ void App::frame() {
   handle_keys();
   draw_menu_bar();
   draw_load_model_popup();
+  draw_export_popup();
 
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   const float menu_h = ImGui::GetFrameHeight();
@@ -366,6 +426,9 @@ void App::frame() {
   sampling_.draw(ctx);
   kv_.draw(ctx);
   timeline_.draw(ctx);
+  roofline_.draw(ctx);
+  lens_.draw(ctx);
+  cache_compare_.draw(ctx);
   help_.draw(ctx);
   StatusInfo info;
   info.renderer = window_->renderer();
@@ -380,6 +443,7 @@ void App::frame() {
   }
   const auto t_ui = std::chrono::steady_clock::now();
   window_->end_frame(true);
+  save_requested_panel();
   record_.gl_errors = gl::check_errors("frame");
   record_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   record_.ui_seconds = std::chrono::duration<double>(t_ui - t0).count();
@@ -432,6 +496,30 @@ void App::write_screenshot(const std::string& path) {
     throw Error(path + ": cannot write PNG");
 }
 
+void App::write_panel_screenshot(PanelId id, const std::string& path) {
+  const int index = static_cast<int>(id);
+  if (!record_.drawn[index])
+    throw Error(std::string("screenshot: the ") + panel_title(id) + " panel is not on screen");
+  int w = 0, h = 0;
+  const std::vector<uint8_t> pixels = window_->capture(w, h);
+  // Window coordinates to framebuffer pixels (they differ on high-DPI screens).
+  const ImVec2 scale = ImGui::GetIO().DisplayFramebufferScale;
+  const PanelBox& b = record_.boxes[index];
+  const int x0 = std::clamp(static_cast<int>(b.x * scale.x), 0, w);
+  const int y0 = std::clamp(static_cast<int>(b.y * scale.y), 0, h);
+  const int x1 = std::clamp(static_cast<int>((b.x + b.w) * scale.x), x0, w);
+  const int y1 = std::clamp(static_cast<int>((b.y + b.h) * scale.y), y0, h);
+  if (x1 <= x0 || y1 <= y0) throw Error("screenshot: the panel has no pixels");
+  std::vector<uint8_t> crop;
+  crop.reserve(static_cast<size_t>(x1 - x0) * (y1 - y0) * 4);
+  for (int y = y0; y < y1; ++y) {
+    const auto row = pixels.begin() + (static_cast<long>(y) * w + x0) * 4;
+    crop.insert(crop.end(), row, row + static_cast<long>(x1 - x0) * 4);
+  }
+  if (!stbi_write_png(path.c_str(), x1 - x0, y1 - y0, 4, crop.data(), (x1 - x0) * 4))
+    throw Error(path + ": cannot write PNG");
+}
+
 int run_screenshot(const AppOptions& options) {
   AppOptions o = options;
   o.hidden = true;
@@ -455,10 +543,30 @@ int run_screenshot(const AppOptions& options) {
     app.state().strategy = p;
     app.controller().choose_with(app.state().lane, p);
   }
+  SessionWorker* worker = app.controller().worker();
+  AnalysisStore* analysis = app.controller().analysis();
+  if (o.cache_compare > 0 && worker && analysis) {
+    app.settle(2, 200);
+    analysis->compare_cache(*worker, o.cache_compare, app.state().strategy);
+  }
   app.settle(4, 200);
   if (!app.state().error_text.empty())
     std::fprintf(stderr, "tokenscope: note: %s\n", app.state().error_text.c_str());
-  app.write_screenshot(o.screenshot);
+  try {
+    PanelId panel;
+    if (!o.panel.empty() && parse_panel_key(o.panel, panel))
+      app.write_panel_screenshot(panel, o.screenshot);
+    else
+      app.write_screenshot(o.screenshot);
+    if (!o.json.empty() && worker && analysis) {
+      analysis->export_json(*worker, o.json);
+      worker->wait_idle();
+      std::fprintf(stderr, "%s\n", analysis->export_message().c_str());
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tokenscope: %s\n", e.what());
+    return 2;
+  }
   const FrameRecord& r = app.last_frame();
   int drawn = 0;
   for (bool d : r.drawn) drawn += d ? 1 : 0;

@@ -13,10 +13,13 @@
 #include "app/heatmap.h"
 #include "app/layout.h"
 #include "app/panel_attention.h"
+#include "app/panel_cache_compare.h"
 #include "app/panel_help.h"
 #include "app/panel_kv_cache.h"
+#include "app/panel_logit_lens.h"
 #include "app/panel_logits.h"
 #include "app/panel_prompt.h"
+#include "app/panel_roofline.h"
 #include "app/panel_sampling.h"
 #include "app/panel_timeline.h"
 #include "app/panel_transport.h"
@@ -43,6 +46,9 @@ class App {
   int run();
   // Renders the current frame off screen and writes it as PNG; throws ts::Error.
   void write_screenshot(const std::string& path);
+  // The same, cropped to one panel as the last frame drew it; throws ts::Error
+  // when that panel was not drawn.
+  void write_panel_screenshot(PanelId id, const std::string& path);
 
   // Keyboard commands (Space / Right, Left), also for tests.
   void advance();
@@ -63,6 +69,8 @@ class App {
   void handle_keys();
   void draw_menu_bar();
   void draw_load_model_popup();
+  void draw_export_popup();
+  void save_requested_panel();
   void register_settings_handler();
   void apply_options_to_state(const AppOptions& o);
 
@@ -84,6 +92,10 @@ class App {
   int idle_frames_ = 0;
   bool open_load_popup_ = false;
   std::string load_path_;
+  bool open_export_popup_ = false;
+  std::string export_path_ = "tokenscope-session.json";
+  std::string export_message_seen_;
+  int save_panel_ = -1;  // File > Save panel as PNG: written after this frame renders
 
   PromptPanel prompt_;
   TransportPanel transport_;
@@ -92,6 +104,9 @@ class App {
   LogitsPanel logits_;
   SamplingPanel sampling_;
   TimelinePanel timeline_;
+  RooflinePanel roofline_;
+  LogitLensPanel lens_;
+  CacheComparePanel cache_compare_;
   HelpPanel help_;
   StatusBar status_;
 };

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "app/app_state.h"
 #include "app/colormap.h"
 #include "sampling/sampling_params.h"
 #include "util/error.h"
@@ -69,6 +70,17 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       parse_strategy(o.rechoose);
     } else if (arg == "--layout") {
       o.layout = need();
+    } else if (arg == "--panel") {
+      o.panel = need();
+      PanelId id;
+      if (!parse_panel_key(o.panel, id) || id == PanelId::kStatusBar)
+        throw Error("--panel: no panel named '" + o.panel + "' (see --help)");
+    } else if (arg == "--cache-compare") {
+      o.cache_compare = parse_int(arg, need(), 1, 1 << 20);
+    } else if (arg == "--json") {
+      o.json = need();
+    } else if (arg == "--no-kv-cache") {
+      o.kv_cache = false;
     } else if (arg == "--width") {
       o.width = parse_int(arg, need(), 320, 8192);
     } else if (arg == "--height") {
@@ -136,13 +148,17 @@ session
   --strategy STR         decoding strategy, e.g. greedy, "temperature=0.7,seed=3",
                          "top_p=0.9", "top_k=40,temperature=0.8" (default greedy)
   --max-new-tokens N     tokens to generate before stopping (default 64)
+  --no-kv-cache          every decode step recomputes the whole sequence (the
+                         naive loop), to compare with the cached steps
 
 view
-  --layout NAME          classroom (every panel; default on first run), lesson
-                         (tokens, steps, attention, choosing), memory (tokens,
-                         steps, KV cache, timeline), or one panel filling the
-                         window: prompt, transport, attention, kv, logits,
-                         sampling, timeline, help
+  --layout NAME          classroom (the seven main panels; default on first
+                         run), lesson (tokens, steps, attention, choosing),
+                         memory (tokens, steps, KV cache, timeline), cost
+                         (tokens, steps, KV cache on vs off, roofline), layers
+                         (tokens, steps, attention, logit lens), or one panel
+                         filling the window: prompt, transport, attention, kv,
+                         logits, sampling, timeline, roofline, lens, cache, help
   --presentation         large fonts and lines for a projector
   --theme dark|light     colour theme (default dark)
   --colormap NAME        viridis (default), magma or grey
@@ -159,6 +175,12 @@ headless pictures and measurements
                          (default 0: prefill only; -1: before prefill)
   --rechoose STR         with --screenshot: after the steps, re-choose the newest
                          step's token with strategy STR (same logits, new choice)
+  --cache-compare N      with --screenshot: first run the prompt N tokens with
+                         and without the KV cache (the "KV cache on vs off" panel)
+  --panel KEY            with --screenshot: write only this panel (a key as in
+                         --layout, e.g. roofline)
+  --json FILE            with --screenshot: also export the session and what the
+                         analysis panels show as JSON (File > Export in the window)
   --width W --height H   window size in pixels (default 1600 x 900)
   --bench-frames N       frame-time benchmark: N frames with a synthetic
                          attention map on screen; prints median and p99 frame

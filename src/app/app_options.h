@@ -15,9 +15,13 @@ struct AppOptions {
 
   // Headless picture: --screenshot FILE --steps N
   std::string screenshot;
-  int steps = 0;         // decode steps after prefill; -1: stop before prefill
-  std::string rechoose;  // then re-choose the newest step's token with this strategy
-  std::string layout;    // empty: the saved layout (classroom on first run)
+  int steps = 0;          // decode steps after prefill; -1: stop before prefill
+  std::string rechoose;   // then re-choose the newest step's token with this strategy
+  std::string layout;     // empty: the saved layout (classroom on first run)
+  std::string panel;      // only this panel's rectangle goes into the PNG (a panel key)
+  int cache_compare = 0;  // run the KV cache on/off comparison for N tokens first
+  std::string json;       // also export the session and analysis JSON here
+  bool kv_cache = true;   // false: --no-kv-cache (every decode step recomputes everything)
   int width = 1600;
   int height = 900;
 

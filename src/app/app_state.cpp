@@ -18,6 +18,12 @@ const char* panel_title(PanelId id) {
       return "Choosing the next token";
     case PanelId::kTimeline:
       return "Timeline";
+    case PanelId::kRoofline:
+      return "Roofline";
+    case PanelId::kLogitLens:
+      return "Logit lens";
+    case PanelId::kCacheCompare:
+      return "KV cache on vs off";
     case PanelId::kHelp:
       return "Help";
     case PanelId::kStatusBar:
@@ -42,6 +48,12 @@ const char* panel_key(PanelId id) {
       return "sampling";
     case PanelId::kTimeline:
       return "timeline";
+    case PanelId::kRoofline:
+      return "roofline";
+    case PanelId::kLogitLens:
+      return "lens";
+    case PanelId::kCacheCompare:
+      return "cache";
     case PanelId::kHelp:
       return "help";
     case PanelId::kStatusBar:

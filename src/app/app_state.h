@@ -19,12 +19,15 @@ enum class PanelId {
   kLogits,
   kSampling,
   kTimeline,
+  kRoofline,
+  kLogitLens,
+  kCacheCompare,
   kHelp,
   kStatusBar,
 };
-inline constexpr int kNumPanels = 9;
+inline constexpr int kNumPanels = 12;
 // Panels that are windows the user can open and close (the status bar is not).
-inline constexpr int kNumWindowPanels = 8;
+inline constexpr int kNumWindowPanels = 11;
 
 const char* panel_title(PanelId id);  // window title, also the imgui.ini key
 const char* panel_key(PanelId id);    // short name for --layout: "attention", "kv", ...
@@ -42,7 +45,10 @@ struct Settings {
   LogitView logit_view = LogitView::kProbability;
   int top_n = 12;
   float run_speed = 2.0f;  // steps per second in Run mode
-  std::array<bool, kNumWindowPanels> open{true, true, true, true, true, true, true, false};
+  // The classroom layout opens the first seven; the analysis panels and Help
+  // open from the View menu or their own layouts.
+  std::array<bool, kNumWindowPanels> open{true, true,  true,  true,  true, true,
+                                          true, false, false, false, false};
   bool& panel_open(PanelId id) { return open[static_cast<int>(id)]; }
 };
 
@@ -70,13 +76,20 @@ struct AppState {
   uint64_t error_serial_seen = 0;
 
   std::string layout_request;  // applied at the start of the next frame ("classroom", ...)
+  std::string notice;          // one line of good news (a file written), shown in the status bar
   bool show_demo = false;
+};
+
+// Where a panel's window was, in pixels of the framebuffer.
+struct PanelBox {
+  float x = 0, y = 0, w = 0, h = 0;
 };
 
 // What one frame drew: every panel sets its flag when its window was visible.
 struct FrameRecord {
   uint64_t frame = 0;
   std::array<bool, kNumPanels> drawn{};
+  std::array<PanelBox, kNumPanels> boxes{};
   int gl_errors = 0;
   double seconds = 0;         // wall time of the whole frame
   double ui_seconds = 0;      // events + building every panel (CPU)

@@ -24,6 +24,7 @@ void Controller::install(LoadedModel model) {
   session->set_strategies({strategy_on_load});
   worker_.reset();  // the old worker's thread ends before the new one starts
   worker_ = std::make_unique<SessionWorker>(std::move(session), model.name, model.backend_notice);
+  analysis_ = std::make_shared<AnalysisStore>();
 }
 
 void Controller::load_blocking(const ModelSetupOptions& options) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "app/analysis.h"
 #include "session/model_setup.h"
 #include "session/session_worker.h"
 
@@ -30,6 +31,8 @@ class Controller {
   void poll();
 
   SessionWorker* worker() { return worker_.get(); }
+  // Roofs, cache comparison and logit lens of the loaded model (null before a model loads).
+  AnalysisStore* analysis() { return analysis_.get(); }
   SnapshotPtr snapshot() const;  // null while no model is loaded
 
   // Commands. Each is ignored with a message when no model is loaded.
@@ -61,6 +64,7 @@ class Controller {
   bool require_model(const char* what);
 
   std::unique_ptr<SessionWorker> worker_;
+  std::shared_ptr<AnalysisStore> analysis_;  // shared with the jobs it queued
   std::future<LoadedModel> load_;
   std::string loading_what_;
   std::string error_;

@@ -52,6 +52,30 @@ const char* panel_help(PanelId id) {
              "written).\n\nFLOPs per byte is the arithmetic intensity. Prefill processes many "
              "tokens per weight read (high intensity: compute bound); decode processes one "
              "token per lane (low intensity: memory bound). Click a bar to look at that step.";
+    case PanelId::kRoofline:
+      return "The roofline: how fast a step could possibly run on this machine. x = "
+             "arithmetic intensity (FLOPs per byte moved from memory, from the step's analytic "
+             "cost); y = achieved FLOP/s (FLOPs over the measured wall time). The roof is the "
+             "lower of two limits measured at start-up: memory bandwidth x intensity (the "
+             "slope) and peak compute (the flat top).\n\nDecode reads every weight to "
+             "process one token per lane, so it sits far left, under the slope: memory bound. "
+             "Prefill reuses each weight for every prompt token and moves right, towards the "
+             "compute roof. More lanes share one weight read, so their decode steps move "
+             "right too.";
+    case PanelId::kLogitLens:
+      return "The logit lens reads the model's mind layer by layer: the residual stream after "
+             "each block goes through the final layer norm and the unembedding, as if the "
+             "model stopped there. Each row lists the five tokens that partial model would "
+             "predict next, with their probabilities.\n\nThe last row is the model's real "
+             "output. Watch where the final answer first appears, and how sure each layer is.";
+    case PanelId::kCacheCompare:
+      return "Why the KV cache exists, measured: the same prompt and strategy generate N "
+             "tokens twice on this machine, once with the cache (each decode step feeds one "
+             "token) and once without (each step feeds the whole sequence again, as a naive "
+             "loop does).\n\nThe tokens and logits must be the same both ways: the cache only "
+             "avoids recomputing keys and values that do not change. The cost is not the same: "
+             "without the cache every step redoes all earlier tokens, so the work grows with "
+             "the square of the length.";
     case PanelId::kHelp:
       return "Short explanations of prefill, decode, the KV cache and each decoding strategy.";
     case PanelId::kStatusBar:

@@ -3,7 +3,7 @@
 namespace ts::app {
 
 std::vector<std::string> layout_names() {
-  std::vector<std::string> names = {"classroom", "lesson", "memory"};
+  std::vector<std::string> names = {"classroom", "lesson", "memory", "cost", "layers"};
   for (int i = 0; i < kNumWindowPanels; ++i) names.push_back(panel_key(static_cast<PanelId>(i)));
   return names;
 }
@@ -27,21 +27,25 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
     for (int i = 0; i < kNumWindowPanels; ++i) settings->open[i] = false;
     for (PanelId id : ids) settings->panel_open(id) = true;
   };
-  // Four panels each, for a projector in presentation mode.
-  if (name == "lesson") {  // what the model computes and how it chooses
+  // Four panels each, for a projector in presentation mode: the tokens and
+  // the step control on top, two panels side by side below, split at `split`.
+  struct FourPanels {
+    const char* name;
+    PanelId left, right;
+    float split;
+  };
+  static constexpr FourPanels kFour[] = {
+      {"lesson", PanelId::kAttention, PanelId::kSampling, 0.42f},    // computes, then chooses
+      {"memory", PanelId::kKvCache, PanelId::kTimeline, 0.5f},       // what a step stores, costs
+      {"cost", PanelId::kCacheCompare, PanelId::kRoofline, 0.5f},    // why the cache; memory bound
+      {"layers", PanelId::kAttention, PanelId::kLogitLens, 0.45f}};  // inside the layers
+  for (const FourPanels& f : kFour) {
+    if (name != f.name) continue;
     put(PanelId::kPrompt, 0, 0, 0.64f, 0.25f);
     put(PanelId::kTransport, 0.64f, 0, 1, 0.25f);
-    put(PanelId::kAttention, 0, 0.25f, 0.42f, 1);
-    put(PanelId::kSampling, 0.42f, 0.25f, 1, 1);
-    show_only({PanelId::kPrompt, PanelId::kTransport, PanelId::kAttention, PanelId::kSampling});
-    return plan;
-  }
-  if (name == "memory") {  // what each step stores and costs
-    put(PanelId::kPrompt, 0, 0, 0.64f, 0.25f);
-    put(PanelId::kTransport, 0.64f, 0, 1, 0.25f);
-    put(PanelId::kKvCache, 0, 0.25f, 0.5f, 1);
-    put(PanelId::kTimeline, 0.5f, 0.25f, 1, 1);
-    show_only({PanelId::kPrompt, PanelId::kTransport, PanelId::kKvCache, PanelId::kTimeline});
+    put(f.left, 0, 0.25f, f.split, 1);
+    put(f.right, f.split, 0.25f, 1, 1);
+    show_only({PanelId::kPrompt, PanelId::kTransport, f.left, f.right});
     return plan;
   }
   PanelId single;
@@ -63,9 +67,16 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
   put(PanelId::kKvCache, left, mid, split, 1);
   put(PanelId::kTimeline, split, mid, 1, 1);
   put(PanelId::kHelp, 0.25f, 0.1f, 0.75f, 0.9f);
+  // The analysis panels float over the middle when opened from the View menu.
+  put(PanelId::kRoofline, 0.2f, 0.15f, 0.8f, 0.85f);
+  put(PanelId::kLogitLens, 0.3f, 0.2f, 0.8f, 0.8f);
+  put(PanelId::kCacheCompare, 0.2f, 0.15f, 0.8f, 0.85f);
   if (settings)
-    for (int i = 0; i < kNumWindowPanels; ++i)
-      settings->open[i] = static_cast<PanelId>(i) != PanelId::kHelp;
+    for (int i = 0; i < kNumWindowPanels; ++i) {
+      const PanelId id = static_cast<PanelId>(i);
+      settings->open[i] = id != PanelId::kHelp && id != PanelId::kRoofline &&
+                          id != PanelId::kLogitLens && id != PanelId::kCacheCompare;
+    }
   return plan;
 }
 

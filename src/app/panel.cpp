@@ -20,6 +20,8 @@ bool begin_panel(PanelContext& ctx, PanelId id, ImGuiWindowFlags flags) {
     return false;
   }
   ctx.record.mark(id);
+  const ImVec2 pos = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+  ctx.record.boxes[index] = {pos.x, pos.y, size.x, size.y};
   return true;
 }
 

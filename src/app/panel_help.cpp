@@ -103,6 +103,10 @@ void StatusBar::draw(PanelContext& ctx, const StatusInfo& info) {
         ImGui::SetTooltip("Nothing changed: the session is as it was before this command.");
       ImGui::SameLine();
       if (ImGui::SmallButton("dismiss")) ctx.state.error_text.clear();
+    } else if (!ctx.state.notice.empty()) {
+      ImGui::SameLine();
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.ok), "%s",
+                         ctx.state.notice.c_str());
     }
     char fps[32];
     std::snprintf(fps, sizeof(fps), "%.0f fps", info.fps);

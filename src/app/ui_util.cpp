@@ -1,6 +1,7 @@
 #include "app/ui_util.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdarg>
 
@@ -184,10 +185,12 @@ int bar_chart(const char* id, const std::vector<ChartSeries>& series, const Char
   if (!o.x_labels.empty()) {
     float last_end = -1e9f;
     for (size_t i = 0; i < n && i < o.x_labels.size(); ++i) {
-      // A label wider than its bar shrinks to its first letter ("prefill" -> "p").
+      // A word wider than its bar shrinks to its first letter ("prefill" -> "p");
+      // numbers stay whole and are skipped where they would overlap.
       std::string label = o.x_labels[i];
       if (ImGui::CalcTextSize(label.c_str()).x > group_w && label.size() > 1 &&
-          static_cast<unsigned char>(label[0]) < 0x80)
+          static_cast<unsigned char>(label[0]) < 0x80 &&
+          !std::isdigit(static_cast<unsigned char>(label[0])))
         label = label.substr(0, 1);
       const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
       const float cx = std::clamp(p0.x + group_w * (i + 0.5f) - ts.x * 0.5f, p0.x, p1.x - ts.x);

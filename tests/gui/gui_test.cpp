@@ -3,6 +3,7 @@
 // Every test skips, saying why, when no display is available.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -69,7 +70,9 @@ TEST(Gui, PrefillAndFiveStepsDrawEveryPanelAndWriteAScreenshot) {
   App app(test_options());
   app.load_model_blocking();
   app.settle();  // the first frame applies the classroom layout (Help closed)
-  app.state().settings.panel_open(PanelId::kHelp) = true;
+  for (PanelId id :
+       {PanelId::kHelp, PanelId::kRoofline, PanelId::kLogitLens, PanelId::kCacheCompare})
+    app.state().settings.panel_open(id) = true;
   for (int i = 0; i < 6; ++i) {
     step(app);
     EXPECT_EQ(app.last_frame().gl_errors, 0) << gl::last_error_text();
@@ -336,7 +339,7 @@ TEST(Gui, AFailedModelLoadIsShownAndTheWindowKeepsWorking) {
       << app.state().error_text;
   // Every panel still draws (with a hint), and a good model can be loaded after.
   for (int i = 0; i < kNumWindowPanels; ++i)
-    if (static_cast<PanelId>(i) != PanelId::kHelp) {
+    if (app.state().settings.open[i]) {
       EXPECT_TRUE(app.last_frame().drawn[i]) << i;
     }
   ModelSetupOptions good = o.setup;
@@ -420,6 +423,77 @@ TEST(Gui, LayoutAndSettingsAreSavedAndRestored) {
     EXPECT_EQ(app.state().settings.top_n, 7);
     app.frame();
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Gui, AnalysisPanelsShowRoofsCacheComparisonAndLogitLens) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.layout = "cost";
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < 4; ++i) step(app);
+  AnalysisStore* analysis = app.controller().analysis();
+  ASSERT_NE(analysis, nullptr);
+  analysis->compare_cache(*app.controller().worker(), 24, app.state().strategy);
+  app.settle(4, 200);
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kRoofline));
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kCacheCompare));
+  EXPECT_FALSE(app.last_frame().was_drawn(PanelId::kAttention));
+  // The roofs were measured on the worker when the roofline panel first drew.
+  const auto roofs = analysis->roofs(*app.controller().worker());
+  ASSERT_TRUE(roofs) << analysis->roofs_error();
+  EXPECT_GT(roofs->peak_flops, 1e8);
+  EXPECT_GT(roofs->bandwidth, 1e8);
+  const auto cmp = analysis->cache_comparison();
+  ASSERT_TRUE(cmp) << analysis->comparison_error();
+  EXPECT_EQ(cmp->steps(), 24);
+  EXPECT_TRUE(cmp->same_tokens);
+  EXPECT_LE(cmp->max_abs_logit_diff, 1e-4);
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+
+  // The logit lens of the newest step: its last row is the model's own output.
+  app.state().layout_request = "layers";
+  app.settle(4, 200);
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kLogitLens));
+  const SnapshotPtr s = snap(app);
+  const auto rows = analysis->logit_lens(*app.controller().worker(), s->history.back(), 0);
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(static_cast<int>(rows->size()), s->config.n_layer + 1);
+  const LaneStep& last = s->history.back()->lanes[0];
+  const int argmax = static_cast<int>(std::max_element(last.logits.begin(), last.logits.end()) -
+                                      last.logits.begin());
+  EXPECT_EQ(rows->back().top[0].token, argmax);
+
+  // One panel as PNG: exactly its window's rectangle.
+  const auto dir = temp_dir("panel");
+  const std::string png = (dir / "lens.png").string();
+  app.write_panel_screenshot(PanelId::kLogitLens, png);
+  int w = 0, h = 0, n = 0;
+  unsigned char* px = stbi_load(png.c_str(), &w, &h, &n, 4);
+  ASSERT_NE(px, nullptr);
+  stbi_image_free(px);
+  const PanelBox& box = app.last_frame().boxes[static_cast<int>(PanelId::kLogitLens)];
+  EXPECT_NEAR(w, box.w, 1.0);
+  EXPECT_NEAR(h, box.h, 1.0);
+  EXPECT_THROW(app.write_panel_screenshot(PanelId::kKvCache, png), Error);  // not on screen
+
+  // The JSON export holds the session and every analysis panel's data.
+  const std::string json_path = (dir / "session.json").string();
+  analysis->export_json(*app.controller().worker(), json_path);
+  app.controller().worker()->wait_idle();
+  EXPECT_EQ(analysis->export_message(), "wrote " + json_path);
+  std::ifstream in(json_path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["steps"].size(), s->history.size());
+  EXPECT_TRUE(doc["analysis"].contains("roofs"));
+  EXPECT_EQ(doc["analysis"]["roofline"].size(), s->history.size());
+  EXPECT_EQ(doc["analysis"]["logit_lens"].size(), s->history.size());
+  EXPECT_EQ(doc["analysis"]["kv_cache_on_vs_off"]["steps"], 24);
+  analysis->export_json(*app.controller().worker(), "/nonexistent-dir/x.json");
+  app.controller().worker()->wait_idle();
+  EXPECT_EQ(analysis->export_message().rfind("export failed", 0), 0u);
   std::filesystem::remove_all(dir);
 }
 

@@ -1,0 +1,19 @@
+#pragma once
+// KV cache on vs off: runs the prompt N steps both ways on the worker (real
+// runs, see session/cache_comparison.h) and shows per-step and cumulative
+// wall time, FLOPs and bytes side by side, with the proof that the chosen
+// tokens and logits are the same.
+#include "app/panel.h"
+
+namespace ts::app {
+
+class CacheComparePanel {
+ public:
+  void draw(PanelContext& ctx);
+
+ private:
+  int new_tokens_ = 64;
+  bool cumulative_ = true;  // cumulative totals instead of per-step values
+};
+
+}  // namespace ts::app

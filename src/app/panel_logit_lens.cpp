@@ -1,0 +1,106 @@
+#include "app/panel_logit_lens.h"
+
+#include <algorithm>
+#include <string>
+
+namespace ts::app {
+
+void LogitLensPanel::draw(PanelContext& ctx) {
+  if (!begin_panel(ctx, PanelId::kLogitLens)) return;
+  const StepView& v = ctx.view;
+  if (!ctx.snap || !ctx.ctl.worker() || !ctx.ctl.analysis()) {
+    empty_hint(ctx, "No model loaded yet.");
+    panel_help_button(PanelId::kLogitLens);
+    end_panel();
+    return;
+  }
+  const SessionSnapshot& snap = *ctx.snap;
+  const std::string after = v.cached > 0 ? token_piece(snap, v.tokens[v.cached - 1]) : "";
+  if (v.record)
+    ImGui::Text("Next token after \u201C%s\u201D (position %d), layer by layer", after.c_str(),
+                v.cached);
+  else
+    ImGui::TextUnformatted("What each layer would predict");
+  panel_help_button(PanelId::kLogitLens);
+  if (!v.record) {
+    empty_hint(ctx,
+               "Press Space: after prefill, each layer's guess for the next token "
+               "appears here.");
+    end_panel();
+    return;
+  }
+  if (v.record->residuals.empty()) {
+    empty_hint(ctx,
+               "This step kept no residual stream (the session was started with residuals "
+               "off).");
+    end_panel();
+    return;
+  }
+  const auto rows = ctx.ctl.analysis()->logit_lens(*ctx.ctl.worker(), snap.history[v.step], v.lane);
+  if (!rows) {
+    empty_hint(ctx, "Reading the residual stream through the unembedding...");
+    end_panel();
+    return;
+  }
+  const int chosen = v.record->chosen_token;
+  const int top1_final = rows->back().top.empty() ? -1 : rows->back().top[0].token;
+  const ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_BordersOuter |
+                                ImGuiTableFlags_SizingStretchSame | ImGuiTableFlags_ScrollY;
+  const int columns = 1 + static_cast<int>(rows->back().top.size());
+  const float table_h =
+      ImGui::GetContentRegionAvail().y - ImGui::GetTextLineHeightWithSpacing() * 2;
+  if (ImGui::BeginTable("lens", columns, flags, ImVec2(0, std::max(table_h, 60.0f)))) {
+    ImGui::TableSetupScrollFreeze(1, 1);
+    ImGui::TableSetupColumn("read after", ImGuiTableColumnFlags_WidthFixed,
+                            ImGui::CalcTextSize("layer 48 (output)").x);
+    for (int c = 1; c < columns; ++c) ImGui::TableSetupColumn(("#" + std::to_string(c)).c_str());
+    ImGui::TableHeadersRow();
+    const int n_layer = static_cast<int>(rows->size()) - 1;
+    for (const LensRow& row : *rows) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      if (row.layer == 0)
+        ImGui::TextUnformatted("embedding");
+      else if (row.layer == n_layer)
+        ImGui::Text("layer %d (output)", row.layer);
+      else
+        ImGui::Text("layer %d", row.layer);
+      for (const LensPrediction& p : row.top) {
+        ImGui::TableNextColumn();
+        // Cell shade = probability; the token finally chosen in orange.
+        const ImU32 base = p.token == chosen ? ctx.pal.accent : ctx.pal.accent2;
+        ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg,
+                               with_alpha(base, 0.15f + 0.75f * std::clamp(p.prob, 0.0f, 1.0f)));
+        const std::string piece = token_piece(snap, p.token);
+        ImGui::Text("%s", piece.c_str());
+        ImGui::SameLine();
+        ImGui::TextDisabled("%s", format_percent(p.prob).c_str());
+        if (ImGui::IsItemHovered())
+          ImGui::SetTooltip("token %d%s", p.token, p.token == chosen ? " (chosen this step)" : "");
+      }
+    }
+    ImGui::EndTable();
+  }
+  // From which layer on the output's top token stays the top guess.
+  int first = -1;
+  for (auto it = rows->rbegin(); it != rows->rend(); ++it) {
+    if (it->top.empty() || it->top[0].token != top1_final) break;
+    first = it->layer;
+  }
+  if (first >= 0) {
+    const std::string piece = token_piece(snap, top1_final);
+    if (first == 0)
+      dim_text_wrapped(
+          "The output's top token \u201C%s\u201D is already the top guess of the "
+          "embedding alone.",
+          piece.c_str());
+    else
+      dim_text_wrapped(
+          "The output's top token \u201C%s\u201D is the top guess from layer "
+          "%d on. Orange = the token this step chose.",
+          piece.c_str(), first);
+  }
+  end_panel();
+}
+
+}  // namespace ts::app

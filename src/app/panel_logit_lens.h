@@ -1,0 +1,15 @@
+#pragma once
+// Logit lens: for the viewed step, the top-5 next-token predictions read off
+// the residual stream after every layer (final layer norm, then the tied
+// unembedding), as a layers x top-5 table; the last row is the model's own
+// output. Computed on the worker, once per step and lane.
+#include "app/panel.h"
+
+namespace ts::app {
+
+class LogitLensPanel {
+ public:
+  void draw(PanelContext& ctx);
+};
+
+}  // namespace ts::app

@@ -1,0 +1,27 @@
+#pragma once
+// Roofline: every measured step placed by arithmetic intensity (x, FLOPs per
+// byte, analytic) and achieved FLOP/s (y, measured), under the roofs of the
+// machine that ran it (measured once at start-up). Prefill lands right,
+// decode left; cache-off runs from the comparison panel show as rings.
+#include "app/panel.h"
+
+namespace ts::app {
+
+struct RooflinePoint {
+  double intensity = 0;  // FLOPs per byte
+  double flops_per_s = 0;
+  int step = -1;  // history index, or -1 for a comparison run's step
+  std::string label;
+  ImU32 color = 0;
+  bool ring = false;  // drawn hollow (cache-off runs)
+};
+
+// The points of a session's history (steps with a measured time only).
+std::vector<RooflinePoint> history_points(const SessionSnapshot& snap, const Palette& pal);
+
+class RooflinePanel {
+ public:
+  void draw(PanelContext& ctx);
+};
+
+}  // namespace ts::app
