@@ -321,6 +321,43 @@ TEST(BeamLane, CumulativeLogProbsEqualFullForwardPasses) {
   EXPECT_EQ(s.lanes()[0].stop_reason, "token limit (6)");
 }
 
+TEST(BeamLane, FindsTheExhaustiveOptimumOfTwoTokens) {
+  LoadedModel m = tiny();
+  SessionOptions o;
+  o.max_new_tokens = 2;
+  Session s(m.tokenizer, m.engine, o);
+  s.set_strategies({beams(8)});
+  s.set_prompt(kPrompt);
+  s.run(100);
+  const std::vector<int> prompt = s.prompt_ids();
+  const int eos = m.tokenizer->eot_id();
+  // Every sequence of at most two tokens, by full forward passes: an end of
+  // text first ends it at length 1; lp = 1 divides by the length.
+  const std::vector<float> first = full_forward_row(*m.engine, prompt);
+  double best = first[eos] / 1.0;
+  int best_first = eos;
+  for (int a = 0; a < static_cast<int>(first.size()); ++a) {
+    if (a == eos) continue;
+    std::vector<int> context = prompt;
+    context.push_back(a);
+    const std::vector<float> second = full_forward_row(*m.engine, context);
+    const double top = *std::max_element(second.begin(), second.end());
+    if ((first[a] + top) / 2.0 > best) best = (first[a] + top) / 2.0, best_first = a;
+  }
+  const BeamStep& last = *s.history().back()->lanes[0].beam;
+  ASSERT_FALSE(last.final.empty());
+  EXPECT_LE(last.final[0].score, best + 1e-5);
+  // Beam search must find it when its first token survived the first step
+  // (then it is the best candidate of the second): check that it did.
+  const BeamStep& step1 = *s.history()[0]->lanes[0].beam;
+  const bool survived =
+      std::any_of(step1.candidates.begin(), step1.candidates.end(), [&](const BeamCandidate& c) {
+        return c.token == best_first && c.fate != CandidateFate::kPruned;
+      });
+  ASSERT_TRUE(survived);
+  EXPECT_NEAR(last.final[0].score, best, 1e-5);
+}
+
 // The same search with every row computed by a full forward pass: what the
 // session's forked, batched, cached beams must reproduce.
 std::vector<BeamHypothesis> reference_beam_search(Engine& engine, const std::vector<int>& prompt,
