@@ -12,6 +12,7 @@
 #include "sampling/distribution.h"
 #include "session/model_setup.h"
 #include "session/session.h"
+#include "session/session_export.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -319,6 +320,15 @@ TEST(BeamLane, CumulativeLogProbsEqualFullForwardPasses) {
   }
   EXPECT_EQ(checked, 6 * 8);
   EXPECT_EQ(s.lanes()[0].stop_reason, "token limit (6)");
+  // The JSON export carries the tree.
+  const nlohmann::json j = session_to_json(s);
+  EXPECT_EQ(j["lanes"][0]["strategy"], "beams=4");
+  EXPECT_EQ(j["steps"][2]["lanes"][0]["beam"]["candidates"].size(), 8u);
+  EXPECT_EQ(j["steps"][2]["lanes"][0]["beam"]["beams"].size(),
+            s.history()[2]->lanes[0].beam->after->beams.size());
+  EXPECT_EQ(j["steps"][5]["lanes"][0]["beam"]["final"][0]["tokens"].size() +
+                j["steps"][5]["lanes"][0]["beam"]["final"][0]["ended_by_eos"].get<bool>(),
+            s.lanes()[0].generated.size());
 }
 
 TEST(BeamLane, FindsTheExhaustiveOptimumOfTwoTokens) {
