@@ -657,18 +657,23 @@ void Session::replace_step(int index, std::shared_ptr<StepTrace> trace) {
   history_[index] = std::move(trace);
 }
 
-const LaneStep* Session::record(int step, int lane_id) const {
-  if (step < 0 || step >= static_cast<int>(history_.size())) return nullptr;
-  if (lane_id < 0 || lane_id >= static_cast<int>(lanes_.size())) return nullptr;
-  const Lane& lane = lanes_[lane_id];
+const LaneStep* lane_record(const std::vector<StepTracePtr>& history,
+                            const std::vector<Lane>& lanes, int step, int lane_id) {
+  if (step < 0 || step >= static_cast<int>(history.size())) return nullptr;
+  if (lane_id < 0 || lane_id >= static_cast<int>(lanes.size())) return nullptr;
+  const Lane& lane = lanes[lane_id];
   if (step >= lane.first_step) {
-    for (const LaneStep& ls : history_[step]->lanes)
+    for (const LaneStep& ls : history[step]->lanes)
       if (ls.lane == lane_id) return &ls;
     return nullptr;
   }
   if (step == lane.branch_step) return lane.branch_record.get();
-  if (step < lane.branch_step) return record(step, lane.parent);
+  if (step < lane.branch_step) return lane_record(history, lanes, step, lane.parent);
   return nullptr;
+}
+
+const LaneStep* Session::record(int step, int lane) const {
+  return lane_record(history_, lanes_, step, lane);
 }
 
 int Session::branch(int step, int lane_id, int token) {

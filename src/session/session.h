@@ -74,6 +74,13 @@ struct Lane {
 
 inline constexpr int kMaxLanes = 8;  // open lanes at once
 
+// The record describing lane `lane` at history step `step` in a history and
+// its lanes (a Session's, or a SessionSnapshot's): the lane's own record or,
+// for a branched lane before its first own step, its parent's (see Lane).
+// Null when the lane did not take part in that step.
+const LaneStep* lane_record(const std::vector<StepTracePtr>& history,
+                            const std::vector<Lane>& lanes, int step, int lane);
+
 class Session {
  public:
   Session(std::shared_ptr<const Tokenizer> tokenizer, std::shared_ptr<Engine> engine,
@@ -113,9 +120,7 @@ class Session {
   // Stops a lane for good and releases its KV blocks; its records stay.
   void close_lane(int lane);
 
-  // The record describing `lane` at history step `step`: its own, or, for a
-  // branched lane before its first own step, its parent's (see Lane). Null
-  // when the lane did not take part in that step.
+  // lane_record() over this session's history and lanes.
   const LaneStep* record(int step, int lane) const;
 
   // Attention of one layer for (step, lane): [head][rows][context]. Taken from

@@ -180,14 +180,11 @@ bool SessionWorker::attention(int step, int lane, int layer, std::vector<float>&
   SnapshotPtr snap = snapshot();
   if (step < 0 || step >= static_cast<int>(snap->history.size())) return false;
   // Fast path: the trace kept it.
-  const StepTrace& t = *snap->history[step];
-  const int wanted = t.phase == Phase::kPrefill ? 0 : lane;
-  for (const LaneStep& ls : t.lanes) {
-    if (ls.lane != wanted) continue;
-    if (layer >= 0 && layer < static_cast<int>(ls.attention.size()) && ls.attention[layer]) {
-      out = *ls.attention[layer];
-      return true;
-    }
+  const int wanted = snap->history[step]->phase == Phase::kPrefill ? 0 : lane;
+  const LaneStep* ls = lane_record(snap->history, snap->lanes, step, wanted);
+  if (ls && layer >= 0 && layer < static_cast<int>(ls->attention.size()) && ls->attention[layer]) {
+    out = *ls->attention[layer];
+    return true;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   const AttentionKey key{step, lane, layer, history_version_};

@@ -366,6 +366,10 @@ TEST(SessionWorker, BranchBackLaneAndCloseLaneCommands) {
   ASSERT_EQ(s->lanes.size(), 2u);
   EXPECT_EQ(s->lanes[1].parent, 0);
   EXPECT_EQ(s->lanes[1].generated.size(), 3u);
+  // Its record at the branch step is the parent's: the snapshot serves it at once.
+  std::vector<float> att;
+  EXPECT_TRUE(w.attention(1, 1, 0, att));
+  EXPECT_EQ(att, *lane_record(s->history, s->lanes, 1, 0)->attention[0]);
   w.back_lane(1);
   w.close_lane(1);
   w.wait_idle();
