@@ -77,10 +77,9 @@ std::string AnalysisStore::comparison_error() const {
 
 std::shared_ptr<const std::vector<LensRow>> AnalysisStore::logit_lens(SessionWorker& worker,
                                                                       const StepTracePtr& step,
-                                                                      int lane) {
-  if (!step) return nullptr;
-  const LaneStep* record = find_lane_step(*step, lane);
-  if (!record || record->residuals.empty()) return nullptr;
+                                                                      const LaneStep& record) {
+  if (!step || record.residuals.empty()) return nullptr;
+  const int lane = record.lane;
   std::lock_guard<std::mutex> lock(mutex_);
   for (const LensEntry& e : lens_)
     if (e.step == step && e.lane == lane) return e.rows;
@@ -88,15 +87,37 @@ std::shared_ptr<const std::vector<LensRow>> AnalysisStore::logit_lens(SessionWor
   constexpr size_t kKept = 64;
   if (lens_.size() >= kKept) lens_.erase(lens_.begin());
   lens_.push_back({step, lane, nullptr});
-  worker.post([self = shared_from_this(), step, lane](Session& s) {
-    const LaneStep* r = find_lane_step(*step, lane);
+  worker.post([self = shared_from_this(), step, lane, residuals = record.residuals](Session& s) {
     auto rows = std::make_shared<const std::vector<LensRow>>(
-        ts::logit_lens(s.engine().weights(), r->residuals));
+        ts::logit_lens(s.engine().weights(), residuals));
     std::lock_guard<std::mutex> l(self->mutex_);
     for (LensEntry& e : self->lens_)
       if (e.step == step && e.lane == lane) e.rows = rows;
   });
   return nullptr;
+}
+
+std::shared_ptr<const std::vector<LaneSummary>> AnalysisStore::lane_summaries(
+    SessionWorker& worker, const SessionSnapshot& snap) {
+  // The history's identity: its steps (traces are replaced, never edited)
+  // and every lane's tokens.
+  std::string key = std::to_string(snap.history.size());
+  for (const StepTracePtr& t : snap.history)
+    key += ":" + std::to_string(reinterpret_cast<uintptr_t>(t.get()));
+  for (const Lane& l : snap.lanes)
+    key += "/" + std::to_string(l.generated.size()) + (l.closed ? "c" : "");
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (key != summaries_key_) {
+    summaries_key_ = key;
+    worker.post([self = shared_from_this(), key](Session& s) {
+      auto out = std::make_shared<std::vector<LaneSummary>>();
+      for (int i = 0; i < static_cast<int>(s.lanes().size()); ++i)
+        out->push_back(summarize_lane(s, i));
+      std::lock_guard<std::mutex> l(self->mutex_);
+      if (self->summaries_key_ == key) self->summaries_ = std::move(out);
+    });
+  }
+  return summaries_;
 }
 
 namespace {

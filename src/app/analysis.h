@@ -14,6 +14,7 @@
 #include "engine/backend_factory.h"
 #include "engine/logit_lens.h"
 #include "session/cache_comparison.h"
+#include "session/lane_summary.h"
 #include "session/session_worker.h"
 
 namespace ts::app {
@@ -32,10 +33,18 @@ class AnalysisStore : public std::enable_shared_from_this<AnalysisStore> {
   bool comparing() const;
   std::string comparison_error() const;
 
-  // Logit lens of one lane's record in one step (its residual rows); queued on
-  // the first call, null until ready or when the step kept no residuals.
+  // Logit lens of a lane's record in history step `step` (its residual
+  // rows); queued on the first call, null until ready or when the record
+  // kept no residuals.
   std::shared_ptr<const std::vector<LensRow>> logit_lens(SessionWorker& worker,
-                                                         const StepTracePtr& step, int lane);
+                                                         const StepTracePtr& step,
+                                                         const LaneStep& record);
+
+  // Every lane's summary (log-probability, perplexity, repetition, speed)
+  // for the snapshot's history; recomputed on the worker when it changes,
+  // the previous one returned meanwhile.
+  std::shared_ptr<const std::vector<LaneSummary>> lane_summaries(SessionWorker& worker,
+                                                                 const SessionSnapshot& snap);
 
   // Writes one JSON document on the worker: the session (every step) plus
   // what the analysis panels show (roofs and roofline points, the cache
@@ -60,6 +69,8 @@ class AnalysisStore : public std::enable_shared_from_this<AnalysisStore> {
   };
   std::vector<LensEntry> lens_;
   std::string export_message_;
+  std::shared_ptr<const std::vector<LaneSummary>> summaries_;
+  std::string summaries_key_;  // which history they describe (see lane_summaries)
 };
 
 }  // namespace ts::app

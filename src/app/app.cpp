@@ -151,8 +151,15 @@ App::App(const AppOptions& options) : options_(options) {
   ctl_.session_options.max_new_tokens = options.max_new_tokens;
   ctl_.session_options.kv_cache = options.kv_cache;
   ctl_.prompt_on_load = options.prompt;
-  ctl_.strategy_on_load = parse_strategy(options.strategy);
-  state_.strategy = ctl_.strategy_on_load;
+  if (options.compare.empty()) {
+    state_.lane_setup = {parse_strategy(options.strategy)};
+  } else {
+    state_.lane_setup.clear();
+    for (const std::string& c : options.compare) state_.lane_setup.push_back(parse_strategy(c));
+  }
+  state_.lane = std::clamp(options.lane, 0, static_cast<int>(state_.lane_setup.size()) - 1);
+  state_.strategy = state_.lane_setup[state_.lane];
+  ctl_.strategies_on_load = state_.lane_setup;
 }
 
 App::~App() {
@@ -183,7 +190,6 @@ void App::apply_options_to_state(const AppOptions& o) {
   if (o.head >= 0) state_.attention.head = o.head;
   if (o.average_heads) state_.attention.average = true;
   if (o.query >= 0) state_.attention.query = o.query;
-  state_.lane = o.lane;
 }
 
 void App::load_model_blocking() { ctl_.load_blocking(options_.setup); }
@@ -222,6 +228,14 @@ void App::sync_state() {
     state_.prompt_edit = s.prompt_text;
     state_.prompt_edit_synced = true;
   }
+  if (state_.pending_lane >= 0 && state_.pending_lane < static_cast<int>(s.lanes.size())) {
+    state_.lane = state_.pending_lane;  // the branch exists now: show it
+    state_.strategy_synced = false;
+    state_.view_step = -1;
+  }
+  if (state_.pending_lane >= 0 &&
+      (state_.lane == state_.pending_lane || s.error_serial != state_.pending_error_serial))
+    state_.pending_lane = -1;  // shown, or refused (the error says why)
   if (!s.lanes.empty())
     state_.lane = std::clamp(state_.lane, 0, static_cast<int>(s.lanes.size()) - 1);
   if (!state_.strategy_synced) {
@@ -236,7 +250,7 @@ void App::advance() {
   if (snap_->state != SessionState::kReady && snap_->state != SessionState::kPaused) return;
   state_.error_text.clear();
   state_.view_step = -1;
-  ctl_.advance(state_.strategy);
+  ctl_.advance(state_.strategies());
 }
 
 void App::back() {
@@ -287,6 +301,8 @@ void App::draw_menu_bar() {
         state_.layout_request = "cost";
       if (ImGui::MenuItem("Inside the layers: attention and the logit lens"))
         state_.layout_request = "layers";
+      if (ImGui::MenuItem("Compare strategies: lanes and the KV cache"))
+        state_.layout_request = "compare";
       ImGui::Separator();
       for (int i = 0; i < kNumWindowPanels; ++i) {
         const PanelId id = static_cast<PanelId>(i);
@@ -332,7 +348,7 @@ void App::draw_load_model_popup() {
       ModelSetupOptions o = options_.setup;
       o.model = load_path_;
       if (snap_) ctl_.prompt_on_load = snap_->prompt_text;
-      ctl_.strategy_on_load = state_.strategy;
+      ctl_.strategies_on_load = state_.strategies();
       ctl_.load_async(o);
       ImGui::CloseCurrentPopup();
     }
@@ -429,6 +445,7 @@ void App::frame() {
   roofline_.draw(ctx);
   lens_.draw(ctx);
   cache_compare_.draw(ctx);
+  lanes_.draw(ctx);
   help_.draw(ctx);
   StatusInfo info;
   info.renderer = window_->renderer();
@@ -534,8 +551,8 @@ int run_screenshot(const AppOptions& options) {
   }
   app.frame();
   if (o.steps >= 0) {
-    app.controller().advance(app.state().strategy);  // prefill
-    for (int i = 0; i < o.steps; ++i) app.controller().advance(app.state().strategy);
+    app.controller().advance(app.state().strategies());  // prefill
+    for (int i = 0; i < o.steps; ++i) app.controller().advance(app.state().strategies());
   }
   if (!o.rechoose.empty()) {
     app.settle(2, 200);

@@ -16,6 +16,7 @@
 #include "app/panel_cache_compare.h"
 #include "app/panel_help.h"
 #include "app/panel_kv_cache.h"
+#include "app/panel_lanes.h"
 #include "app/panel_logit_lens.h"
 #include "app/panel_logits.h"
 #include "app/panel_prompt.h"
@@ -107,6 +108,7 @@ class App {
   RooflinePanel roofline_;
   LogitLensPanel lens_;
   CacheComparePanel cache_compare_;
+  LanesPanel lanes_;
   HelpPanel help_;
   StatusBar status_;
 };

@@ -59,6 +59,15 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
     } else if (arg == "--strategy") {
       o.strategy = need();
       parse_strategy(o.strategy);  // validates now, with the item at fault named
+    } else if (arg == "--compare") {
+      // Every following argument up to the next option is one lane's strategy.
+      o.compare.clear();
+      while (i + 1 < argc && std::string_view(argv[i + 1]).rfind("--", 0) != 0) {
+        o.compare.emplace_back(argv[++i]);
+        parse_strategy(o.compare.back());
+      }
+      if (o.compare.empty()) throw Error("--compare: give one strategy per lane (see --help)");
+      if (o.compare.size() > 8) throw Error("--compare: at most 8 lanes");
     } else if (arg == "--max-new-tokens") {
       o.max_new_tokens = parse_int(arg, need(), 1, 1 << 20);
     } else if (arg == "--screenshot") {
@@ -147,6 +156,8 @@ session
   --prompt TEXT          prompt to start with (default "Today's weather is so")
   --strategy STR         decoding strategy, e.g. greedy, "temperature=0.7,seed=3",
                          "top_p=0.9", "top_k=40,temperature=0.8" (default greedy)
+  --compare STR...       several lanes sharing one prefill, one strategy each
+                         (up to 8), e.g. --compare greedy "top_p=0.9,seed=3" beams=4
   --max-new-tokens N     tokens to generate before stopping (default 64)
   --no-kv-cache          every decode step recomputes the whole sequence (the
                          naive loop), to compare with the cached steps
@@ -156,9 +167,11 @@ view
                          run), lesson (tokens, steps, attention, choosing),
                          memory (tokens, steps, KV cache, timeline), cost
                          (tokens, steps, KV cache on vs off, roofline), layers
-                         (tokens, steps, attention, logit lens), or one panel
+                         (tokens, steps, attention, logit lens), compare
+                         (tokens, steps, lanes, KV cache), or one panel
                          filling the window: prompt, transport, attention, kv,
-                         logits, sampling, timeline, roofline, lens, cache, help
+                         logits, sampling, timeline, roofline, lens, cache,
+                         lanes, help
   --presentation         large fonts and lines for a projector
   --theme dark|light     colour theme (default dark)
   --colormap NAME        viridis (default), magma or grey

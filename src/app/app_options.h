@@ -2,6 +2,7 @@
 // Command line of the `tokenscope` window. No GL, no ImGui.
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "session/model_setup.h"
 
@@ -11,6 +12,7 @@ struct AppOptions {
   ModelSetupOptions setup;
   std::string prompt = "Today's weather is so";
   std::string strategy = "greedy";
+  std::vector<std::string> compare;  // several lanes sharing one prefill, one strategy each
   int max_new_tokens = 64;
 
   // Headless picture: --screenshot FILE --steps N

@@ -24,6 +24,8 @@ const char* panel_title(PanelId id) {
       return "Logit lens";
     case PanelId::kCacheCompare:
       return "KV cache on vs off";
+    case PanelId::kLanes:
+      return "Lanes: strategies side by side";
     case PanelId::kHelp:
       return "Help";
     case PanelId::kStatusBar:
@@ -54,6 +56,8 @@ const char* panel_key(PanelId id) {
       return "lens";
     case PanelId::kCacheCompare:
       return "cache";
+    case PanelId::kLanes:
+      return "lanes";
     case PanelId::kHelp:
       return "help";
     case PanelId::kStatusBar:

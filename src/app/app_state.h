@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "app/colormap.h"
 #include "sampling/sampling_params.h"
@@ -22,12 +23,13 @@ enum class PanelId {
   kRoofline,
   kLogitLens,
   kCacheCompare,
+  kLanes,
   kHelp,
   kStatusBar,
 };
-inline constexpr int kNumPanels = 12;
+inline constexpr int kNumPanels = 13;
 // Panels that are windows the user can open and close (the status bar is not).
-inline constexpr int kNumWindowPanels = 11;
+inline constexpr int kNumWindowPanels = 12;
 
 const char* panel_title(PanelId id);  // window title, also the imgui.ini key
 const char* panel_key(PanelId id);    // short name for --layout: "attention", "kv", ...
@@ -47,8 +49,8 @@ struct Settings {
   float run_speed = 2.0f;  // steps per second in Run mode
   // The classroom layout opens the first seven; the analysis panels and Help
   // open from the View menu or their own layouts.
-  std::array<bool, kNumWindowPanels> open{true, true,  true,  true,  true, true,
-                                          true, false, false, false, false};
+  std::array<bool, kNumWindowPanels> open{true, true,  true,  true,  true,  true,
+                                          true, false, false, false, false, false};
   bool& panel_open(PanelId id) { return open[static_cast<int>(id)]; }
 };
 
@@ -63,11 +65,21 @@ struct AppState {
   Settings settings;
   int view_step = -1;  // history index shown; -1 follows the newest step
   int lane = 0;
+  int pending_lane = -1;              // a branch asked for: show this lane as soon as it exists
+  uint64_t pending_error_serial = 0;  // the session's error count when it was asked for
   AttentionSelection attention;
 
   std::string prompt_edit;          // the editor's text
   bool prompt_edit_synced = false;  // filled from the session once
   SamplingParams strategy;          // what the Sampling panel's controls say (lane `lane`)
+  // Before prefill: every lane's strategy (the Lanes panel edits the list;
+  // `strategy` is the selected lane's, kept apart while its controls move).
+  std::vector<SamplingParams> lane_setup{SamplingParams{}};
+  std::vector<SamplingParams> strategies() const {
+    std::vector<SamplingParams> all = lane_setup;
+    if (lane >= 0 && lane < static_cast<int>(all.size())) all[lane] = strategy;
+    return all;
+  }
   bool strategy_synced = false;
   std::string strategy_error;  // a control value the pipeline refused
 

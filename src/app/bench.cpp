@@ -95,7 +95,7 @@ int run_frame_benchmark(const AppOptions& options) {
   try {
     app.load_model_blocking();
     app.frame();
-    app.controller().advance(app.state().strategy);  // prefill, so every panel has content
+    app.controller().advance(app.state().strategies());  // prefill, so every panel has content
     app.settle(4, 100);
   } catch (const Error& e) {
     model = false;

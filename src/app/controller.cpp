@@ -21,7 +21,11 @@ void Controller::install(LoadedModel model) {
   } catch (const Error& e) {
     report(std::string("prompt not set: ") + e.what());
   }
-  session->set_strategies({strategy_on_load});
+  try {
+    session->set_strategies(strategies_on_load);
+  } catch (const Error& e) {
+    report(std::string("lanes not set: ") + e.what());
+  }
   worker_.reset();  // the old worker's thread ends before the new one starts
   worker_ = std::make_unique<SessionWorker>(std::move(session), model.name, model.backend_notice);
   analysis_ = std::make_shared<AnalysisStore>();
@@ -65,19 +69,20 @@ bool Controller::require_model(const char* what) {
   return false;
 }
 
-void Controller::set_prompt(const std::string& text, const SamplingParams& strategy) {
+void Controller::set_prompt(const std::string& text,
+                            const std::vector<SamplingParams>& strategies) {
   if (!require_model("set prompt")) return;
-  worker_->post([text, strategy](Session& s) {
+  worker_->post([text, strategies](Session& s) {
     s.set_prompt(text);
-    s.set_strategies({strategy});
+    s.set_strategies(strategies);
   });
 }
 
-void Controller::advance(const SamplingParams& strategy) {
+void Controller::advance(const std::vector<SamplingParams>& strategies) {
   if (!require_model("step")) return;
-  worker_->post([strategy](Session& s) {
+  worker_->post([strategies](Session& s) {
     if (s.state() == SessionState::kReady) {
-      s.set_strategies({strategy});
+      s.set_strategies(strategies);
       s.prefill();
     } else {
       s.step();
@@ -89,18 +94,18 @@ void Controller::back() {
   if (require_model("back")) worker_->back();
 }
 
-void Controller::reset(const SamplingParams& strategy) {
+void Controller::reset(const std::vector<SamplingParams>& strategies) {
   if (!require_model("reset")) return;
-  worker_->post([strategy](Session& s) {
+  worker_->post([strategies](Session& s) {
     s.reset();
-    if (s.state() == SessionState::kReady) s.set_strategies({strategy});
+    if (s.state() == SessionState::kReady) s.set_strategies(strategies);
   });
 }
 
-void Controller::run(double steps_per_second, const SamplingParams& strategy) {
+void Controller::run(double steps_per_second, const std::vector<SamplingParams>& strategies) {
   if (!require_model("run")) return;
-  worker_->post([strategy](Session& s) {
-    if (s.state() == SessionState::kReady) s.set_strategies({strategy});
+  worker_->post([strategies](Session& s) {
+    if (s.state() == SessionState::kReady) s.set_strategies(strategies);
   });
   worker_->run(steps_per_second);
 }

@@ -36,12 +36,13 @@ class Controller {
   SnapshotPtr snapshot() const;  // null while no model is loaded
 
   // Commands. Each is ignored with a message when no model is loaded.
-  void set_prompt(const std::string& text, const SamplingParams& strategy);
+  // `strategies`: one per lane, used when the command starts a new generation.
+  void set_prompt(const std::string& text, const std::vector<SamplingParams>& strategies);
   // Space: prefill when the prompt waits for it, else one decode step.
-  void advance(const SamplingParams& strategy);
+  void advance(const std::vector<SamplingParams>& strategies);
   void back();
-  void reset(const SamplingParams& strategy);
-  void run(double steps_per_second, const SamplingParams& strategy);
+  void reset(const std::vector<SamplingParams>& strategies);
+  void run(double steps_per_second, const std::vector<SamplingParams>& strategies);
   void pause();
   // A changed control: before prefill it sets the lane's strategy; after, it
   // re-chooses the newest step's token from the same logits.
@@ -57,7 +58,7 @@ class Controller {
   // Session options new sessions get.
   SessionOptions session_options;
   std::string prompt_on_load = "Today's weather is so";  // set on every newly loaded model
-  SamplingParams strategy_on_load;
+  std::vector<SamplingParams> strategies_on_load{SamplingParams{}};
 
  private:
   void install(LoadedModel model);

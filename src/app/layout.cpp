@@ -3,7 +3,7 @@
 namespace ts::app {
 
 std::vector<std::string> layout_names() {
-  std::vector<std::string> names = {"classroom", "lesson", "memory", "cost", "layers"};
+  std::vector<std::string> names = {"classroom", "lesson", "memory", "cost", "layers", "compare"};
   for (int i = 0; i < kNumWindowPanels; ++i) names.push_back(panel_key(static_cast<PanelId>(i)));
   return names;
 }
@@ -35,10 +35,12 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
     float split;
   };
   static constexpr FourPanels kFour[] = {
-      {"lesson", PanelId::kAttention, PanelId::kSampling, 0.42f},    // computes, then chooses
-      {"memory", PanelId::kKvCache, PanelId::kTimeline, 0.5f},       // what a step stores, costs
-      {"cost", PanelId::kCacheCompare, PanelId::kRoofline, 0.5f},    // why the cache; memory bound
-      {"layers", PanelId::kAttention, PanelId::kLogitLens, 0.45f}};  // inside the layers
+      {"lesson", PanelId::kAttention, PanelId::kSampling, 0.42f},  // computes, then chooses
+      {"memory", PanelId::kKvCache, PanelId::kTimeline, 0.5f},     // what a step stores, costs
+      {"cost", PanelId::kCacheCompare, PanelId::kRoofline, 0.5f},  // why the cache; memory bound
+      {"layers", PanelId::kAttention, PanelId::kLogitLens, 0.45f},
+      {"compare", PanelId::kLanes, PanelId::kKvCache,
+       0.66f}};  // strategies side by side  // inside the layers
   for (const FourPanels& f : kFour) {
     if (name != f.name) continue;
     put(PanelId::kPrompt, 0, 0, 0.64f, 0.25f);
@@ -71,11 +73,13 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
   put(PanelId::kRoofline, 0.2f, 0.15f, 0.8f, 0.85f);
   put(PanelId::kLogitLens, 0.3f, 0.2f, 0.8f, 0.8f);
   put(PanelId::kCacheCompare, 0.2f, 0.15f, 0.8f, 0.85f);
+  put(PanelId::kLanes, 0.15f, 0.15f, 0.85f, 0.85f);
   if (settings)
     for (int i = 0; i < kNumWindowPanels; ++i) {
       const PanelId id = static_cast<PanelId>(i);
       settings->open[i] = id != PanelId::kHelp && id != PanelId::kRoofline &&
-                          id != PanelId::kLogitLens && id != PanelId::kCacheCompare;
+                          id != PanelId::kLogitLens && id != PanelId::kCacheCompare &&
+                          id != PanelId::kLanes;
     }
   return plan;
 }

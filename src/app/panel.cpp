@@ -31,6 +31,16 @@ void panel_help_button(PanelId id) {
   help_button(panel_key(id), panel_title(id), ts::app::panel_help(id));
 }
 
+void branch_with_token(PanelContext& ctx, int token) {
+  const StepView& v = ctx.view;
+  if (!ctx.snap || !ctx.ctl.worker() || v.step < 0 || !v.record) return;
+  if (token == v.record->chosen_token) return;  // that is the lane itself
+  ctx.state.error_text.clear();
+  ctx.state.pending_lane = static_cast<int>(ctx.snap->lanes.size());
+  ctx.state.pending_error_serial = ctx.snap->error_serial;
+  ctx.ctl.worker()->branch(v.step, v.lane, token);
+}
+
 void empty_hint(const PanelContext& ctx, const char* what) {
   (void)ctx;
   ImGui::Spacing();

@@ -31,6 +31,13 @@ void end_panel();
 // The panel's "?" help at the end of the current line.
 void panel_help_button(PanelId id);
 
+// Branches a new lane from the viewed lane at the viewed step with `token`
+// chosen there (a click on a candidate in the Logits or Sampling panel); the
+// new lane becomes the viewed lane once it exists.
+void branch_with_token(PanelContext& ctx, int token);
+// The tooltip line that says a click branches.
+inline constexpr const char* kBranchHint = "click: branch a new lane with this token here";
+
 // Shown by panels when there is nothing to draw yet.
 void empty_hint(const PanelContext& ctx, const char* what);
 

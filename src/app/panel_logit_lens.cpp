@@ -36,7 +36,8 @@ void LogitLensPanel::draw(PanelContext& ctx) {
     end_panel();
     return;
   }
-  const auto rows = ctx.ctl.analysis()->logit_lens(*ctx.ctl.worker(), snap.history[v.step], v.lane);
+  const auto rows =
+      ctx.ctl.analysis()->logit_lens(*ctx.ctl.worker(), snap.history[v.step], *v.record);
   if (!rows) {
     empty_hint(ctx, "Reading the residual stream through the unembedding...");
     end_panel();

@@ -97,14 +97,11 @@ void LogitsPanel::draw_bars(PanelContext& ctx, float height) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       const std::string piece = token_piece(*ctx.snap, id);
-      if (id == chosen)
-        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s", piece.c_str());
-      else
-        ImGui::TextUnformatted(piece.c_str());
+      if (token_cell(id, piece, id == chosen, ctx.pal.accent)) branch_with_token(ctx, id);
       if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("rank %d \u00B7 id %d\nlogit %.3f\nprobability %.4f\nlog-prob %.3f%s",
+        ImGui::SetTooltip("rank %d \u00B7 id %d\nlogit %.3f\nprobability %.4f\nlog-prob %.3f\n%s",
                           i + 1, id, v.record->logits[id], lv_.probs[id], lv_.logprobs[id],
-                          id == chosen ? "\nchosen by the strategy" : "");
+                          id == chosen ? "chosen by the strategy" : kBranchHint);
       ImGui::TableNextColumn();
       const double val = value(id);
       const float frac = static_cast<float>((val - lo) / std::max(vmax - lo, 1e-12));

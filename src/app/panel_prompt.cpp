@@ -32,7 +32,7 @@ void PromptPanel::draw_editor(PanelContext& ctx) {
   ImGui::EndDisabled();
   if ((set || (enter && changed)) && ctx.snap) {
     ctx.state.error_text.clear();
-    ctx.ctl.set_prompt(st.prompt_edit, st.strategy);
+    ctx.ctl.set_prompt(st.prompt_edit, st.strategies());
     st.view_step = -1;
     st.attention.query = -1;
   }

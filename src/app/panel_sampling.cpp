@@ -253,10 +253,8 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       const std::string piece = token_piece(*ctx.snap, id);
-      if (id == chosen)
-        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s", piece.c_str());
-      else
-        ImGui::TextUnformatted(piece.c_str());
+      if (token_cell(id, piece, id == chosen, ctx.pal.accent)) branch_with_token(ctx, id);
+      if (ImGui::IsItemHovered() && id != chosen) ImGui::SetTooltip("%s", kBranchHint);
       for (int s : shown) {
         ImGui::TableNextColumn();
         const StageRecord& st = r.stages[s];

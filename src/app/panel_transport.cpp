@@ -61,7 +61,7 @@ void TransportPanel::draw(PanelContext& ctx) {
   if (ImGui::Button(ready ? "Prefill  [Space]" : "Step \u25B6  [Space]")) {
     st.error_text.clear();
     st.view_step = -1;
-    ctx.ctl.advance(st.strategy);
+    ctx.ctl.advance(st.strategies());
   }
   ImGui::EndDisabled();
   ImGui::SameLine();
@@ -80,7 +80,7 @@ void TransportPanel::draw(PanelContext& ctx) {
     if (ImGui::Button("Run")) {
       st.error_text.clear();
       st.view_step = -1;
-      ctx.ctl.run(st.settings.run_speed, st.strategy);
+      ctx.ctl.run(st.settings.run_speed, st.strategies());
     }
     ImGui::EndDisabled();
   }
@@ -90,7 +90,7 @@ void TransportPanel::draw(PanelContext& ctx) {
     st.error_text.clear();
     st.view_step = -1;
     st.attention.query = -1;
-    ctx.ctl.reset(st.strategy);
+    ctx.ctl.reset(st.strategies());
   }
   ImGui::EndDisabled();
   ImGui::SameLine();
@@ -98,7 +98,7 @@ void TransportPanel::draw(PanelContext& ctx) {
   if (ImGui::SliderFloat("##speed", &st.settings.run_speed, 0.25f, 20.0f, "Run: %.2g steps/s",
                          ImGuiSliderFlags_Logarithmic) &&
       snap.running)
-    ctx.ctl.run(st.settings.run_speed, st.strategy);
+    ctx.ctl.run(st.settings.run_speed, st.strategies());
 
   // Which step is shown.
   const int n = static_cast<int>(snap.history.size());

@@ -279,4 +279,13 @@ void inline_bar(float fraction, float width, float height, ImU32 color, ImU32 ba
   ImGui::Dummy(ImVec2(width, ImGui::GetTextLineHeight()));
 }
 
+bool token_cell(int id, const std::string& piece, bool chosen, ImU32 accent) {
+  ImGui::PushID(id);
+  if (chosen) ImGui::PushStyleColor(ImGuiCol_Text, accent);
+  const bool clicked = ImGui::Selectable(piece.c_str(), false);
+  if (chosen) ImGui::PopStyleColor();
+  ImGui::PopID();
+  return clicked;
+}
+
 }  // namespace ts::app

@@ -70,6 +70,10 @@ struct ChipStyle {
 bool token_chip(const char* id, const std::string& piece, const std::string& small,
                 const ChipStyle& style, bool continue_line);
 
+// A candidate token in a table cell: the piece, in the accent colour when it
+// is the chosen token. Returns true when clicked.
+bool token_cell(int id, const std::string& piece, bool chosen, ImU32 accent);
+
 // Horizontal bar inside the current cell / line: value in [0, 1] of `width`.
 void inline_bar(float fraction, float width, float height, ImU32 color, ImU32 background);
 

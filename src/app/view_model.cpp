@@ -13,6 +13,17 @@ const LaneStep* find_lane_step(const StepTrace& trace, int lane) {
   return nullptr;
 }
 
+const LaneStep* lane_record(const SessionSnapshot& snap, int step, int lane) {
+  if (step < 0 || step >= static_cast<int>(snap.history.size())) return nullptr;
+  if (lane < 0 || lane >= static_cast<int>(snap.lanes.size()))
+    return snap.lanes.empty() && lane == 0 ? find_lane_step(*snap.history[step], 0) : nullptr;
+  const Lane& l = snap.lanes[lane];
+  if (step >= l.first_step) return find_lane_step(*snap.history[step], lane);
+  if (step == l.branch_step) return l.branch_record.get();
+  if (step < l.branch_step) return lane_record(snap, step, l.parent);
+  return nullptr;
+}
+
 StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane) {
   StepView v;
   v.lane = lane;
@@ -23,11 +34,11 @@ StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane) 
   if (n == 0) return v;
   int step = wanted_step < 0 || wanted_step >= n ? n - 1 : wanted_step;
   // A lane that stopped does not appear in later steps: show its last one.
-  while (step > 0 && !find_lane_step(*snap.history[step], lane)) --step;
+  while (step > 0 && !lane_record(snap, step, lane)) --step;
   v.step = step;
   v.latest = step == n - 1;
   v.trace = snap.history[step].get();
-  v.record = find_lane_step(*v.trace, lane);
+  v.record = lane_record(snap, step, lane);
   if (!v.record) return v;
   v.cached = v.record->context();
   v.tokens = v.record->context_ids;

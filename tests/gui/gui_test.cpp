@@ -70,8 +70,8 @@ TEST(Gui, PrefillAndFiveStepsDrawEveryPanelAndWriteAScreenshot) {
   App app(test_options());
   app.load_model_blocking();
   app.settle();  // the first frame applies the classroom layout (Help closed)
-  for (PanelId id :
-       {PanelId::kHelp, PanelId::kRoofline, PanelId::kLogitLens, PanelId::kCacheCompare})
+  for (PanelId id : {PanelId::kHelp, PanelId::kRoofline, PanelId::kLogitLens,
+                     PanelId::kCacheCompare, PanelId::kLanes})
     app.state().settings.panel_open(id) = true;
   for (int i = 0; i < 6; ++i) {
     step(app);
@@ -313,7 +313,7 @@ TEST(Gui, ErrorsShowInTheWindowAndKeepThePreviousState) {
   const SnapshotPtr before = snap(app);
   std::string too_long;
   for (int i = 0; i < 200; ++i) too_long += " weather";  // more tokens than the fixture's context
-  app.controller().set_prompt(too_long, SamplingParams{});
+  app.controller().set_prompt(too_long, {SamplingParams{}});
   app.settle(2, 50);
   EXPECT_FALSE(app.state().error_text.empty());
   EXPECT_EQ(snap(app)->prompt_text, before->prompt_text);
@@ -356,7 +356,7 @@ TEST(Gui, RunStepsOnItsOwnUntilPaused) {
   App app(test_options());
   app.load_model_blocking();
   app.settle();
-  app.controller().run(50.0, SamplingParams{});
+  app.controller().run(50.0, {SamplingParams{}});
   for (int i = 0; i < 2000 && snap(app)->history.size() < 4; ++i) app.frame();
   app.controller().pause();
   app.settle(2, 50);
@@ -458,7 +458,8 @@ TEST(Gui, AnalysisPanelsShowRoofsCacheComparisonAndLogitLens) {
   app.settle(4, 200);
   EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kLogitLens));
   const SnapshotPtr s = snap(app);
-  const auto rows = analysis->logit_lens(*app.controller().worker(), s->history.back(), 0);
+  const auto rows = analysis->logit_lens(*app.controller().worker(), s->history.back(),
+                                         s->history.back()->lanes[0]);
   ASSERT_TRUE(rows);
   ASSERT_EQ(static_cast<int>(rows->size()), s->config.n_layer + 1);
   const LaneStep& last = s->history.back()->lanes[0];
@@ -495,6 +496,65 @@ TEST(Gui, AnalysisPanelsShowRoofsCacheComparisonAndLogitLens) {
   app.controller().worker()->wait_idle();
   EXPECT_EQ(analysis->export_message().rfind("export failed", 0), 0u);
   std::filesystem::remove_all(dir);
+}
+
+TEST(Gui, LanesStepTogetherShowTheirSummaryAndABranchBecomesTheViewedLane) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.layout = "compare";
+  o.compare = {"greedy", "top_k=5,seed=2", "beams=2"};
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  EXPECT_EQ(app.state().strategies().size(), 3u);
+  for (int i = 0; i < 4; ++i) step(app);
+  SnapshotPtr s = snap(app);
+  ASSERT_EQ(s->lanes.size(), 3u);
+  EXPECT_EQ(s->history.size(), 4u);
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kLanes));
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kKvCache));
+  // Every lane has a record in every step (one batched forward per step).
+  for (const StepTracePtr& t : s->history) EXPECT_EQ(t->lanes.size(), 3u);
+  app.settle(3, 100);
+  const auto summaries =
+      app.controller().analysis()->lane_summaries(*app.controller().worker(), *s);
+  ASSERT_TRUE(summaries);
+  ASSERT_EQ(summaries->size(), 3u);
+  for (const LaneSummary& ls : *summaries) {
+    EXPECT_EQ(ls.tokens, 4);
+    EXPECT_LT(ls.log_prob, 0.0);
+    EXPECT_GT(ls.perplexity, 1.0);
+  }
+  // The beam lane's tree draws.
+  app.state().lane = 2;
+  app.settle(2, 50);
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+  ASSERT_TRUE(lane_record(*snap(app), 1, 2)->beam);
+
+  // Branch lane 0 at step 1 with its second most likely token: a new lane,
+  // shown as soon as it exists.
+  const LaneStep* r = lane_record(*s, 1, 0);
+  std::vector<float> logits = r->logits;
+  logits[r->chosen_token] = -1e30f;
+  const int other =
+      static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  app.state().pending_lane = 3;
+  app.state().pending_error_serial = s->error_serial;
+  app.controller().worker()->branch(1, 0, other);
+  app.settle(3, 100);
+  s = snap(app);
+  ASSERT_EQ(s->lanes.size(), 4u);
+  EXPECT_EQ(s->lanes[3].parent, 0);
+  EXPECT_EQ(app.state().lane, 3);
+  EXPECT_EQ(lane_record(*s, 1, 3)->chosen_token, other);
+  EXPECT_EQ(lane_record(*s, 0, 3)->chosen_token, lane_record(*s, 0, 0)->chosen_token);
+  // A refused branch leaves the lanes as they were and says why.
+  app.controller().worker()->branch(1, 0, -5);
+  app.settle(3, 100);
+  EXPECT_EQ(snap(app)->lanes.size(), 4u);
+  EXPECT_FALSE(app.state().error_text.empty());
+  step(app);  // the branch steps with the others
+  EXPECT_EQ(snap(app)->history.back()->lanes.size(), 4u);
 }
 
 TEST(Gui, EverySingleLayoutShowsItsPanel) {

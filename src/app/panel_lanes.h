@@ -1,0 +1,31 @@
+#pragma once
+// Lanes: decoding strategies side by side over one shared prefill. Before
+// prefill it edits the list of lanes (up to 8, each a strategy string); after,
+// it shows the lanes as columns stepping together: the text so far, each
+// step's token with the model's probability of it, the first step where the
+// lanes diverge, per-lane summary (log-probability, perplexity, repetition,
+// speed) and, for a beam-search lane, the beam tree with kept and pruned
+// beams and their cumulative log-probabilities.
+#include "app/panel.h"
+
+namespace ts::app {
+
+class LanesPanel {
+ public:
+  void draw(PanelContext& ctx);
+
+ private:
+  void draw_setup(PanelContext& ctx);
+  void draw_columns(PanelContext& ctx, float height);
+  void draw_beam_tree(PanelContext& ctx, int lane, float height);
+  std::vector<std::string> edits_;  // strategy strings being typed, one per lane
+  std::string edit_error_;
+  int editing_ = -1;  // the lane whose strategy is being typed
+  bool show_tree_ = true;
+};
+
+// Selects lane `lane` for the other panels; before prefill the Sampling
+// panel's controls switch to that lane's strategy.
+void select_lane(AppState& state, const SessionSnapshot* snap, int lane);
+
+}  // namespace ts::app
