@@ -14,14 +14,12 @@ const LaneStep* find_lane_step(const StepTrace& trace, int lane) {
 }
 
 const LaneStep* lane_record(const SessionSnapshot& snap, int step, int lane) {
-  if (step < 0 || step >= static_cast<int>(snap.history.size())) return nullptr;
-  if (lane < 0 || lane >= static_cast<int>(snap.lanes.size()))
-    return snap.lanes.empty() && lane == 0 ? find_lane_step(*snap.history[step], 0) : nullptr;
-  const Lane& l = snap.lanes[lane];
-  if (step >= l.first_step) return find_lane_step(*snap.history[step], lane);
-  if (step == l.branch_step) return l.branch_record.get();
-  if (step < l.branch_step) return lane_record(snap, step, l.parent);
-  return nullptr;
+  // Before prefill the snapshot has no lanes; lane 0 may still be asked for.
+  if (snap.lanes.empty())
+    return step >= 0 && step < static_cast<int>(snap.history.size())
+               ? find_lane_step(*snap.history[step], lane)
+               : nullptr;
+  return ts::lane_record(snap.history, snap.lanes, step, lane);
 }
 
 StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane) {

@@ -12,9 +12,8 @@ namespace ts::app {
 
 // The lane's own record in a step (null when the lane did not take part).
 const LaneStep* find_lane_step(const StepTrace& trace, int lane);
-// The record describing `lane` at history step `step`, as Session::record
-// gives it: its own, or for a branched lane before its first own step, its
-// parent's (at the branch step: the branch's record). Null when none.
+// The record describing `lane` at history step `step` (ts::lane_record over
+// the snapshot: a branched lane falls back to its parent). Null when none.
 const LaneStep* lane_record(const SessionSnapshot& snap, int step, int lane);
 
 struct StepView {
