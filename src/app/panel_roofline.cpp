@@ -78,13 +78,20 @@ void RooflinePanel::draw(PanelContext& ctx) {
     return;
   }
   std::vector<RooflinePoint> points = history_points(snap, ctx.pal);
+  // The KV cache comparison's runs (one lane each) as rings: its cached
+  // decode steps beside the session's, its cache-off steps moving right as
+  // the recomputed sequence grows.
   if (const auto cmp = analysis.cache_comparison()) {
-    for (size_t s = 1; s < cmp->off.steps.size(); ++s) {
-      const CacheRunStep& st = cmp->off.steps[s];
-      if (st.seconds <= 0) continue;
-      points.push_back({st.cost.intensity(), st.cost.flops / st.seconds, -1,
-                        "cache off, decode " + std::to_string(s) + " (comparison run)",
-                        ctx.pal.text_dim, true});
+    for (const bool cached : {true, false}) {
+      const CacheRun& run = cached ? cmp->on : cmp->off;
+      for (size_t s = 1; s < run.steps.size(); ++s) {
+        const CacheRunStep& st = run.steps[s];
+        if (st.seconds <= 0) continue;
+        points.push_back({st.cost.intensity(), st.cost.flops / st.seconds, -1,
+                          std::string(cached ? "cache on" : "cache off") + ", decode " +
+                              std::to_string(s) + " (comparison run, 1 lane)",
+                          cached ? ctx.pal.accent : ctx.pal.text_dim, true});
+      }
     }
   }
   const double bw = roofs->effective_bandwidth();
@@ -234,7 +241,7 @@ void RooflinePanel::draw(PanelContext& ctx) {
   badge("decode", ctx.pal.accent, ctx.pal.frame);
   if (analysis.cache_comparison()) {
     ImGui::SameLine();
-    ImGui::TextDisabled("o cache off (comparison run)");
+    ImGui::TextDisabled("rings: the KV cache comparison's runs (orange: cache on, grey: off)");
   }
   dim_text_wrapped("%s", explanation);
   end_panel();
