@@ -46,3 +46,15 @@ shot lesson-3-kv --steps 3 --layout memory --width 1600 --height 900
 shot lesson-4-greedy --steps 3 --layout sampling --width 1100 --height 620
 shot lesson-5-temperature --steps 3 --layout sampling --rechoose "temperature=0.7,seed=1" --width 1100 --height 620
 shot lesson-6-top-p --steps 3 --layout sampling --rechoose "top_p=0.9,seed=1" --width 1100 --height 620
+
+# Why the KV cache exists, why decode is memory bound, and what each layer predicts.
+LONG="The old man walked into the village at dawn. He had not seen it for twenty years, and the houses looked smaller than he remembered. At the well he stopped and"
+shot cost-lesson --steps 8 --cache-compare 64 --layout cost --width 1600 --height 900
+shot panel-cache --steps 8 --cache-compare 64 --layout cache --width 1100 --height 700
+"${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "$LONG" --compare greedy "top_k=40,seed=1" "top_p=0.9,seed=2" "temperature=0.8,seed=3" \
+  --steps 12 --cache-compare 64 --layout roofline --width 1100 --height 700 --screenshot "$OUT/panel-roofline.png"
+shot panel-lens --steps 3 --layout lens --width 1100 --height 520
+
+# Strategies side by side: four lanes over one prefill, the beam lane's tree shown.
+"${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "$LONG" --compare greedy "top_p=0.9,temperature=0.8,seed=3" "beams=3" "repetition_penalty=1.3" \
+  --lane 2 --steps 8 --layout compare --width 1600 --height 900 --screenshot "$OUT/lanes-4.png"
