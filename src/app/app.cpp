@@ -160,6 +160,8 @@ App::App(const AppOptions& options) : options_(options) {
   state_.lane = std::clamp(options.lane, 0, static_cast<int>(state_.lane_setup.size()) - 1);
   state_.strategy = state_.lane_setup[state_.lane];
   ctl_.strategies_on_load = state_.lane_setup;
+  options_.setup.cache_sequences =
+      std::max(options_.setup.cache_sequences, cache_sequences_for(state_.lane_setup));
 }
 
 App::~App() {

@@ -68,10 +68,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     ts::ModelSetupOptions setup = o.setup;
-    // Every lane, and every beam of a beam lane, holds a sequence.
-    int sequences = 2;
-    for (const ts::SamplingParams& p : o.strategies) sequences += p.num_beams;
-    setup.cache_sequences = std::max(setup.cache_sequences, sequences);
+    setup.cache_sequences = std::max(setup.cache_sequences, ts::cache_sequences_for(o.strategies));
     ts::LoadedModel model = ts::load_model_setup(setup);
     if (!model.backend_notice.empty()) std::cerr << "note: " << model.backend_notice << "\n";
     if (!o.eval_loss_file.empty()) return run_eval(model, o);

@@ -1,5 +1,6 @@
 #include "session/model_setup.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <system_error>
 
@@ -46,6 +47,12 @@ LoadedModel load_model_setup(const ModelSetupOptions& options) {
   const int cache_tokens = weights->config.n_ctx * std::max(2, options.cache_sequences);
   out.engine = std::make_shared<Engine>(weights, std::move(sel.backend), cache_tokens);
   return out;
+}
+
+int cache_sequences_for(const std::vector<SamplingParams>& strategies) {
+  int sequences = 2;
+  for (const SamplingParams& p : strategies) sequences += std::max(1, p.num_beams);
+  return sequences;
 }
 
 }  // namespace ts

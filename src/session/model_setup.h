@@ -4,10 +4,12 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
+#include "sampling/sampling_params.h"
 
 namespace ts {
 
@@ -26,6 +28,10 @@ struct LoadedModel {
   std::string name;            // directory or file name, for titles
   std::string backend_notice;  // e.g. "no usable CUDA device (...); running on the CPU"
 };
+
+// KV capacity (in full contexts) that lanes with these strategies need: one
+// sequence per lane, one per beam of a beam lane, and two for scratch work.
+int cache_sequences_for(const std::vector<SamplingParams>& strategies);
 
 // The bundled model: $TOKENSCOPE_MODEL, then assets/models/tokenscope-tiny
 // beside the executable's project, then the source tree's copy.
