@@ -17,12 +17,6 @@ std::set<int> written_slots(const StepView& v) {
   return out;
 }
 
-const SequenceOccupancy* find_seq(const KvOccupancy& kv, int id) {
-  for (const SequenceOccupancy& s : kv.sequences)
-    if (s.id == id) return &s;
-  return nullptr;
-}
-
 // Slots holding a token, a shared block counted once.
 double filled_slots(const KvOccupancy& kv) {
   std::vector<int> filled(kv.ref_counts.size(), 0);
@@ -97,6 +91,23 @@ void KvCachePanel::draw(PanelContext& ctx) {
   end_panel();
 }
 
+namespace {
+
+// Which lane (and beam) holds a cache sequence now; empty when none does
+// (an older step's sequence, or a beam since re-forked).
+std::string sequence_owner(const SessionSnapshot& snap, SeqId id) {
+  for (const Lane& lane : snap.lanes) {
+    if (lane.closed) continue;
+    for (size_t b = 0; b < lane.beam_seqs.size(); ++b)
+      if (lane.beam_seqs[b] == id)
+        return "lane " + std::to_string(lane.id) + " beam " + std::to_string(b);
+    if (lane.seq == id) return "lane " + std::to_string(lane.id);
+  }
+  return {};
+}
+
+}  // namespace
+
 void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
   const SessionSnapshot& snap = *ctx.snap;
   const StepView& v = ctx.view;
@@ -104,11 +115,34 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
   const int bs = std::max(1, kv.block_size);
   const int slot_cols = bs >= 8 ? (bs + 1) / 2 : bs;
   const int slot_rows = (bs + slot_cols - 1) / slot_cols;
-  // Slots as large as the panel allows (up to a generous size for a projector).
-  int most_blocks = 1;
+  std::vector<const SequenceOccupancy*> seqs;
   for (const SequenceOccupancy& sq : kv.sequences)
-    most_blocks = std::max(most_blocks, static_cast<int>(sq.block_table.size()));
-  const int lanes = std::max<int>(1, static_cast<int>(snap.lanes.size()));
+    if (!sq.block_table.empty()) seqs.push_back(&sq);
+  if (seqs.empty()) {
+    dim_text_wrapped("No sequences yet: prefill creates the first one.");
+    return;
+  }
+  // The blocks every sequence starts with (the prompt's, after a fork) are
+  // drawn once; each sequence then shows only the blocks after them.
+  size_t shared = 0;
+  if (seqs.size() > 1) {
+    shared = seqs[0]->block_table.size();
+    for (const SequenceOccupancy* sq : seqs) {
+      size_t i = 0;
+      while (i < shared && i < sq->block_table.size() &&
+             sq->block_table[i] == seqs[0]->block_table[i])
+        ++i;
+      shared = i;
+    }
+  }
+  int shared_tokens = static_cast<int>(shared) * bs;
+  for (const SequenceOccupancy* sq : seqs) shared_tokens = std::min(shared_tokens, sq->tokens);
+  const int rows_of_blocks = static_cast<int>(seqs.size()) + (shared > 0 ? 1 : 0);
+  // Slots as large as the panel allows (up to a generous size for a projector).
+  int most_blocks = static_cast<int>(shared);
+  for (const SequenceOccupancy* sq : seqs)
+    most_blocks = std::max(most_blocks, static_cast<int>(sq->block_table.size() - shared));
+  most_blocks = std::max(most_blocks, 1);
   const ImVec2 area = ImGui::GetContentRegionAvail();
   float cell = std::max(5.0f, font * 0.55f);
   for (float c = font * 1.4f; c > font * 0.55f; c -= 1.0f) {
@@ -116,7 +150,7 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
                 bh = slot_rows * c + 4 + font * 0.8f + font * 0.4f;
     const int per_row = std::max(1, static_cast<int>(area.x / bw));
     const int rows = (most_blocks + per_row - 1) / per_row;
-    if (lanes * (rows * bh + ImGui::GetTextLineHeightWithSpacing()) <= area.y) {
+    if (rows_of_blocks * (rows * bh + ImGui::GetTextLineHeightWithSpacing()) <= area.y) {
       cell = c;
       break;
     }
@@ -127,36 +161,20 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
   const ImU32 empty = ImGui::GetColorU32(ImGuiCol_FrameBg);
   const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   ImFont* f = ImGui::GetFont();
-  if (snap.lanes.empty()) {
-    dim_text_wrapped("No lanes yet: prefill creates the first sequence.");
-    return;
-  }
-  for (const Lane& lane : snap.lanes) {
-    const SequenceOccupancy* seq = find_seq(kv, lane.seq);
-    const LaneStep* rec = v.trace ? find_lane_step(*v.trace, lane.id) : nullptr;
-    std::set<int> mine;
-    if (rec) mine.insert(rec->slots_written.begin(), rec->slots_written.end());
-    if (v.trace && v.trace->phase == Phase::kPrefill)
-      for (const LaneStep& ls : v.trace->lanes)
-        mine.insert(ls.slots_written.begin(), ls.slots_written.end());
-    if (!seq) {
-      ImGui::TextDisabled("lane %d: no cache sequence at this step", lane.id);
-      continue;
-    }
-    ImGui::Text("lane %d", lane.id);
-    ImGui::SameLine();
-    ImGui::TextDisabled("%d tokens in %zu block%s (block table: logical \u2192 physical)",
-                        seq->tokens, seq->block_table.size(),
-                        seq->block_table.size() == 1 ? "" : "s");
+  const std::set<int> written = written_slots(v);
+  int row_id = 0;
+  // Blocks [from, to) of a block table holding `tokens` tokens, one row.
+  auto draw_blocks = [&](const std::vector<int>& table, size_t from, size_t to, int tokens) {
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-    for (size_t b = 0; b < seq->block_table.size(); ++b) {
-      const int phys = seq->block_table[b];
-      if (b > 0) {
+    ++row_id;
+    for (size_t b = from; b < to; ++b) {
+      const int phys = table[b];
+      if (b > from) {
         ImGui::SameLine(0, font * 0.4f);
         if (ImGui::GetCursorScreenPos().x + block_w > right) ImGui::NewLine();
       }
       const ImVec2 p = ImGui::GetCursorScreenPos();
-      ImGui::PushID(static_cast<int>(b) + lane.id * 100000);
+      ImGui::PushID(static_cast<int>(b) + row_id * 100000);
       ImGui::InvisibleButton("blk", ImVec2(block_w, block_h + label_h));
       const bool hovered = ImGui::IsItemHovered();
       ImGui::PopID();
@@ -171,8 +189,8 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
         const int slot = phys * bs + s;
         const float x = q.x + 2 + (s % slot_cols) * cell, y = q.y + 2 + (s / slot_cols) * cell;
         ImU32 c = empty;
-        if (logical < seq->tokens) c = ctx.pal.accent2;
-        if (mine.count(slot)) {
+        if (logical < tokens) c = ctx.pal.accent2;
+        if (written.count(slot)) {
           c = ctx.pal.accent;
           ++written_here;
         }
@@ -183,14 +201,35 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
                   refs > 1 ? 2.0f * ctx.scale : 1.0f);
       if (hovered) {
         const int first = static_cast<int>(b) * bs;
-        const int filled = std::clamp(seq->tokens - first, 0, bs);
+        const int filled = std::clamp(tokens - first, 0, bs);
         ImGui::SetTooltip(
             "logical block %zu \u2192 physical block %d\npositions %d..%d, %d of %d slots filled\n"
             "%d slot%s written by this step\nreference count %d%s",
             b, phys, first, first + bs - 1, filled, bs, written_here, written_here == 1 ? "" : "s",
-            refs, refs > 1 ? " (shared between lanes)" : "");
+            refs, refs > 1 ? " (shared: stored once, read by every sequence that lists it)" : "");
       }
     }
+  };
+  if (shared > 0) {
+    ImGui::Text("shared by all %zu sequences", seqs.size());
+    ImGui::SameLine();
+    ImGui::TextDisabled("%zu block%s, stored once: the prompt, prefilled once", shared,
+                        shared == 1 ? "" : "s");
+    draw_blocks(seqs[0]->block_table, 0, shared, seqs[0]->tokens);
+  }
+  for (const SequenceOccupancy* sq : seqs) {
+    const std::string owner = sequence_owner(snap, sq->id);
+    const size_t own = sq->block_table.size() - shared;
+    ImGui::Text("%s",
+                owner.empty() ? ("sequence " + std::to_string(sq->id)).c_str() : owner.c_str());
+    ImGui::SameLine();
+    if (shared > 0)
+      ImGui::TextDisabled("%d tokens: the %zu shared block%s + %zu of its own", sq->tokens, shared,
+                          shared == 1 ? "" : "s", own);
+    else
+      ImGui::TextDisabled("%d tokens in %zu block%s (block table: logical \u2192 physical)",
+                          sq->tokens, own, own == 1 ? "" : "s");
+    if (own > 0) draw_blocks(sq->block_table, shared, sq->block_table.size(), sq->tokens);
   }
 }
 
