@@ -73,6 +73,11 @@ void SamplingPanel::update(PanelContext& ctx) {
 
 void SamplingPanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kSampling)) return;
+  if (ctx.view.record && ctx.view.record->beam) {
+    draw_beam_step(ctx, *ctx.view.record->beam);
+    end_panel();
+    return;
+  }
   draw_controls(ctx);
   if (!ctx.snap || !ctx.view.record) {
     empty_hint(ctx, ctx.snap ? "After prefill this shows how the strategy picks the next token."
@@ -91,6 +96,61 @@ void SamplingPanel::draw(PanelContext& ctx) {
   draw_stages(ctx, ImGui::GetContentRegionAvail().y - strip_h);
   draw_strip(ctx);
   end_panel();
+}
+
+void SamplingPanel::draw_beam_step(PanelContext& ctx, const BeamStep& step) {
+  const SessionSnapshot& snap = *ctx.snap;
+  const int beams = step.before ? static_cast<int>(step.before->beams.size()) : 0;
+  const int kept = step.after ? static_cast<int>(step.after->beams.size()) : 0;
+  ImGui::Text("Beam search: %s", describe(ctx.view.record->params).c_str());
+  panel_help_button(PanelId::kSampling);
+  dim_text_wrapped(
+      "No sampling and no single argmax: every open beam (%d here) is extended by its most likely "
+      "tokens, and the 2 \u00D7 num_beams best sequences by total log-probability are ranked "
+      "below. The best ones become the next beams (%d kept); an end of text among the top ones "
+      "finishes a hypothesis; the rest are pruned. The Lanes panel draws the whole tree.",
+      beams, kept);
+  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
+                                ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchProp;
+  if (!ImGui::BeginTable("beam", 6, flags, ImVec2(0, ImGui::GetContentRegionAvail().y))) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupColumn("rank");
+  ImGui::TableSetupColumn("extends");
+  ImGui::TableSetupColumn("token");
+  ImGui::TableSetupColumn("log p");
+  ImGui::TableSetupColumn("total log p");
+  ImGui::TableSetupColumn("fate");
+  ImGui::TableHeadersRow();
+  for (size_t i = 0; i < step.candidates.size(); ++i) {
+    const BeamCandidate& c = step.candidates[i];
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::Text("%zu", i + 1);
+    ImGui::TableNextColumn();
+    std::string parent = "beam " + std::to_string(c.parent);
+    if (step.before && c.parent < beams && !step.before->beams[c.parent].tokens.empty())
+      parent += ": \u2026" + token_piece(snap, step.before->beams[c.parent].tokens.back());
+    ImGui::TextUnformatted(parent.c_str());
+    ImGui::TableNextColumn();
+    const bool kept_beam = c.fate == CandidateFate::kKept;
+    const std::string piece = token_piece(snap, c.token);
+    if (kept_beam && c.new_beam == 0)  // the new best beam's token
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s", piece.c_str());
+    else
+      ImGui::TextUnformatted(piece.c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3f", c.log_prob);
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3f", c.sum_log_prob);
+    ImGui::TableNextColumn();
+    const ImU32 color = kept_beam                            ? ctx.pal.accent
+                        : c.fate == CandidateFate::kFinished ? ctx.pal.ok
+                                                             : ctx.pal.text_dim;
+    std::string fate = candidate_fate_name(c.fate);
+    if (kept_beam) fate += " \u2192 beam " + std::to_string(c.new_beam);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", fate.c_str());
+  }
+  ImGui::EndTable();
 }
 
 void SamplingPanel::draw_controls(PanelContext& ctx) {

@@ -20,6 +20,8 @@ class SamplingPanel {
 
  private:
   void draw_controls(PanelContext& ctx);
+  // A beam lane's step: the ranked candidates and what became of each.
+  void draw_beam_step(PanelContext& ctx, const BeamStep& step);
   void draw_stages(PanelContext& ctx, float height);
   void draw_strip(PanelContext& ctx);
   void update(PanelContext& ctx);

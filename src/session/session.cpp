@@ -145,19 +145,24 @@ std::string Session::next_action() const {
     case SessionState::kPaused:
       break;
   }
-  int running = 0, cached = 0;
+  int running = 0, cached = 0, sequences = 0;
   for (const Lane& lane : lanes_) {
     if (!lane.running()) continue;
     ++running;
+    sequences += lane.beam_search() ? static_cast<int>(lane.beams->beams.size()) : 1;
     cached = std::max(cached, static_cast<int>(prompt_tokens_.size() + lane.generated.size()) - 1);
   }
+  // Every open beam is a sequence of its own in the batched step.
+  const std::string beams =
+      sequences > running ? " (" + std::to_string(sequences) + " sequences: one per beam)" : "";
   const std::string step = "decode step " + std::to_string(history_.size());
   if (!options_.kv_cache)
     return step + ": KV cache off, recomputes all " + std::to_string(cached + 1) + " tokens" +
            (running > 1 ? " of each of " + std::to_string(running) + " lanes" : "");
-  if (running > 1)
-    return step + ": 1 token for each of " + std::to_string(running) + " lanes, reads up to " +
-           std::to_string(cached) + " cached positions";
+  if (running > 1 || sequences > 1)
+    return step + ": 1 token for each of " + std::to_string(running) + " lane" +
+           (running > 1 ? "s" : "") + beams + ", reads up to " + std::to_string(cached) +
+           " cached positions";
   return step + ": 1 token, reads " + std::to_string(cached) + " cached positions";
 }
 
