@@ -38,6 +38,26 @@ int first_divergence(const SessionSnapshot& snap) {
   return -1;
 }
 
+// One line on how the lane's strategy chose this token (the compact view
+// of its sampling stages; the Choosing panel has the full one).
+std::string stage_summary(const LaneStep& r) {
+  char b[256];
+  const int vocab = static_cast<int>(r.logits.size());
+  if (r.beam)
+    std::snprintf(b, sizeof(b), "%s\nbest beam's token; %zu candidates ranked",
+                  describe(r.params).c_str(), r.beam->candidates.size());
+  else if (r.params.do_sample)
+    std::snprintf(
+        b, sizeof(b),
+        "%s\n%d of %d tokens kept by the filters; drew u = %.4f\np = %s, entropy %.2f nats",
+        describe(r.params).c_str(), r.kept_tokens, vocab, r.uniform,
+        format_percent(r.chosen_prob).c_str(), r.entropy);
+  else
+    std::snprintf(b, sizeof(b), "%s\nthe most likely token (argmax)\np = %s, entropy %.2f nats",
+                  describe(r.params).c_str(), format_percent(r.chosen_prob).c_str(), r.entropy);
+  return b;
+}
+
 std::string lane_status(const Lane& lane) {
   if (lane.closed) return "closed";
   if (lane.running()) return "running";
@@ -270,10 +290,13 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height) {
       if (!first) first = r;
       const std::string piece = token_piece(snap, r->chosen_token);
       const bool differs = r->chosen_token != first->chosen_token;
+      ImGui::BeginGroup();
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(differs ? ctx.pal.accent : ctx.pal.text),
                          "%s", piece.c_str());
       ImGui::SameLine();
       ImGui::TextDisabled("%s", format_percent(r->chosen_prob).c_str());
+      ImGui::EndGroup();
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stage_summary(*r).c_str());
     }
     if (s == diverge) {
       ImGui::SameLine();

@@ -10,16 +10,23 @@
 namespace ts {
 namespace {
 
-LoadedModel load(const std::filesystem::path& dir) {
+LoadedModel load(const std::filesystem::path& dir, const std::string& device = "cpu") {
   ModelSetupOptions o;
   o.model = dir;
-  o.device = "cpu";
+  o.device = device;
   o.cpu_threads = 2;
   return load_model_setup(o);
 }
 
-void expect_cache_on_equals_off(const std::filesystem::path& model, int steps) {
-  LoadedModel m = load(model);
+void expect_cache_on_equals_off(const std::filesystem::path& model, int steps,
+                                const std::string& device = "cpu") {
+  LoadedModel m;
+  try {
+    m = load(model, device);
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no " << device << " backend here: " << e.what();
+  }
+  const double tolerance = device == "cuda" ? 1e-3 : 1e-4;
   const std::vector<int> prompt = {m.tokenizer->encode("The weather today is")[0].id, 5, 9, 2};
   const KvOccupancy before = m.engine->cache().occupancy();
   SamplingParams sampled;
@@ -30,7 +37,7 @@ void expect_cache_on_equals_off(const std::filesystem::path& model, int steps) {
     const CacheComparison c = compare_kv_cache(*m.engine, prompt, p, steps);
     ASSERT_EQ(c.steps(), steps);
     EXPECT_TRUE(c.same_tokens) << "first difference at step " << c.first_difference;
-    EXPECT_LE(c.max_abs_logit_diff, 1e-4);
+    EXPECT_LE(c.max_abs_logit_diff, tolerance);
     // The prefill is the same work both ways; after it, the cache-off step
     // runs the whole sequence, so its FLOPs and bytes grow with the context
     // while the cached step's FLOPs grow only through attention.
@@ -59,6 +66,12 @@ TEST(CacheComparison, TinyModelSameTokensAndLogitsAndOnlyCacheOffGrows) {
 TEST(CacheComparison, BundledModelSameTokensAndLogitsFor32Steps) {
   expect_cache_on_equals_off(std::filesystem::path(TS_SOURCE_DIR) / "assets/models/tokenscope-tiny",
                              32);
+}
+
+TEST(CacheComparison, SameTokensAndLogitsOnTheGpuWhenThereIsOne) {
+  expect_cache_on_equals_off(test::tiny_model_dir(), 32, "cuda");
+  expect_cache_on_equals_off(std::filesystem::path(TS_SOURCE_DIR) / "assets/models/tokenscope-tiny",
+                             32, "cuda");
 }
 
 TEST(CacheComparison, StopsAtTheContextEndAndRefusesBadInput) {
