@@ -13,6 +13,7 @@
 #include "session/model_setup.h"
 #include "session/session.h"
 #include "session/session_export.h"
+#include "test_models.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -260,13 +261,7 @@ TEST(BeamSearch, FinalizeAddsOpenBeamsUnlessDone) {
 
 // ------------------------------------------------------------ beam lanes
 
-LoadedModel tiny() {
-  ModelSetupOptions o;
-  o.model = test::tiny_model_dir();
-  o.device = "cpu";
-  o.cpu_threads = 2;
-  return load_model_setup(o);
-}
+LoadedModel tiny() { return test::load_tiny(); }
 
 SamplingParams beams(int n, float lp = 1.0f, EarlyStopping e = EarlyStopping::kFalse) {
   SamplingParams p;

@@ -4,25 +4,18 @@
 
 #include "session/cache_comparison.h"
 #include "session/model_setup.h"
+#include "test_models.h"
 #include "test_paths.h"
 #include "util/error.h"
 
 namespace ts {
 namespace {
 
-LoadedModel load(const std::filesystem::path& dir, const std::string& device = "cpu") {
-  ModelSetupOptions o;
-  o.model = dir;
-  o.device = device;
-  o.cpu_threads = 2;
-  return load_model_setup(o);
-}
-
 void expect_cache_on_equals_off(const std::filesystem::path& model, int steps,
                                 const std::string& device = "cpu") {
   LoadedModel m;
   try {
-    m = load(model, device);
+    m = test::load_model(model, device);
   } catch (const Error& e) {
     GTEST_SKIP() << "no " << device << " backend here: " << e.what();
   }
@@ -75,7 +68,7 @@ TEST(CacheComparison, SameTokensAndLogitsOnTheGpuWhenThereIsOne) {
 }
 
 TEST(CacheComparison, StopsAtTheContextEndAndRefusesBadInput) {
-  LoadedModel m = load(test::tiny_model_dir());
+  LoadedModel m = test::load_tiny();
   const int n_ctx = m.engine->config().n_ctx;
   const std::vector<int> prompt(n_ctx - 3, 7);
   const CacheComparison c = compare_kv_cache(*m.engine, prompt, {}, 50);
@@ -90,7 +83,7 @@ TEST(CacheComparison, StopsAtTheContextEndAndRefusesBadInput) {
 }
 
 TEST(CacheComparison, JsonHoldsBothRunsAndTheVerdict) {
-  LoadedModel m = load(test::tiny_model_dir());
+  LoadedModel m = test::load_tiny();
   const nlohmann::json j = cache_comparison_to_json(compare_kv_cache(*m.engine, {1, 2, 3}, {}, 6));
   EXPECT_EQ(j["steps"], 6);
   EXPECT_EQ(j["cache_on"]["steps"].size(), 6u);

@@ -12,20 +12,14 @@
 #include "session/model_setup.h"
 #include "session/session.h"
 #include "session/session_worker.h"
+#include "test_models.h"
 #include "test_paths.h"
 #include "util/error.h"
 
 namespace ts {
 namespace {
 
-LoadedModel tiny() {
-  ModelSetupOptions o;
-  o.model = test::tiny_model_dir();
-  o.device = "cpu";
-  o.cpu_threads = 2;
-  o.cache_sequences = 40;  // up to 8 lanes, some of them beams
-  return load_model_setup(o);
-}
+LoadedModel tiny() { return test::load_tiny(40); }  // up to 8 lanes, some of them beams
 
 SamplingParams sampled(float temperature, uint64_t seed) {
   SamplingParams p;

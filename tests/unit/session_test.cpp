@@ -8,19 +8,14 @@
 #include "session/session.h"
 #include "session/session_export.h"
 #include "session/session_worker.h"
+#include "test_models.h"
 #include "test_paths.h"
 #include "util/error.h"
 
 namespace ts {
 namespace {
 
-LoadedModel tiny() {
-  ModelSetupOptions o;
-  o.model = test::tiny_model_dir();
-  o.device = "cpu";
-  o.cpu_threads = 2;
-  return load_model_setup(o);
-}
+LoadedModel tiny() { return test::load_tiny(); }
 
 std::unique_ptr<Session> make_session(const LoadedModel& m, SessionOptions o = {}) {
   return std::make_unique<Session>(m.tokenizer, m.engine, o);
