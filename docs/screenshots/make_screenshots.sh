@@ -10,7 +10,7 @@ OUT=${OUT:-docs/screenshots}
 MODEL_ARGS=()
 if [ -n "${MODEL:-}" ]; then MODEL_ARGS=(--model "$MODEL"); fi
 RUN=()
-if [ -z "${DISPLAY:-}" ]; then RUN=(xvfb-run -a -s "-screen 0 1920x1080x24"); fi
+if [ -z "${DISPLAY:-}" ]; then RUN=(xvfb-run -a -s "-screen 0 1920x1080x24 -noreset"); fi
 PROMPT="Today's weather is so"
 
 shot() {  # shot NAME ARGS...
