@@ -19,15 +19,9 @@
 namespace ts {
 namespace {
 
-LoadedModel tiny() { return test::load_tiny(40); }  // up to 8 lanes, some of them beams
+using test::sampled;
 
-SamplingParams sampled(float temperature, uint64_t seed) {
-  SamplingParams p;
-  p.do_sample = true;
-  p.temperature = temperature;
-  p.seed = seed;
-  return p;
-}
+LoadedModel tiny() { return test::load_tiny(40); }  // up to 8 lanes, some of them beams
 
 SamplingParams beams(int n) {
   SamplingParams p;

@@ -15,18 +15,12 @@
 namespace ts {
 namespace {
 
+using test::sampled;
+
 LoadedModel tiny() { return test::load_tiny(); }
 
 std::unique_ptr<Session> make_session(const LoadedModel& m, SessionOptions o = {}) {
   return std::make_unique<Session>(m.tokenizer, m.engine, o);
-}
-
-SamplingParams sampled(float temperature, uint64_t seed) {
-  SamplingParams p;
-  p.do_sample = true;
-  p.temperature = temperature;
-  p.seed = seed;
-  return p;
 }
 
 TEST(Session, PrefillStepBackRestoresEverything) {

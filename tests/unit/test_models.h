@@ -23,4 +23,13 @@ inline LoadedModel load_tiny(int cache_sequences = 10) {
   return load_model(tiny_model_dir(), "cpu", cache_sequences);
 }
 
+// A sampling strategy at `temperature` with `seed`.
+inline SamplingParams sampled(float temperature, uint64_t seed) {
+  SamplingParams p;
+  p.do_sample = true;
+  p.temperature = temperature;
+  p.seed = seed;
+  return p;
+}
+
 }  // namespace ts::test
