@@ -58,8 +58,11 @@ void SessionWorker::publish_locked_session() {
   s->max_new_tokens = ses.options().max_new_tokens;
   s->tokenizer = ses.shared_tokenizer();
   std::lock_guard<std::mutex> lock(mutex_);
+  // The job is over only once its snapshot is out: clearing busy_ in the same
+  // critical section keeps wait_idle() from returning before the snapshot.
+  busy_ = false;
   s->version = ++version_;
-  s->busy = busy_ || !queue_.empty();
+  s->busy = !queue_.empty();
   s->running = running_;
   s->last_error = last_error_;
   s->error_serial = error_serial_;
@@ -110,7 +113,6 @@ void SessionWorker::loop() {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      busy_ = false;
       // Any rewrite of the past (back, reset, rechoose, back_lane) invalidates
       // attention computed on demand; a plain new step does not.
       const auto& h = session_->history();
