@@ -83,8 +83,9 @@ const char* panel_help(PanelId id) {
              "forward pass: the weights are read once for all lanes.\n\nEach column shows a "
              "lane's text, each step's token with the model's probability of it, and a summary: "
              "log p (how likely the model finds the text), perplexity, distinct 2-grams "
-             "(repetition) and speed. The highlighted row is where the lanes first choose "
-             "differently.\n\nBeam search keeps the num_beams most likely sequences; its tree "
+             "(repetition) and speed, and how each lane chose at the step shown (\"chosen by\"). "
+             "The highlighted row is where the lanes first choose differently.\n\nBeam search "
+             "keeps the num_beams most likely sequences; its tree "
              "shows the beams kept, finished and pruned at every step. Click a token in the "
              "Logits panel to branch a new lane with that token at the viewed step.";
     case PanelId::kHelp:

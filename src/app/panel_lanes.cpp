@@ -58,6 +58,19 @@ std::string stage_summary(const LaneStep& r) {
   return b;
 }
 
+// The same in a few words, short enough for a lane's column.
+std::string stage_line(const LaneStep& r) {
+  char b[96];
+  const int vocab = static_cast<int>(r.logits.size());
+  if (r.beam)
+    std::snprintf(b, sizeof(b), "best of %zu beam candidates", r.beam->candidates.size());
+  else if (r.params.do_sample)
+    std::snprintf(b, sizeof(b), "drew u=%.3f from %d of %d", r.uniform, r.kept_tokens, vocab);
+  else
+    std::snprintf(b, sizeof(b), "argmax of %d", r.kept_tokens > 0 ? r.kept_tokens : vocab);
+  return b;
+}
+
 std::string lane_status(const Lane& lane) {
   if (lane.closed) return "closed";
   if (lane.running()) return "running";
@@ -101,6 +114,18 @@ void LanesPanel::draw(PanelContext& ctx) {
   ImGui::SameLine();
   ImGui::TextDisabled("each step decodes every running lane in one batched forward");
   panel_help_button(PanelId::kLanes);
+  // Said in words too: the marked row may have scrolled out of the table.
+  if (snap.lanes.size() > 1) {
+    const int diverge = first_divergence(snap);
+    if (diverge < 0) {
+      ImGui::TextDisabled("all lanes have chosen the same tokens so far");
+    } else {
+      const std::string where =
+          diverge == 0 ? std::string("the prefill") : "decode step " + std::to_string(diverge);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent),
+                         "\u25C6 the lanes first choose differently at %s", where.c_str());
+    }
+  }
   const bool beam_lane = ctx.state.lane < static_cast<int>(snap.lanes.size()) &&
                          snap.lanes[ctx.state.lane].params.num_beams > 1;
   float avail = ImGui::GetContentRegionAvail().y;
@@ -197,8 +222,8 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height) {
   const ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_RowBg |
                                 ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchSame;
   if (!ImGui::BeginTable("lanes", n + 1, flags, ImVec2(0, std::max(height, font * 6)))) return;
-  // The header, the text and the summary stay; the steps scroll under them.
-  ImGui::TableSetupScrollFreeze(1, 6);
+  // The header, the text, the summary and "chosen by" stay; the steps scroll under them.
+  ImGui::TableSetupScrollFreeze(1, 7);
   ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, font * 5.5f);
   for (int l = 0; l < n; ++l) ImGui::TableSetupColumn(("lane " + std::to_string(l)).c_str());
   // Header: which lane, its strategy, its state, and its commands.
@@ -269,6 +294,25 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height) {
               [&](const LaneSummary& s) { return fmt("%.2f", s.distinct[1]); });
   summary_row("tokens/s", "the lane's tokens over the wall time of the steps that produced them",
               [&](const LaneSummary& s) { return fmt("%.1f", s.tokens_per_second); });
+  // How each lane chose at the viewed step, visible without hovering.
+  {
+    const bool has_step =
+        ctx.view.step >= 0 && ctx.view.step < static_cast<int>(snap.history.size());
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextDisabled("chosen by");
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "how each lane's strategy chose its token at the step shown; hover a "
+          "step's token below for details");
+    for (int l = 0; l < n; ++l) {
+      ImGui::TableNextColumn();
+      if (const LaneStep* r = has_step ? lane_record(snap, ctx.view.step, l) : nullptr) {
+        ImGui::TextUnformatted(stage_line(*r).c_str());
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stage_summary(*r).c_str());
+      }
+    }
+  }
   // One row per step: the token each lane chose and the model's probability of it.
   for (int s = 0; s < static_cast<int>(snap.history.size()); ++s) {
     ImGui::TableNextRow();
