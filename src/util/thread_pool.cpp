@@ -17,25 +17,37 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::run_tasks() {
+bool ThreadPool::claim(const Job& job, int& index) {
+  uint64_t v = next_.load(std::memory_order_acquire);
   for (;;) {
-    const int i = next_.fetch_add(1);
-    if (i >= job_size_) return;
-    (*job_)(i);
+    if (static_cast<uint32_t>(v >> 32) != job.generation) return false;
+    const int i = static_cast<int>(v & 0xffffffffu);
+    if (i >= job.size) return false;
+    if (next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) {
+      index = i;
+      return true;
+    }
   }
 }
 
+void ThreadPool::run_tasks(const Job& job) {
+  int i = 0;
+  while (claim(job, i)) (*job.fn)(i);
+}
+
 void ThreadPool::worker_loop() {
-  unsigned seen = 0;
+  uint32_t seen = 0;
   for (;;) {
+    Job job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      wake_.wait(lock, [&] { return stop_ || job_.generation != seen; });
       if (stop_) return;
-      seen = generation_;
+      job = job_;
+      seen = job.generation;
       ++active_;
     }
-    run_tasks();
+    run_tasks(job);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       --active_;
@@ -51,20 +63,22 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     return;
   }
   std::lock_guard<std::mutex> call_lock(call_mutex_);
+  Job job;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_size_ = n;
-    next_.store(0);
-    ++generation_;
+    job.fn = &fn;
+    job.size = n;
+    job.generation = job_.generation + 1;
+    job_ = job;
+    next_.store(static_cast<uint64_t>(job.generation) << 32, std::memory_order_release);
   }
   wake_.notify_all();
-  run_tasks();
+  run_tasks(job);
+  // Every task is claimed now; wait for the workers still running one. A
+  // worker that wakes after this finds nothing to claim and never calls fn.
   std::unique_lock<std::mutex> lock(mutex_);
-  // Workers that woke for this generation finish before we return; late
-  // wakers find no task left (next_ >= n) and do nothing harmful.
-  done_.wait(lock, [&] { return active_ == 0 && next_.load() >= job_size_; });
-  job_ = nullptr;
+  done_.wait(lock, [&] { return active_ == 0; });
+  job_.fn = nullptr;
 }
 
 }  // namespace ts
