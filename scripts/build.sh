@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Configures and builds one configuration.
-#   scripts/build.sh [release|asan] [extra cmake args...]
+#   scripts/build.sh [release|asan|tsan] [extra cmake args...]
 # release: optimised, CUDA backend when nvcc is present, GUI when its
 #          libraries are present.  -> build/
 # asan:    AddressSanitizer + UndefinedBehaviorSanitizer, CPU only. -> build-asan/
+# tsan:    ThreadSanitizer, CPU only, no GUI (Mesa's software GL is not
+#          instrumented and reports its own threads). -> build-tsan/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config="${1:-release}"
@@ -24,8 +26,12 @@ case "$config" in
     dir=build-asan
     args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTS_SANITIZE=ON -DTS_ENABLE_CUDA=OFF -DTS_ENABLE_GUI=OFF)
     ;;
+  tsan)
+    dir=build-tsan
+    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTS_SANITIZE_THREAD=ON -DTS_ENABLE_CUDA=OFF -DTS_ENABLE_GUI=OFF)
+    ;;
   *)
-    echo "usage: scripts/build.sh [release|asan]" >&2
+    echo "usage: scripts/build.sh [release|asan|tsan]" >&2
     exit 2
     ;;
 esac

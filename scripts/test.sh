@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one test command: installs what is missing, builds the release and the
-# sanitizer configurations, and runs every test (GUI tests under Xvfb).
+# two sanitizer configurations (ASan + UBSan, TSan), and runs every test (GUI
+# tests under Xvfb).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${TS_JOBS:-$(nproc)}"
@@ -15,6 +16,7 @@ fi
 
 bash scripts/build.sh release
 bash scripts/build.sh asan
+bash scripts/build.sh tsan
 
 status=0
 echo "== release tests"
@@ -33,5 +35,11 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer tests"
 # above; under the sanitizers it would take most of CI's time for no new code.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan -j"$jobs" --output-on-failure \
+  -E 'BundledModel.ValidationLossAgreesWithPyTorchAndTheModelCard' || status=1
+echo "== ThreadSanitizer tests"
+# The session worker, the CPU backend's thread pool and the lanes run on
+# several threads; a race fails its test (exit 66 on the first report).
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --test-dir build-tsan -j"$jobs" --output-on-failure \
   -E 'BundledModel.ValidationLossAgreesWithPyTorchAndTheModelCard' || status=1
 exit $status
