@@ -66,7 +66,7 @@ void KvCachePanel::draw(PanelContext& ctx) {
   if (v.step < 0)
     ImGui::TextUnformatted("Empty: prefill will fill it.");
   else
-    ImGui::Text("%s: %d token%s cached, this step wrote %zu slot%s",
+    ImGui::Text("%s: %d token%s cached, %zu slot%s written",
                 v.step == 0 ? "After prefill" : "After this step", tokens, tokens == 1 ? "" : "s",
                 written.size(), written.size() == 1 ? "" : "s");
   panel_help_button(PanelId::kKvCache);
@@ -213,8 +213,8 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
   if (shared > 0) {
     ImGui::Text("shared by all %zu sequences", seqs.size());
     ImGui::SameLine();
-    ImGui::TextDisabled("%zu block%s, stored once: the prompt, prefilled once", shared,
-                        shared == 1 ? "" : "s");
+    dim_text_wrapped("%zu block%s, stored once: the prompt, prefilled once", shared,
+                     shared == 1 ? "" : "s");
     draw_blocks(seqs[0]->block_table, 0, shared, seqs[0]->tokens);
   }
   for (const SequenceOccupancy* sq : seqs) {
@@ -224,11 +224,11 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
                 owner.empty() ? ("sequence " + std::to_string(sq->id)).c_str() : owner.c_str());
     ImGui::SameLine();
     if (shared > 0)
-      ImGui::TextDisabled("%d tokens: the %zu shared block%s + %zu of its own", sq->tokens, shared,
-                          shared == 1 ? "" : "s", own);
+      dim_text_wrapped("%d tokens: the %zu shared block%s + %zu of its own", sq->tokens, shared,
+                       shared == 1 ? "" : "s", own);
     else
-      ImGui::TextDisabled("%d tokens in %zu block%s (block table: logical \u2192 physical)",
-                          sq->tokens, own, own == 1 ? "" : "s");
+      dim_text_wrapped("%d tokens in %zu block%s (block table: logical \u2192 physical)",
+                       sq->tokens, own, own == 1 ? "" : "s");
     if (own > 0) draw_blocks(sq->block_table, shared, sq->block_table.size(), sq->tokens);
   }
 }
@@ -238,8 +238,11 @@ void KvCachePanel::draw_legend(PanelContext& ctx) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImU32 empty = ImGui::GetColorU32(ImGuiCol_FrameBg);
   auto swatch = [&](ImU32 c, const char* text) {
-    const ImVec2 p = ImGui::GetCursorScreenPos();
     const float s = font * 0.7f;
+    // Wrap to the next line rather than cut a label at the panel's edge.
+    if (ImGui::GetContentRegionAvail().x < s + font * 0.3f + ImGui::CalcTextSize(text).x)
+      ImGui::NewLine();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
     const float y = p.y + (ImGui::GetTextLineHeight() - s) * 0.5f;
     dl->AddRectFilled(ImVec2(p.x, y), ImVec2(p.x + s, y + s), c);
     ImGui::Dummy(ImVec2(s, ImGui::GetTextLineHeight()));
@@ -248,8 +251,8 @@ void KvCachePanel::draw_legend(PanelContext& ctx) {
     ImGui::SameLine(0, font);
   };
   swatch(ctx.pal.accent2, "cached");
-  swatch(ctx.pal.accent, "written by this step");
-  swatch(ctx.pal.bar, "shared block");
+  swatch(ctx.pal.accent, "written this step");
+  swatch(ctx.pal.bar, "shared");
   swatch(empty, "free");
   ImGui::NewLine();
 }
@@ -264,7 +267,7 @@ void KvCachePanel::draw_pool(PanelContext& ctx, const KvOccupancy& kv, float hei
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 p = ImGui::GetCursorScreenPos();
   const float w = ImGui::GetContentRegionAvail().x;
-  ImGui::TextDisabled("Block pool: %d physical blocks (each square is one block)", total);
+  ImGui::TextDisabled("Block pool: %d physical blocks, one square each", total);
   const float top = p.y + font * 1.2f;
   const float avail_h = height - font * 1.3f;
   // Squares as large as fit in the strip.

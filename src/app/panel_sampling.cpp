@@ -252,24 +252,18 @@ void SamplingPanel::draw_controls(PanelContext& ctx) {
 void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
   const SamplingRecord& r = *rec_;
   const float font = ImGui::GetFontSize();
-  // Stages shown: raw, the active ones, final. The rest are named as "off".
+  // Stages shown: raw, the active ones, final (the controls above say which are off).
   std::vector<int> shown;
-  std::string off;
-  for (int s = 0; s < static_cast<int>(r.stages.size()); ++s) {
-    const StageRecord& st = r.stages[s];
-    if (s == 0 || s + 1 == static_cast<int>(r.stages.size()) || st.active)
+  for (int s = 0; s < static_cast<int>(r.stages.size()); ++s)
+    if (s == 0 || s + 1 == static_cast<int>(r.stages.size()) || r.stages[s].active)
       shown.push_back(s);
-    else
-      off += (off.empty() ? "" : ", ") + stage_label(st, r.params);
-  }
   const int chosen = r.draw.chosen_token;
   const int vocab = static_cast<int>(r.final_probs.size());
   ImGui::Text("%s \u2192 \u201C%s\u201D", r.params.do_sample ? "drawn" : "greedy argmax",
               token_piece(*ctx.snap, chosen).c_str());
   ImGui::SameLine();
-  ImGui::TextDisabled("p = %s, %d of %s tokens kept%s%s",
-                      format_percent(r.draw.chosen_prob).c_str(), r.stages.back().kept,
-                      format_count(vocab).c_str(), off.empty() ? "" : "; off: ", off.c_str());
+  dim_text_wrapped("p = %s, %s of %s tokens kept", format_percent(r.draw.chosen_prob).c_str(),
+                   format_count(r.stages.back().kept).c_str(), format_count(vocab).c_str());
 
   // Bars are relative to the largest candidate of each stage; the numbers are absolute.
   std::vector<float> col_max(r.stages.size(), 1e-12f);
@@ -304,10 +298,10 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
       ImGui::TableNextColumn();
       const StageRecord& st = r.stages[s];
       if (st.removed_here > 0)
-        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%d (\u2212%d)", st.kept,
-                           st.removed_here);
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s (\u2212%s)",
+                           format_count(st.kept).c_str(), format_count(st.removed_here).c_str());
       else
-        ImGui::TextDisabled("%d", st.kept);
+        ImGui::TextDisabled("%s", format_count(st.kept).c_str());
     }
     for (int id : candidates_) {
       ImGui::TableNextRow();

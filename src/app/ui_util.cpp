@@ -74,7 +74,13 @@ void help_button(const char* id, const char* title, const char* text) {
   ImGui::PushID(id);
   const float w = ImGui::CalcTextSize("?").x + ImGui::GetStyle().FramePadding.x * 2;
   const float right = ImGui::GetWindowContentRegionMax().x;
-  ImGui::SameLine(std::max(ImGui::GetCursorPosX(), right - w));
+  // Beside the previous item when it leaves room, else right-aligned below
+  // it: a "?" drawn over the end of a long line hides its last words.
+  const float prev_end = ImGui::GetItemRectMax().x - ImGui::GetWindowPos().x + ImGui::GetScrollX();
+  if (prev_end + ImGui::GetStyle().ItemSpacing.x <= right - w)
+    ImGui::SameLine(right - w);
+  else
+    ImGui::SetCursorPosX(std::max(ImGui::GetCursorPosX(), right - w));
   if (ImGui::SmallButton("?")) ImGui::OpenPopup("help");
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("What am I looking at?");
   ImGui::SetNextWindowSizeConstraints(ImVec2(ImGui::GetFontSize() * 20, 0),
