@@ -65,9 +65,11 @@ std::string stage_line(const LaneStep& r) {
   if (r.beam)
     std::snprintf(b, sizeof(b), "best of %zu beam candidates", r.beam->candidates.size());
   else if (r.params.do_sample)
-    std::snprintf(b, sizeof(b), "drew u=%.3f from %d of %d", r.uniform, r.kept_tokens, vocab);
+    std::snprintf(b, sizeof(b), "drew u=%.3f, %s kept", r.uniform,
+                  format_count(r.kept_tokens).c_str());
   else
-    std::snprintf(b, sizeof(b), "argmax of %d", r.kept_tokens > 0 ? r.kept_tokens : vocab);
+    std::snprintf(b, sizeof(b), "argmax of %s",
+                  format_count(r.kept_tokens > 0 ? r.kept_tokens : vocab).c_str());
   return b;
 }
 
@@ -308,7 +310,9 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height) {
     for (int l = 0; l < n; ++l) {
       ImGui::TableNextColumn();
       if (const LaneStep* r = has_step ? lane_record(snap, ctx.view.step, l) : nullptr) {
+        ImGui::PushTextWrapPos(0.0f);
         ImGui::TextUnformatted(stage_line(*r).c_str());
+        ImGui::PopTextWrapPos();
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stage_summary(*r).c_str());
       }
     }
