@@ -43,10 +43,12 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
        0.66f}};  // strategies side by side  // inside the layers
   for (const FourPanels& f : kFour) {
     if (name != f.name) continue;
-    put(PanelId::kPrompt, 0, 0, 0.64f, 0.25f);
-    put(PanelId::kTransport, 0.64f, 0, 1, 0.25f);
-    put(f.left, 0, 0.25f, f.split, 1);
-    put(f.right, f.split, 0.25f, 1, 1);
+    // Presentation fonts are larger: the top row needs more of the height.
+    const float top = settings && settings->presentation ? 0.3f : 0.25f;
+    put(PanelId::kPrompt, 0, 0, 0.64f, top);
+    put(PanelId::kTransport, 0.64f, 0, 1, top);
+    put(f.left, 0, top, f.split, 1);
+    put(f.right, f.split, top, 1, 1);
     show_only({PanelId::kPrompt, PanelId::kTransport, f.left, f.right});
     return plan;
   }

@@ -434,7 +434,7 @@ void AttentionPanel::draw_thumbnails(PanelContext& ctx, ImVec2 area) {
   const float font = ImGui::GetFontSize();
   AttentionSelection& sel = ctx.state.attention;
   ImGui::BeginChild("thumbs", area, false);
-  ImGui::TextDisabled("Every layer \u00D7 head (click to show)");
+  dim_text_wrapped("Every layer \u00D7 head (click to show)");
   const float label_w = ImGui::CalcTextSize("L00 ").x;
   const float avail_w = ImGui::GetContentRegionAvail().x - label_w;
   const int tiles = atlas_.heads + 1;

@@ -93,8 +93,13 @@ void TransportPanel::draw(PanelContext& ctx) {
     ctx.ctl.reset(st.strategies());
   }
   ImGui::EndDisabled();
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x, ImGui::GetFontSize() * 6));
+  // The speed slider goes beside the buttons when its label fits, else below.
+  const float speed_w = ImGui::CalcTextSize("Run: 0.25 steps/s").x +
+                        ImGui::GetStyle().FramePadding.x * 2 + ImGui::GetFontSize();
+  const float room = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x -
+                     ImGui::GetItemRectMax().x - ImGui::GetStyle().ItemSpacing.x;
+  if (room >= speed_w) ImGui::SameLine();
+  ImGui::SetNextItemWidth(std::max(ImGui::GetContentRegionAvail().x, speed_w));
   if (ImGui::SliderFloat("##speed", &st.settings.run_speed, 0.25f, 20.0f, "Run: %.2g steps/s",
                          ImGuiSliderFlags_Logarithmic) &&
       snap.running)
