@@ -4,8 +4,7 @@
 # release: optimised, CUDA backend when nvcc is present, GUI when its
 #          libraries are present.  -> build/
 # asan:    AddressSanitizer + UndefinedBehaviorSanitizer, CPU only. -> build-asan/
-# tsan:    ThreadSanitizer, CPU only, no GUI (Mesa's software GL is not
-#          instrumented and reports its own threads). -> build-tsan/
+# tsan:    ThreadSanitizer, CPU only, GUI included. -> build-tsan/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config="${1:-release}"
@@ -28,7 +27,7 @@ case "$config" in
     ;;
   tsan)
     dir=build-tsan
-    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTS_SANITIZE_THREAD=ON -DTS_ENABLE_CUDA=OFF -DTS_ENABLE_GUI=OFF)
+    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTS_SANITIZE_THREAD=ON -DTS_ENABLE_CUDA=OFF -DTS_ENABLE_GUI=ON)
     ;;
   *)
     echo "usage: scripts/build.sh [release|asan|tsan]" >&2
