@@ -117,8 +117,8 @@ void LanesPanel::draw(PanelContext& ctx) {
   ImGui::TextDisabled("each step decodes every running lane in one batched forward");
   panel_help_button(PanelId::kLanes);
   // Said in words too: the marked row may have scrolled out of the table.
+  const int diverge = first_divergence(snap);
   if (snap.lanes.size() > 1) {
-    const int diverge = first_divergence(snap);
     if (diverge < 0) {
       ImGui::TextDisabled("all lanes have chosen the same tokens so far");
     } else {
@@ -138,7 +138,7 @@ void LanesPanel::draw(PanelContext& ctx) {
     if (show_tree_) tree_h = std::max(avail * 0.45f, ImGui::GetFontSize() * 8);
   }
   (void)open;
-  draw_columns(ctx, avail - tree_h);
+  draw_columns(ctx, avail - tree_h, diverge);
   if (beam_lane && show_tree_) draw_beam_tree(ctx, ctx.state.lane, tree_h);
   end_panel();
 }
@@ -213,11 +213,10 @@ void LanesPanel::draw_setup(PanelContext& ctx) {
       "length_penalty=1.2\"). Press Space to run the prefill once for every lane.");
 }
 
-void LanesPanel::draw_columns(PanelContext& ctx, float height) {
+void LanesPanel::draw_columns(PanelContext& ctx, float height, int diverge) {
   const SessionSnapshot& snap = *ctx.snap;
   const int n = static_cast<int>(snap.lanes.size());
   const float font = ImGui::GetFontSize();
-  const int diverge = first_divergence(snap);
   const auto summaries = ctx.ctl.analysis() && ctx.ctl.worker()
                              ? ctx.ctl.analysis()->lane_summaries(*ctx.ctl.worker(), snap)
                              : nullptr;

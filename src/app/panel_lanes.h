@@ -16,7 +16,8 @@ class LanesPanel {
 
  private:
   void draw_setup(PanelContext& ctx);
-  void draw_columns(PanelContext& ctx, float height);
+  // diverge: the first step where the lanes chose differently (-1: none yet).
+  void draw_columns(PanelContext& ctx, float height, int diverge);
   void draw_beam_tree(PanelContext& ctx, int lane, float height);
   std::vector<std::string> edits_;  // strategy strings being typed, one per lane
   std::string edit_error_;
