@@ -53,30 +53,31 @@ ForwardResult Engine::forward(const std::vector<ForwardRequest>& requests,
   ForwardResult result;
   std::vector<BatchEntry> batch(requests.size());
   std::vector<EntryShape> shapes;
-  size_t appended = 0;
+  size_t reserved = 0;  // requests whose cache slots are taken: undone if anything fails
   try {
-    for (; appended < requests.size(); ++appended) {
-      const ForwardRequest& r = requests[appended];
-      const int start = cache_.length(r.seq);
-      AppendPlan plan = cache_.append(r.seq, static_cast<int>(r.tokens.size()));
-      backend_->copy_blocks(plan.copies);
-      BatchEntry& b = batch[appended];
+    while (reserved < requests.size()) {
+      const ForwardRequest& r = requests[reserved];
+      BatchEntry& b = batch[reserved];
       b.seq = r.seq;
       b.tokens = r.tokens;
-      b.start_pos = start;
+      b.start_pos = cache_.length(r.seq);
+      result.plans.push_back(cache_.append(r.seq, static_cast<int>(r.tokens.size())));
+      ++reserved;
+      const AppendPlan& plan = result.plans.back();
+      backend_->copy_blocks(plan.copies);  // copy-on-write of a shared last block
       b.slots = plan.slots;
       b.block_table = cache_.block_table(r.seq);
-      result.start_pos.push_back(start);
-      result.plans.push_back(std::move(plan));
-      shapes.push_back({start, static_cast<int>(r.tokens.size()),
+      result.start_pos.push_back(b.start_pos);
+      shapes.push_back({b.start_pos, static_cast<int>(r.tokens.size()),
                         options.all_logits ? static_cast<int>(r.tokens.size()) : 1});
     }
     const auto t0 = std::chrono::steady_clock::now();
     backend_->forward(batch, options, result.outputs);
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   } catch (...) {
-    // Undo every reservation made for this step, newest first.
-    for (size_t i = appended; i-- > 0;) cache_.truncate(batch[i].seq, batch[i].start_pos);
+    // Undo every reservation of this step, newest first, copied blocks included.
+    for (size_t i = reserved; i-- > 0;)
+      cache_.undo_append(batch[i].seq, batch[i].start_pos, result.plans[i]);
     throw;
   }
   result.cost = estimate_step_cost(cfg, shapes);

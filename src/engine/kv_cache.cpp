@@ -154,6 +154,20 @@ void KvCacheManager::truncate(SeqId seq, int new_length) {
   s.length = new_length;
 }
 
+void KvCacheManager::undo_append(SeqId seq, int old_length, const AppendPlan& plan) {
+  truncate(seq, old_length);
+  Sequence& s = get(seq);
+  // append copies at most one block: the shared, partly filled last one.
+  for (const BlockCopy& cp : plan.copies) {
+    if (s.blocks.empty() || s.blocks.back() != cp.dst_block || ref_counts_[cp.src_block] <= 0)
+      throw Error("KV cache undo: sequence " + std::to_string(seq) +
+                  " does not end with the block copied from block " + std::to_string(cp.src_block));
+    ++ref_counts_[cp.src_block];
+    s.blocks.back() = cp.src_block;
+    drop_block(cp.dst_block);
+  }
+}
+
 void KvCacheManager::release(SeqId seq) {
   Sequence& s = get(seq);
   for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) drop_block(*it);

@@ -73,7 +73,12 @@ class KvCacheManager {
   // Blocks that append(seq, n) would need to take from the free list.
   int blocks_needed(SeqId seq, int n_tokens) const;
   void truncate(SeqId seq, int new_length);  // step back; frees emptied blocks
-  void release(SeqId seq);                   // free the sequence
+  // Undoes append(seq, n) exactly: the sequence goes back to old_length and a
+  // block copied on write is given back for the shared block it replaced, so
+  // the block table is what it was before the append. For rolling back a step
+  // whose block copy or forward failed.
+  void undo_append(SeqId seq, int old_length, const AppendPlan& plan);
+  void release(SeqId seq);  // free the sequence
 
   bool contains(SeqId seq) const;
   int length(SeqId seq) const;

@@ -152,6 +152,71 @@ TEST(Forward, RefusedStepsLeaveTheCacheUnchanged) {
   engine->cache().check_invariants();
 }
 
+// A CPU backend whose block copy or forward can be made to fail, to check that
+// the engine gives back every reservation of a refused step.
+struct FaultyBackend final : Backend {
+  std::unique_ptr<Backend> cpu;
+  bool fail_copy = false, fail_forward = false;
+  std::string name() const override { return cpu->name(); }
+  std::string device_name() const override { return cpu->device_name(); }
+  void init_cache(const KvCacheShape& shape) override { cpu->init_cache(shape); }
+  void copy_blocks(const std::vector<BlockCopy>& copies) override {
+    if (fail_copy && !copies.empty()) throw Error("injected block copy failure");
+    cpu->copy_blocks(copies);
+  }
+  void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
+               std::vector<EntryOutput>& outputs) override {
+    if (fail_forward) throw Error("injected forward failure");
+    cpu->forward(batch, options, outputs);
+  }
+};
+
+TEST(Forward, FailedBlockCopyOrForwardRollsBackEveryRequest) {
+  auto w = std::make_shared<const ModelWeights>(load_model_dir(test::tiny_model_dir()));
+  auto faulty = std::make_unique<FaultyBackend>();
+  faulty->cpu = make_cpu_backend(w, 2);
+  FaultyBackend& backend = *faulty;
+  Engine engine(w, std::move(faulty), 64 * 4);
+  KvCacheManager& cache = engine.cache();
+  const std::vector<int> prompt = {5, 17, 42};
+  const SeqId other = cache.create();
+  engine.forward({{other, {9, 8}}}, {});
+  const SeqId base = cache.create();
+  engine.forward({{base, prompt}}, {});
+  const SeqId fork = cache.fork(base);  // shares the partly filled block: the next write copies it
+  const KvOccupancy before = cache.occupancy();
+  auto expect_unchanged = [&](const char* what) {
+    const KvOccupancy now = cache.occupancy();
+    EXPECT_EQ(now.ref_counts, before.ref_counts) << what;
+    ASSERT_EQ(now.sequences.size(), before.sequences.size()) << what;
+    for (size_t i = 0; i < now.sequences.size(); ++i) {
+      EXPECT_EQ(now.sequences[i].tokens, before.sequences[i].tokens) << what << ", seq " << i;
+      EXPECT_EQ(now.sequences[i].block_table, before.sequences[i].block_table)
+          << what << ", seq " << i;
+    }
+    EXPECT_EQ(cache.free_blocks(), before.blocks_free) << what;
+    cache.check_invariants();
+  };
+  // The copy fails for the second request, after the first one reserved its slot.
+  backend.fail_copy = true;
+  EXPECT_THROW(engine.forward({{other, {1}}, {fork, {2}}}, {}), Error);
+  expect_unchanged("failed block copy");
+  backend.fail_copy = false;
+  // The copy succeeds and the forward fails: the copied block is given back too.
+  backend.fail_forward = true;
+  EXPECT_THROW(engine.forward({{other, {1}}, {fork, {2}}}, {}), Error);
+  expect_unchanged("failed forward");
+  backend.fail_forward = false;
+  // The fork still reads the prompt's keys and values: its next step matches
+  // a recomputation from scratch.
+  ForwardResult step = engine.forward({{fork, {2}}}, {});
+  std::vector<int> all = prompt;
+  all.push_back(2);
+  ForwardResult full = engine.forward_scratch(all, {});
+  EXPECT_EQ(step.outputs[0].logits, full.outputs[0].logits);
+  cache.check_invariants();
+}
+
 struct MatmulCase {
   int m, k, n;
 };

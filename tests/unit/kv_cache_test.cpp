@@ -221,6 +221,35 @@ TEST(KvCache, NoCopyOnFullSharedBlock) {
   EXPECT_NO_THROW(m.check_invariants());
 }
 
+TEST(KvCache, UndoAppendRestoresTheSharedBlockItCopied) {
+  KvCacheManager m(small_shape(8));
+  const SeqId a = m.create();
+  m.append(a, 6);  // blocks 0 (full) and 1 (2 of 4 slots)
+  const SeqId b = m.fork(a);
+  const std::vector<int> table = m.block_table(b);
+  const int free_before = m.free_blocks();
+  const AppendPlan plan = m.append(b, 3);  // copies block 1, then takes one more block
+  ASSERT_EQ(plan.copies.size(), 1u);
+  EXPECT_NE(m.block_table(b), table);
+  m.undo_append(b, 6, plan);
+  EXPECT_EQ(m.length(b), 6);
+  EXPECT_EQ(m.block_table(b), table);
+  EXPECT_EQ(m.ref_count(table[1]), 2);
+  EXPECT_EQ(m.free_blocks(), free_before);
+  m.check_invariants();
+  // A plan that copied nothing (b's last block is its own now) is undone
+  // by a truncate.
+  const AppendPlan copied = m.append(b, 1);
+  const std::vector<int> own = m.block_table(b);
+  const AppendPlan plain = m.append(b, 3);
+  ASSERT_TRUE(plain.copies.empty());
+  m.undo_append(b, 7, plain);
+  EXPECT_EQ(m.block_table(b), own);
+  m.undo_append(b, 6, copied);
+  EXPECT_EQ(m.block_table(b), table);
+  m.check_invariants();
+}
+
 TEST(KvCache, TruncateWithinBlock) {
   KvCacheManager m(small_shape(8));
   SeqId a = m.create();
