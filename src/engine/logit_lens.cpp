@@ -1,7 +1,7 @@
 #include "engine/logit_lens.h"
 
+#include "engine/cpu/layernorm.h"
 #include "engine/cpu/matmul.h"
-#include "engine/cpu/ops.h"
 #include "sampling/distribution.h"
 #include "util/error.h"
 

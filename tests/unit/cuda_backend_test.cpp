@@ -20,10 +20,12 @@
 #include <random>
 
 #include "engine/backend_factory.h"
+#include "engine/cpu/attention.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/embedding.h"
+#include "engine/cpu/gelu.h"
+#include "engine/cpu/layernorm.h"
 #include "engine/cpu/logit_summary.h"
-#include "engine/cpu/ops.h"
-#include "engine/cpu/paged_attention.h"
 #include "engine/engine.h"
 #include "model/model_loader.h"
 #include "test_model_writer.h"
@@ -299,8 +301,8 @@ TEST(CudaKernels, ElementwiseKernelsMatchTheirCpuTwins) {
     std::vector<float> x_gpu = x, x_cpu = x, proj(x.size());
     for (int r = 0; r < rows; ++r)
       for (int i = 0; i < c; ++i) proj[r * c + i] = y[r * c + i] + yb[i];
-    cpu::add_inplace(x_cpu.data(), proj.data(), static_cast<long long>(x.size()));
-    cpu::layernorm(x_cpu.data(), w.data(), b.data(), rows, c, 1e-5f, want.data());
+    cpu::residual_layernorm(x_cpu.data(), proj.data(), w.data(), b.data(), rows, c, 1e-5f,
+                            want.data());
     const auto got = cuda_check::residual_layernorm(x_gpu, y, yb, w, b, rows, c, 1e-5f);
     EXPECT_EQ(max_abs_diff(x_gpu, x_cpu), 0.0f) << c;
     EXPECT_LE(max_abs_diff(got, want), 1e-4f) << c;
@@ -310,7 +312,7 @@ TEST(CudaKernels, ElementwiseKernelsMatchTheirCpuTwins) {
     std::vector<float> h_cpu = h;
     for (int r = 0; r < rows; ++r)
       for (int i = 0; i < c; ++i) h_cpu[r * c + i] += hb[i];
-    cpu::gelu_new(h_cpu.data(), static_cast<long long>(h_cpu.size()));
+    cpu::gelu(h_cpu.data(), static_cast<long long>(h_cpu.size()));
     EXPECT_LE(max_abs_diff(cuda_check::bias_gelu(h, hb, rows, c), h_cpu), 1e-6f) << c;
   }
   // KV append into a paged pool, and the row gather.
@@ -377,7 +379,7 @@ void check_attention(const AttnCase& ac, int n_head, int head_dim, int bs,
     std::vector<int> cslots(ctx);
     for (int j = 0; j < ctx; ++j) cslots[j] = b.block_table[j / bs] * bs + j % bs;
     std::vector<float> probs(static_cast<size_t>(n_head) * n * ctx);
-    cpu::PagedAttentionArgs a;
+    cpu::AttentionArgs a;
     a.q = qkv.data() + static_cast<size_t>(row0) * 3 * c;
     a.ldq = 3 * c;
     a.k_pool = k.data();
@@ -390,7 +392,7 @@ void check_attention(const AttnCase& ac, int n_head, int head_dim, int bs,
     a.out = want.data() + static_cast<size_t>(row0) * c;
     a.probs = probs.data();
     a.context = ctx;
-    for (int h = 0; h < n_head; ++h) cpu::paged_attention(a, h, 0, n);
+    for (int h = 0; h < n_head; ++h) cpu::attention(a, h, 0, n);
     EXPECT_LE(max_abs_diff(got.probs.at(e), probs), 1e-5f) << "entry " << e;
     row0 += n;
   }

@@ -1,14 +1,21 @@
+// The reference backend: GPT-2's forward pass in fp32 on the host. forward()
+// reads as the model, one op per line; the ops are in their own files, named
+// after the CUDA kernels they are twins of (layernorm.cpp <-> kernels/layernorm.cu,
+// ...), and the plumbing (the batch's row layout, the attention's work split
+// over the thread pool, the logits rows) is in helpers below forward().
 #include "engine/cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <thread>
 
+#include "engine/cpu/attention.h"
+#include "engine/cpu/embedding.h"
+#include "engine/cpu/gelu.h"
+#include "engine/cpu/kv_append.h"
+#include "engine/cpu/layernorm.h"
 #include "engine/cpu/matmul.h"
-#include "engine/cpu/ops.h"
-#include "engine/cpu/paged_attention.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -27,6 +34,32 @@ std::string cpu_model_name() {
   return "CPU";
 }
 
+// All new tokens of all entries are the rows of one activation matrix, entry
+// after entry, so the weights are read once per step whatever the number of lanes.
+struct BatchRows {
+  std::vector<int> row_begin;  // [entries + 1]: entry e owns rows [row_begin[e], row_begin[e+1])
+  std::vector<int> tokens, positions, slots;    // per row
+  std::vector<std::vector<int>> context_slots;  // per entry: KV slot of positions 0..context-1
+  int rows() const { return row_begin.back(); }
+};
+
+// The activations of one forward, [rows][width] each.
+struct Activations {
+  std::vector<float> x;       // the residual stream [C]
+  std::vector<float> ln;      // the latest layer norm's output [C]
+  std::vector<float> qkv;     // [3C]
+  std::vector<float> attn;    // attention output, heads side by side [C]
+  std::vector<float> proj;    // output of a projection back to C [C]
+  std::vector<float> hidden;  // the MLP's hidden layer [4C]
+  Activations(int rows, int c)
+      : x(size_t(rows) * c),
+        ln(x.size()),
+        qkv(3 * x.size()),
+        attn(x.size()),
+        proj(x.size()),
+        hidden(4 * x.size()) {}
+};
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(std::shared_ptr<const ModelWeights> weights, int threads)
@@ -36,173 +69,204 @@ class CpuBackend final : public Backend {
   std::string device_name() const override {
     return cpu_model_name() + " (" + std::to_string(pool_.size()) + " threads)";
   }
-
-  void init_cache(const KvCacheShape& shape) override {
-    const ModelConfig& cfg = weights_->config;
-    if (shape.n_layer != cfg.n_layer || shape.n_head * shape.head_dim != cfg.n_embd)
-      throw Error("KV cache shape does not match the model");
-    shape_ = shape;
-    const size_t per_layer = static_cast<size_t>(shape.num_blocks) * shape.block_size * cfg.n_embd;
-    k_pool_.assign(cfg.n_layer, std::vector<float>(per_layer, 0.0f));
-    v_pool_.assign(cfg.n_layer, std::vector<float>(per_layer, 0.0f));
-  }
-
-  void copy_blocks(const std::vector<BlockCopy>& copies) override {
-    const size_t c = weights_->config.n_embd;
-    for (const BlockCopy& cp : copies) {
-      const size_t src = static_cast<size_t>(cp.src_block) * shape_.block_size * c;
-      const size_t dst = static_cast<size_t>(cp.dst_block) * shape_.block_size * c;
-      const size_t n = static_cast<size_t>(cp.num_slots) * c;
-      for (size_t l = 0; l < k_pool_.size(); ++l) {
-        std::memcpy(k_pool_[l].data() + dst, k_pool_[l].data() + src, n * sizeof(float));
-        std::memcpy(v_pool_[l].data() + dst, v_pool_[l].data() + src, n * sizeof(float));
-      }
-    }
-  }
-
+  void init_cache(const KvCacheShape& shape) override;
+  void copy_blocks(const std::vector<BlockCopy>& copies) override;
   void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
                std::vector<EntryOutput>& outputs) override;
 
  private:
+  BatchRows lay_out(const std::vector<BatchEntry>& batch) const;
+  void attention(int layer, const std::vector<BatchEntry>& batch, const BatchRows& in,
+                 Activations& a, bool record, std::vector<EntryOutput>& outputs);
+  void gelu(std::vector<float>& hidden);
+  void record_residual(int slot, const BatchRows& in, const std::vector<float>& x,
+                       std::vector<EntryOutput>& outputs) const;
+  void logits(const std::vector<float>& ln_f, const BatchRows& in, bool all_rows,
+              std::vector<EntryOutput>& outputs);
+
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool pool_;
   KvCacheShape shape_;
   std::vector<std::vector<float>> k_pool_, v_pool_;  // [layer][slot * C]
 };
 
+// GPT-2, one block per iteration: x += attn(ln_1(x)); x += mlp(ln_2(x)).
+// Each residual add is fused with the layer norm that reads it (the same
+// steps, in the same order, as CudaBackend::enqueue), so ln_1 of a block is
+// computed by the step before it and ln_f by the last block's.
 void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
                          std::vector<EntryOutput>& outputs) {
   const ModelWeights& w = *weights_;
-  const ModelConfig& cfg = w.config;
-  const int c = cfg.n_embd, v = cfg.vocab_size, hd = cfg.head_dim(), nh = cfg.n_head;
+  const int c = w.config.n_embd;
+  const float eps = w.config.layer_norm_epsilon;
+  const BatchRows in = lay_out(batch);
+  const int rows = in.rows();
+  Activations a(rows, c);
+  outputs.assign(batch.size(), EntryOutput{});
 
-  // All new tokens of all entries become the rows of one activation matrix,
-  // so the weights are read once per step whatever the number of lanes.
-  std::vector<int> row_begin(batch.size() + 1, 0);
-  for (size_t e = 0; e < batch.size(); ++e)
-    row_begin[e + 1] = row_begin[e] + static_cast<int>(batch[e].tokens.size());
-  const int rows = row_begin.back();
-  std::vector<int> tokens(rows), positions(rows);
-  std::vector<std::vector<int>> context_slots(batch.size());
+  cpu::embed(w.wte, w.wpe, in.tokens.data(), in.positions.data(), rows, c, a.x.data());
+  if (options.record_residuals) record_residual(0, in, a.x, outputs);
+  cpu::layernorm(a.x.data(), w.layers[0].ln_1_weight, w.layers[0].ln_1_bias, rows, c, eps,
+                 a.ln.data());  // ln_1 of block 0
+  for (int l = 0; l < w.config.n_layer; ++l) {
+    const LayerWeights& L = w.layers[l];
+    const bool last = l + 1 == w.config.n_layer;
+    // ln_1 -> qkv -> KV append -> attention -> proj + residual, ln_2
+    cpu::matmul(a.ln.data(), rows, c, L.attn_qkv_weight, 3 * c, L.attn_qkv_bias, a.qkv.data(),
+                pool_);
+    cpu::kv_append(a.qkv.data(), in.slots.data(), rows, c, k_pool_[l].data(), v_pool_[l].data());
+    attention(l, batch, in, a, options.wants_attention(l), outputs);
+    cpu::matmul(a.attn.data(), rows, c, L.attn_proj_weight, c, L.attn_proj_bias, a.proj.data(),
+                pool_);
+    cpu::residual_layernorm(a.x.data(), a.proj.data(), L.ln_2_weight, L.ln_2_bias, rows, c, eps,
+                            a.ln.data());
+    // fc -> gelu -> proj + residual, then the next block's ln_1 (ln_f after the last)
+    cpu::matmul(a.ln.data(), rows, c, L.mlp_fc_weight, 4 * c, L.mlp_fc_bias, a.hidden.data(),
+                pool_);
+    gelu(a.hidden);
+    cpu::matmul(a.hidden.data(), rows, 4 * c, L.mlp_proj_weight, c, L.mlp_proj_bias, a.proj.data(),
+                pool_);
+    cpu::residual_layernorm(
+        a.x.data(), a.proj.data(), last ? w.ln_f_weight : w.layers[l + 1].ln_1_weight,
+        last ? w.ln_f_bias : w.layers[l + 1].ln_1_bias, rows, c, eps, a.ln.data());
+    if (options.record_residuals) record_residual(l + 1, in, a.x, outputs);
+  }
+  logits(a.ln, in, options.all_logits, outputs);  // ln_f(x) . wte^T (the tied unembedding)
+}
+
+// ---- plumbing ----
+
+BatchRows CpuBackend::lay_out(const std::vector<BatchEntry>& batch) const {
+  BatchRows in;
+  in.row_begin.assign(batch.size() + 1, 0);
+  in.context_slots.resize(batch.size());
   for (size_t e = 0; e < batch.size(); ++e) {
     const BatchEntry& b = batch[e];
+    in.row_begin[e + 1] = in.row_begin[e] + static_cast<int>(b.tokens.size());
     for (size_t i = 0; i < b.tokens.size(); ++i) {
-      tokens[row_begin[e] + i] = b.tokens[i];
-      positions[row_begin[e] + i] = b.start_pos + static_cast<int>(i);
+      in.tokens.push_back(b.tokens[i]);
+      in.positions.push_back(b.start_pos + static_cast<int>(i));
+      in.slots.push_back(b.slots[i]);
     }
-    auto& slots = context_slots[e];
+    std::vector<int>& slots = in.context_slots[e];
     slots.resize(b.context());
     for (int j = 0; j < b.context(); ++j)
       slots[j] = b.block_table[j / shape_.block_size] * shape_.block_size + j % shape_.block_size;
   }
+  return in;
+}
 
-  std::vector<float> x(static_cast<size_t>(rows) * c), ln(x.size()), attn(x.size()), proj(x.size());
-  std::vector<float> qkv(static_cast<size_t>(rows) * 3 * c),
-      hidden(static_cast<size_t>(rows) * 4 * c);
-  cpu::embed(w.wte, w.wpe, tokens.data(), positions.data(), rows, c, x.data());
-
-  outputs.assign(batch.size(), EntryOutput{});
-  auto save_residual = [&](int layer_slot) {
-    if (!options.record_residuals) return;
-    for (size_t e = 0; e < batch.size(); ++e) {
-      auto& res = outputs[e].residuals;
-      res.resize(static_cast<size_t>(cfg.n_layer + 1) * c);
-      std::memcpy(res.data() + static_cast<size_t>(layer_slot) * c,
-                  x.data() + static_cast<size_t>(row_begin[e + 1] - 1) * c, sizeof(float) * c);
-    }
+// Attention of every entry's new rows over its own context, split into
+// (entry, head, up to 32 rows) pieces spread over the pool.
+void CpuBackend::attention(int layer, const std::vector<BatchEntry>& batch, const BatchRows& in,
+                           Activations& a, bool record, std::vector<EntryOutput>& outputs) {
+  const ModelConfig& cfg = weights_->config;
+  const int c = cfg.n_embd;
+  struct Piece {
+    int entry, head, r0, r1;
   };
-  save_residual(0);
-
-  for (int l = 0; l < cfg.n_layer; ++l) {
-    const LayerWeights& lw = w.layers[l];
-    cpu::layernorm(x.data(), lw.ln_1_weight, lw.ln_1_bias, rows, c, cfg.layer_norm_epsilon,
-                   ln.data());
-    cpu::matmul(ln.data(), rows, c, lw.attn_qkv_weight, 3 * c, lw.attn_qkv_bias, qkv.data(), pool_);
-    // Append this step's keys and values to the paged pools.
-    for (size_t e = 0; e < batch.size(); ++e) {
-      for (size_t i = 0; i < batch[e].tokens.size(); ++i) {
-        const float* src = qkv.data() + static_cast<size_t>(row_begin[e] + i) * 3 * c;
-        const size_t slot = static_cast<size_t>(batch[e].slots[i]);
-        std::memcpy(k_pool_[l].data() + slot * c, src + c, sizeof(float) * c);
-        std::memcpy(v_pool_[l].data() + slot * c, src + 2 * c, sizeof(float) * c);
-      }
-    }
-    const bool record = options.wants_attention(l);
-    struct Piece {
-      int entry, head, r0, r1;
-    };
-    std::vector<Piece> pieces;
-    for (size_t e = 0; e < batch.size(); ++e) {
-      const int n = static_cast<int>(batch[e].tokens.size());
-      if (record) {
-        outputs[e].attention.resize(cfg.n_layer);
-        outputs[e].attention[l].assign(static_cast<size_t>(nh) * n * batch[e].context(), 0.0f);
-      }
-      const int chunk = std::max(1, std::min(n, 32));
-      for (int h = 0; h < nh; ++h)
-        for (int r0 = 0; r0 < n; r0 += chunk)
-          pieces.push_back({static_cast<int>(e), h, r0, std::min(n, r0 + chunk)});
-    }
-    pool_.parallel_for(static_cast<int>(pieces.size()), [&](int i) {
-      const Piece& p = pieces[i];
-      const BatchEntry& b = batch[p.entry];
-      cpu::PagedAttentionArgs a;
-      a.q = qkv.data() + static_cast<size_t>(row_begin[p.entry]) * 3 * c;
-      a.ldq = 3 * c;
-      a.k_pool = k_pool_[l].data();
-      a.v_pool = v_pool_[l].data();
-      a.context_slots = context_slots[p.entry].data();
-      a.start_pos = b.start_pos;
-      a.rows = static_cast<int>(b.tokens.size());
-      a.n_head = nh;
-      a.head_dim = hd;
-      a.out = attn.data() + static_cast<size_t>(row_begin[p.entry]) * c;
-      a.probs = record ? outputs[p.entry].attention[l].data() : nullptr;
-      a.context = b.context();
-      cpu::paged_attention(a, p.head, p.r0, p.r1);
-    });
-    cpu::matmul(attn.data(), rows, c, lw.attn_proj_weight, c, lw.attn_proj_bias, proj.data(),
-                pool_);
-    cpu::add_inplace(x.data(), proj.data(), static_cast<long long>(rows) * c);
-    cpu::layernorm(x.data(), lw.ln_2_weight, lw.ln_2_bias, rows, c, cfg.layer_norm_epsilon,
-                   ln.data());
-    cpu::matmul(ln.data(), rows, c, lw.mlp_fc_weight, 4 * c, lw.mlp_fc_bias, hidden.data(), pool_);
-    // tanh is the costliest element-wise op of a prefill: spread it over the pool.
-    const long long hidden_n = static_cast<long long>(rows) * 4 * c;
-    const int gelu_tasks =
-        std::max(1, std::min(pool_.size() * 4, static_cast<int>(hidden_n / 16384)));
-    pool_.parallel_for(gelu_tasks, [&](int t) {
-      const long long begin = hidden_n * t / gelu_tasks, end = hidden_n * (t + 1) / gelu_tasks;
-      cpu::gelu_new(hidden.data() + begin, end - begin);
-    });
-    cpu::matmul(hidden.data(), rows, 4 * c, lw.mlp_proj_weight, c, lw.mlp_proj_bias, proj.data(),
-                pool_);
-    cpu::add_inplace(x.data(), proj.data(), static_cast<long long>(rows) * c);
-    save_residual(l + 1);
-  }
-
-  // Final layer norm and the tied unembedding, only for rows that need logits.
-  std::vector<int> logit_rows;
+  std::vector<Piece> pieces;
   for (size_t e = 0; e < batch.size(); ++e) {
-    const int first = options.all_logits ? row_begin[e] : row_begin[e + 1] - 1;
-    for (int r = first; r < row_begin[e + 1]; ++r) logit_rows.push_back(r);
+    const int n = static_cast<int>(batch[e].tokens.size());
+    if (record) {
+      outputs[e].attention.resize(cfg.n_layer);
+      outputs[e].attention[layer].assign(static_cast<size_t>(cfg.n_head) * n * batch[e].context(),
+                                         0.0f);
+    }
+    const int chunk = std::max(1, std::min(n, 32));
+    for (int h = 0; h < cfg.n_head; ++h)
+      for (int r0 = 0; r0 < n; r0 += chunk)
+        pieces.push_back({static_cast<int>(e), h, r0, std::min(n, r0 + chunk)});
   }
-  std::vector<float> final_in(logit_rows.size() * c), final_ln(final_in.size());
-  for (size_t i = 0; i < logit_rows.size(); ++i)
-    std::memcpy(final_in.data() + i * c, x.data() + static_cast<size_t>(logit_rows[i]) * c,
-                sizeof(float) * c);
-  cpu::layernorm(final_in.data(), w.ln_f_weight, w.ln_f_bias, static_cast<int>(logit_rows.size()),
-                 c, cfg.layer_norm_epsilon, final_ln.data());
-  std::vector<float> logits(logit_rows.size() * static_cast<size_t>(v));
-  cpu::matmul_transposed(final_ln.data(), static_cast<int>(logit_rows.size()), c, w.wte, v,
-                         logits.data(), pool_);
+  pool_.parallel_for(static_cast<int>(pieces.size()), [&](int i) {
+    const Piece& p = pieces[i];
+    const BatchEntry& b = batch[p.entry];
+    const size_t row0 = static_cast<size_t>(in.row_begin[p.entry]);
+    cpu::AttentionArgs args;
+    args.q = a.qkv.data() + row0 * 3 * c;
+    args.ldq = 3 * c;
+    args.k_pool = k_pool_[layer].data();
+    args.v_pool = v_pool_[layer].data();
+    args.context_slots = in.context_slots[p.entry].data();
+    args.start_pos = b.start_pos;
+    args.rows = static_cast<int>(b.tokens.size());
+    args.n_head = cfg.n_head;
+    args.head_dim = cfg.head_dim();
+    args.out = a.attn.data() + row0 * c;
+    args.probs = record ? outputs[p.entry].attention[layer].data() : nullptr;
+    args.context = b.context();
+    cpu::attention(args, p.head, p.r0, p.r1);
+  });
+}
+
+// tanh is the costliest element-wise op of a prefill: spread it over the pool.
+void CpuBackend::gelu(std::vector<float>& hidden) {
+  const long long n = static_cast<long long>(hidden.size());
+  const int tasks = std::max(1, std::min(pool_.size() * 4, static_cast<int>(n / 16384)));
+  pool_.parallel_for(tasks, [&](int t) {
+    const long long begin = n * t / tasks, end = n * (t + 1) / tasks;
+    cpu::gelu(hidden.data() + begin, end - begin);
+  });
+}
+
+// The residual stream of each entry's last token (for the logit lens):
+// slot 0 is the embedding, slot l + 1 the output of block l.
+void CpuBackend::record_residual(int slot, const BatchRows& in, const std::vector<float>& x,
+                                 std::vector<EntryOutput>& outputs) const {
+  const ModelConfig& cfg = weights_->config;
+  const size_t c = cfg.n_embd;
+  for (size_t e = 0; e < outputs.size(); ++e) {
+    std::vector<float>& res = outputs[e].residuals;
+    res.resize((cfg.n_layer + 1) * c);
+    std::memcpy(res.data() + slot * c, x.data() + (in.row_begin[e + 1] - 1) * c, sizeof(float) * c);
+  }
+}
+
+// logits = ln_f(x) . wte^T for the rows that need them: every new token's
+// with all_rows, else each entry's last.
+void CpuBackend::logits(const std::vector<float>& ln_f, const BatchRows& in, bool all_rows,
+                        std::vector<EntryOutput>& outputs) {
+  const ModelWeights& w = *weights_;
+  const size_t c = w.config.n_embd, v = w.config.vocab_size;
+  std::vector<float> rows_in;
+  std::vector<int> count(outputs.size());
+  for (size_t e = 0; e < outputs.size(); ++e) {
+    const int first = all_rows ? in.row_begin[e] : in.row_begin[e + 1] - 1;
+    count[e] = in.row_begin[e + 1] - first;
+    rows_in.insert(rows_in.end(), ln_f.begin() + first * c, ln_f.begin() + in.row_begin[e + 1] * c);
+  }
+  const int n = static_cast<int>(rows_in.size() / c);
+  std::vector<float> all(n * v);
+  cpu::matmul_transposed(rows_in.data(), n, static_cast<int>(c), w.wte, static_cast<int>(v),
+                         all.data(), pool_);
   size_t at = 0;
-  for (size_t e = 0; e < batch.size(); ++e) {
-    const int n = options.all_logits ? static_cast<int>(batch[e].tokens.size()) : 1;
-    outputs[e].logit_rows = n;
-    outputs[e].logits.assign(logits.begin() + static_cast<long>(at * v),
-                             logits.begin() + static_cast<long>((at + n) * v));
-    at += n;
+  for (size_t e = 0; e < outputs.size(); ++e) {
+    outputs[e].logit_rows = count[e];
+    outputs[e].logits.assign(all.begin() + at * v, all.begin() + (at + count[e]) * v);
+    at += count[e];
+  }
+}
+
+void CpuBackend::init_cache(const KvCacheShape& shape) {
+  const ModelConfig& cfg = weights_->config;
+  if (shape.n_layer != cfg.n_layer || shape.n_head * shape.head_dim != cfg.n_embd)
+    throw Error("KV cache shape does not match the model");
+  shape_ = shape;
+  const size_t per_layer = static_cast<size_t>(shape.num_blocks) * shape.block_size * cfg.n_embd;
+  k_pool_.assign(cfg.n_layer, std::vector<float>(per_layer, 0.0f));
+  v_pool_.assign(cfg.n_layer, std::vector<float>(per_layer, 0.0f));
+}
+
+void CpuBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
+  const size_t c = weights_->config.n_embd;
+  for (const BlockCopy& cp : copies) {
+    const size_t src = static_cast<size_t>(cp.src_block) * shape_.block_size * c;
+    const size_t dst = static_cast<size_t>(cp.dst_block) * shape_.block_size * c;
+    const size_t n = static_cast<size_t>(cp.num_slots) * c;
+    for (size_t l = 0; l < k_pool_.size(); ++l) {
+      std::memcpy(k_pool_[l].data() + dst, k_pool_[l].data() + src, n * sizeof(float));
+      std::memcpy(v_pool_[l].data() + dst, v_pool_[l].data() + src, n * sizeof(float));
+    }
   }
 }
 

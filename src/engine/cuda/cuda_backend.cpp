@@ -1,6 +1,7 @@
 // The CUDA backend: the GPT-2 forward pass of CpuBackend::forward, step for
-// step, with the element-wise and attention work in kernels/ and the matrix
-// products in cuBLAS (fp32; TF32 tensor cores with TOKENSCOPE_CUDA_TF32=1).
+// step (the two layer loops read line for line alike), with the element-wise
+// and attention work in kernels/ and the matrix products in cuBLAS (fp32;
+// TF32 tensor cores with TOKENSCOPE_CUDA_TF32=1).
 //
 // Memory: the weights are uploaded once (one allocation); the K/V pools live
 // on the device as [layer][K|V][slot][C]; activations and result buffers only
@@ -95,10 +96,14 @@ class CudaBackend final : public Backend {
   void upload_weights();
   void ensure_buffers(const ForwardPlan& plan, int recorded_layers, bool residuals);
   void enqueue(const LaunchShape& s);
+  void matmul(const float* x, int m, int k, const float* w, int n, float* y);
+  void matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y);
+  kernels::AttentionParams attention_params(const LaunchShape& s) const;
+  void attention(int layer, const LaunchShape& s, kernels::AttentionParams& ap);
+  void record_residual(int slot, const LaunchShape& s);
+  void logits(const LaunchShape& s);
   void run_decode_graph(const GraphKey& key, const LaunchShape& s);
   void drop_graphs();
-  void gemm(const float* x, int m, int k, const float* w, int n, float* y);
-  void gemm_transposed(const float* x, int m, int k, const float* b, int n, float* y);
   float* k_pool(int layer) const { return pools_.get() + (2 * layer) * pool_layer_stride_; }
   float* v_pool(int layer) const { return pools_.get() + (2 * layer + 1) * pool_layer_stride_; }
   const int* meta(int offset) const { return meta_.get() + offset; }
@@ -314,7 +319,55 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan, int recorded_layers, b
   }
 }
 
-void CudaBackend::gemm(const float* x, int m, int k, const float* w, int n, float* y) {
+// GPT-2, one block per iteration: x += attn(ln_1(x)); x += mlp(ln_2(x)).
+// The same steps, in the same order and under the same names, as
+// CpuBackend::forward (src/engine/cpu/cpu_backend.cpp). Each residual add is
+// fused with the layer norm that reads it (residual_layernorm), so ln_1 of a
+// block is computed by the step before it and ln_f by the last block's. A
+// bias the CPU matmul adds is added here by the kernel after the product
+// (bias_kv_append, residual_layernorm, bias_gelu).
+void CudaBackend::enqueue(const LaunchShape& s) {
+  const int c = cfg_.n_embd, rows = s.rows;
+  const float eps = cfg_.layer_norm_epsilon;
+  kernels::AttentionParams ap = attention_params(s);
+
+  check(kernels::embed(wte_, wpe_, meta(s.at.tokens), meta(s.at.positions), rows, c, x_.get(),
+                       stream_),
+        "embedding kernel");
+  if (s.residuals) record_residual(0, s);
+  check(kernels::layernorm(x_.get(), layers_[0].ln_1_w, layers_[0].ln_1_b, rows, c, eps, ln_.get(),
+                           stream_),
+        "layernorm kernel");  // ln_1 of block 0
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const DeviceLayer& L = layers_[l];
+    const bool last = l + 1 == cfg_.n_layer;
+    // ln_1 -> qkv -> KV append -> attention -> proj + residual, ln_2
+    matmul(ln_.get(), rows, c, L.qkv_w, 3 * c, qkv_.get());
+    check(kernels::bias_kv_append(qkv_.get(), L.qkv_b, meta(s.at.slots), rows, c, k_pool(l),
+                                  v_pool(l), stream_),
+          "KV append kernel");
+    attention(l, s, ap);
+    matmul(attn_.get(), rows, c, L.proj_w, c, proj_.get());
+    check(kernels::residual_layernorm(x_.get(), proj_.get(), L.proj_b, L.ln_2_w, L.ln_2_b, rows, c,
+                                      eps, ln_.get(), stream_),
+          "residual + layernorm kernel");
+    // fc -> gelu -> proj + residual, then the next block's ln_1 (ln_f after the last)
+    matmul(ln_.get(), rows, c, L.fc_w, 4 * c, hidden_.get());
+    check(kernels::bias_gelu(hidden_.get(), L.fc_b, rows, 4 * c, stream_), "gelu kernel");
+    matmul(hidden_.get(), rows, 4 * c, L.mproj_w, c, proj_.get());
+    check(kernels::residual_layernorm(
+              x_.get(), proj_.get(), L.mproj_b, last ? ln_f_w_ : layers_[l + 1].ln_1_w,
+              last ? ln_f_b_ : layers_[l + 1].ln_1_b, rows, c, eps, ln_.get(), stream_),
+          "residual + layernorm kernel");
+    if (s.residuals) record_residual(l + 1, s);
+  }
+  logits(s);  // ln_f(x) . wte^T (the tied unembedding)
+}
+
+// ---- the plumbing of enqueue() ----
+
+// Y[m,n] = X[m,k] W[k,n], W row-major [in, out] (no bias: the next kernel adds it).
+void CudaBackend::matmul(const float* x, int m, int k, const float* w, int n, float* y) {
   // Row-major Y[m,n] = X[m,k] W[k,n] is column-major Y^T = W^T X^T.
   const float one = 1.0f, zero = 0.0f;
   check(cublasGemmEx(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, w, CUDA_R_32F, n, x,
@@ -322,7 +375,8 @@ void CudaBackend::gemm(const float* x, int m, int k, const float* w, int n, floa
         "cublasGemmEx (linear layer)");
 }
 
-void CudaBackend::gemm_transposed(const float* x, int m, int k, const float* b, int n, float* y) {
+// Y[m,n] = X[m,k] B[n,k]^T (the tied unembedding: logits = h wte^T).
+void CudaBackend::matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y) {
   // Row-major Y[m,n] = X[m,k] B[n,k]^T is column-major Y^T = B X^T, where the
   // column-major view of row-major B is B^T (k x n, leading dimension k).
   const float one = 1.0f, zero = 0.0f;
@@ -331,20 +385,10 @@ void CudaBackend::gemm_transposed(const float* x, int m, int k, const float* b, 
         "cublasGemmEx (unembedding)");
 }
 
-void CudaBackend::enqueue(const LaunchShape& s) {
-  const int c = cfg_.n_embd, rows = s.rows;
-  const float eps = cfg_.layer_norm_epsilon;
+// The attention kernels' view of the batch: every per-row and per-entry value
+// is read from the step's device metadata (so a graph replays with new data).
+kernels::AttentionParams CudaBackend::attention_params(const LaunchShape& s) const {
   const auto& at = s.at;
-  check(kernels::embed(wte_, wpe_, meta(at.tokens), meta(at.positions), rows, c, x_.get(), stream_),
-        "embedding kernel");
-  if (s.residuals)
-    check(
-        kernels::gather_rows(x_.get(), meta(at.last_rows), s.entries, c, resid_.get(), c, stream_),
-        "gather kernel (residuals)");
-  check(kernels::layernorm(x_.get(), layers_[0].ln_1_w, layers_[0].ln_1_b, rows, c, eps, ln_.get(),
-                           stream_),
-        "layernorm kernel");
-
   kernels::AttentionParams ap;
   ap.qkv = qkv_.get();
   ap.out = attn_.get();
@@ -367,44 +411,40 @@ void CudaBackend::enqueue(const LaunchShape& s) {
   ap.head_dim = cfg_.head_dim();
   ap.block_size = shape_.block_size;
   ap.max_context = s.max_context;
+  return ap;
+}
 
-  for (int l = 0; l < cfg_.n_layer; ++l) {
-    const DeviceLayer& L = layers_[l];
-    gemm(ln_.get(), rows, c, L.qkv_w, 3 * c, qkv_.get());
-    check(kernels::bias_kv_append(qkv_.get(), L.qkv_b, meta(at.slots), rows, c, k_pool(l),
-                                  v_pool(l), stream_),
-          "KV append kernel");
-    ap.k_pool = k_pool(l);
-    ap.v_pool = v_pool(l);
-    ap.probs = s.probs_slot[l] >= 0 ? probs_.get() + s.probs_slot[l] * s.probs_per_layer : nullptr;
-    check(kernels::attention(ap, stream_), "attention kernel");
-    gemm(attn_.get(), rows, c, L.proj_w, c, proj_.get());
-    check(kernels::residual_layernorm(x_.get(), proj_.get(), L.proj_b, L.ln_2_w, L.ln_2_b, rows, c,
-                                      eps, ln_.get(), stream_),
-          "residual + layernorm kernel");
-    gemm(ln_.get(), rows, c, L.fc_w, 4 * c, hidden_.get());
-    check(kernels::bias_gelu(hidden_.get(), L.fc_b, rows, 4 * c, stream_), "gelu kernel");
-    gemm(hidden_.get(), rows, 4 * c, L.mproj_w, c, proj_.get());
-    // The next layer's ln_1, or ln_f after the last block.
-    const bool last = l + 1 == cfg_.n_layer;
-    check(kernels::residual_layernorm(
-              x_.get(), proj_.get(), L.mproj_b, last ? ln_f_w_ : layers_[l + 1].ln_1_w,
-              last ? ln_f_b_ : layers_[l + 1].ln_1_b, rows, c, eps, ln_.get(), stream_),
-          "residual + layernorm kernel");
-    if (s.residuals)
-      check(kernels::gather_rows(x_.get(), meta(at.last_rows), s.entries, c,
-                                 resid_.get() + static_cast<size_t>(l + 1) * s.entries * c, c,
-                                 stream_),
-            "gather kernel (residuals)");
-  }
+// Attention of one layer over its pools; probabilities into the layer's
+// region when it is recorded.
+void CudaBackend::attention(int layer, const LaunchShape& s, kernels::AttentionParams& ap) {
+  ap.k_pool = k_pool(layer);
+  ap.v_pool = v_pool(layer);
+  ap.probs =
+      s.probs_slot[layer] >= 0 ? probs_.get() + s.probs_slot[layer] * s.probs_per_layer : nullptr;
+  check(kernels::attention(ap, stream_), "attention kernel");
+}
+
+// The residual stream of each entry's last token (for the logit lens):
+// slot 0 is the embedding, slot l + 1 the output of block l.
+void CudaBackend::record_residual(int slot, const LaunchShape& s) {
+  const int c = cfg_.n_embd;
+  check(kernels::gather_rows(x_.get(), meta(s.at.last_rows), s.entries, c,
+                             resid_.get() + static_cast<size_t>(slot) * s.entries * c, c, stream_),
+        "gather kernel (residuals)");
+}
+
+// logits = ln_f(x) . wte^T for the rows that need them (gathered first unless
+// every row does).
+void CudaBackend::logits(const LaunchShape& s) {
+  const int c = cfg_.n_embd;
   const float* final_in = ln_.get();
-  if (s.logit_rows != rows) {
-    check(kernels::gather_rows(ln_.get(), meta(at.logit_rows), s.logit_rows, c, final_ln_.get(), c,
-                               stream_),
+  if (s.logit_rows != s.rows) {
+    check(kernels::gather_rows(ln_.get(), meta(s.at.logit_rows), s.logit_rows, c, final_ln_.get(),
+                               c, stream_),
           "gather kernel (logit rows)");
     final_in = final_ln_.get();
   }
-  gemm_transposed(final_in, s.logit_rows, c, wte_, cfg_.vocab_size, logits_.get());
+  matmul_transposed(final_in, s.logit_rows, c, wte_, cfg_.vocab_size, logits_.get());
 }
 
 void CudaBackend::run_decode_graph(const GraphKey& key, const LaunchShape& s) {

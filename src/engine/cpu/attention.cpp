@@ -1,14 +1,35 @@
-#include "engine/cpu/paged_attention.h"
+#include "engine/cpu/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
-#include "engine/cpu/ops.h"
-
 namespace ts::cpu {
+namespace {
 
-void paged_attention(const PagedAttentionArgs& a, int head, int row_begin, int row_end) {
+float dot(const float* a, const float* b, int n) {
+  float s = 0.0f;
+  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Numerically safe softmax of n values in place (max subtracted).
+void softmax_inplace(float* x, int n) {
+  float mx = x[0];
+  for (int i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace
+
+void attention(const AttentionArgs& a, int head, int row_begin, int row_end) {
   const int c = a.n_head * a.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
   thread_local std::vector<float> scores;

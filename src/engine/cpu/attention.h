@@ -1,0 +1,29 @@
+#pragma once
+// Causal multi-head attention of the new query rows over a layer's paged KV
+// cache. CPU twin of kernels/attention.cu (kernels::attention).
+//   for each head h and row r at position pos:
+//     p_j = softmax_j(q_h . k_h[j] / sqrt(head_dim))  over keys j = 0..pos
+//     out_h[r] = sum_j p_j v_h[j]
+// Key j of an entry lives at pool slot context_slots[j] (from its block table).
+namespace ts::cpu {
+
+struct AttentionArgs {
+  const float* q = nullptr;  // [rows][ldq], head h at columns h*head_dim
+  int ldq = 0;
+  const float* k_pool = nullptr;  // [slot][n_head*head_dim]
+  const float* v_pool = nullptr;
+  const int* context_slots = nullptr;  // physical slot of each position 0..context-1
+  int start_pos = 0;                   // position of row 0
+  int rows = 0;
+  int n_head = 0;
+  int head_dim = 0;
+  float* out = nullptr;    // [rows][n_head*head_dim]
+  float* probs = nullptr;  // optional [n_head][rows][context], 0 beyond the causal limit
+  int context = 0;         // start_pos + rows
+};
+
+// Computes one (head, row range) piece of one entry; the backend spreads the
+// pieces over its threads.
+void attention(const AttentionArgs& args, int head, int row_begin, int row_end);
+
+}  // namespace ts::cpu

@@ -1,0 +1,9 @@
+#pragma once
+// Token + position embedding. CPU twin of kernels/embedding.cu (kernels::embed).
+//   x[r] = wte[token[r]] + wpe[pos[r]]
+namespace ts::cpu {
+
+void embed(const float* wte, const float* wpe, const int* tokens, const int* positions, int rows,
+           int c, float* out);
+
+}  // namespace ts::cpu

@@ -1,0 +1,11 @@
+#pragma once
+// Appends this step's keys and values to a layer's paged pools. CPU twin of
+// kernels/kv_append.cu (kernels::bias_kv_append, which also adds the QKV bias
+// the CPU matmul has already added).
+//   qkv[r] = [q | k | v] (3C values);  K[slot[r]] = k,  V[slot[r]] = v
+// The slots (block * block_size + offset) come from the engine's KvCacheManager.
+namespace ts::cpu {
+
+void kv_append(const float* qkv, const int* slots, int rows, int c, float* k_pool, float* v_pool);
+
+}  // namespace ts::cpu
