@@ -12,14 +12,6 @@
 
 namespace ts {
 
-bool cuda_compiled_in() {
-#ifdef TS_HAVE_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
-
 BackendSelection make_backend(const std::string& device,
                               std::shared_ptr<const ModelWeights> weights, int cpu_threads) {
   if (device != "auto" && device != "cpu" && device != "cuda")

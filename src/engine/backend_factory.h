@@ -21,8 +21,6 @@ struct BackendSelection {
 BackendSelection make_backend(const std::string& device,
                               std::shared_ptr<const ModelWeights> weights, int cpu_threads = 0);
 
-bool cuda_compiled_in();
-
 // The two roofs of the roofline for the machine that runs a backend: peak
 // fp32 FLOP/s and memory bandwidth, measured by a short probe (about a
 // second) on that very machine. `how` labels the figures for the user.

@@ -17,6 +17,13 @@ struct StepCost {
   double kv_write_bytes = 0;  // K and V of the new tokens
   double bytes() const { return weight_bytes + kv_read_bytes + kv_write_bytes; }
   double intensity() const { return bytes() > 0 ? flops / bytes() : 0; }
+  StepCost& operator+=(const StepCost& o) {
+    flops += o.flops;
+    weight_bytes += o.weight_bytes;
+    kv_read_bytes += o.kv_read_bytes;
+    kv_write_bytes += o.kv_write_bytes;
+    return *this;
+  }
 };
 
 struct EntryShape {

@@ -97,4 +97,25 @@ ForwardResult Engine::forward_scratch(const std::vector<int>& tokens,
   }
 }
 
+ForwardResult Engine::forward_uncached(const std::vector<int>& context,
+                                       const ForwardOptions& options) {
+  ForwardOptions last_row = options;
+  last_row.all_logits = false;
+  ForwardResult r = forward_scratch(context, last_row);
+  // Keep the last row of each recorded attention layer: [head][rows][context] ->
+  // [head][1][context].
+  const size_t n = context.size();
+  for (std::vector<float>& layer : r.outputs[0].attention) {
+    if (layer.empty()) continue;
+    std::vector<float> row;
+    row.reserve(layer.size() / n);
+    for (size_t h = 0; h < layer.size() / (n * n); ++h) {
+      const auto begin = layer.begin() + static_cast<long>((h * n + n - 1) * n);
+      row.insert(row.end(), begin, begin + static_cast<long>(n));
+    }
+    layer = std::move(row);
+  }
+  return r;
+}
+
 }  // namespace ts

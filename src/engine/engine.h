@@ -36,7 +36,6 @@ class Engine {
 
   const ModelConfig& config() const { return weights_->config; }
   const ModelWeights& weights() const { return *weights_; }
-  std::shared_ptr<const ModelWeights> shared_weights() const { return weights_; }
   Backend& backend() { return *backend_; }
   const Backend& backend() const { return *backend_; }
   KvCacheManager& cache() { return cache_; }
@@ -47,6 +46,14 @@ class Engine {
   // Runs tokens through a temporary sequence released afterwards: the cache-off
   // decode, recomputation of trace data beyond the budget, evaluation.
   ForwardResult forward_scratch(const std::vector<int>& tokens, const ForwardOptions& options);
+
+  // The decode step without a KV cache (the naive loop): the whole context
+  // runs through a temporary sequence, and the output is the last token's as
+  // a cached step returns it (its logits, residuals and attention row
+  // [head][1][context]; options.all_logits does not apply); seconds and cost
+  // are the whole recomputation's.
+  // The session's cache-off steps and the cache on/off comparison use it.
+  ForwardResult forward_uncached(const std::vector<int>& context, const ForwardOptions& options);
 
  private:
   std::shared_ptr<const ModelWeights> weights_;

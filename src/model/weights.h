@@ -38,9 +38,6 @@ struct ModelWeights {
   std::string storage_dtype;  // "F32", "F16", "BF16" as stored on disk
   // Owns the memory map and any converted buffers the pointers above use.
   std::shared_ptr<const void> storage;
-
-  // Bytes of fp32 weights one forward pass reads (wte counted once).
-  int64_t fp32_bytes() const { return config.parameter_count() * 4; }
 };
 
 }  // namespace ts

@@ -77,7 +77,7 @@ CacheComparison compare_kv_cache(Engine& engine, const std::vector<int>& prompt,
   // It follows its own choices, so a difference would show as a new token.
   std::vector<int> seq = prompt;
   for (int s = 0; s < steps; ++s) {
-    ForwardResult r = engine.forward_scratch(seq, quiet);
+    ForwardResult r = engine.forward_uncached(seq, quiet);
     const std::vector<float>& logits = r.outputs[0].logits;
     CacheRunStep st{static_cast<int>(seq.size()), static_cast<int>(seq.size()), r.seconds, r.cost,
                     choose(logits, seq, params, s)};

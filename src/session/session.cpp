@@ -186,14 +186,16 @@ void Session::finish_lane_if_done(Lane& lane, const LaneStep& ls) const {
     lane.stop_reason = "context end: the model holds " + std::to_string(n_ctx) + " tokens";
 }
 
-StepTrace Session::make_trace(Phase phase, const ForwardResult& result) const {
+StepTrace Session::make_trace(Phase phase, double seconds, const StepCost& cost,
+                              int recomputed_tokens) const {
   StepTrace t;
   t.index = static_cast<int>(history_.size());
   t.phase = phase;
-  t.seconds = result.seconds;
-  t.cost = result.cost;
+  t.seconds = seconds;
+  t.cost = cost;
   t.backend = engine_->backend().name();
   t.kv_cache = options_.kv_cache;
+  t.recomputed_tokens = recomputed_tokens;
   return t;
 }
 
@@ -319,8 +321,8 @@ const StepTrace& Session::prefill() {
   } else {
     result = engine_->forward_scratch(ids, forward_options(options_));
   }
-  auto trace = std::make_shared<StepTrace>(make_trace(Phase::kPrefill, result));
-  trace->recomputed_tokens = static_cast<int>(ids.size());
+  auto trace = std::make_shared<StepTrace>(
+      make_trace(Phase::kPrefill, result.seconds, result.cost, static_cast<int>(ids.size())));
   const EntryOutput& out = result.outputs[0];
   try {
     for (size_t i = 0; i < lanes.size(); ++i) {
@@ -372,14 +374,26 @@ const StepTrace& Session::step() {
   if (s == SessionState::kNoPrompt) throw Error("step: enter a prompt first");
   if (s == SessionState::kFinished) throw Error("cannot step: " + next_action());
 
-  // One request per running sequence: a lane's, or each open beam's.
-  struct Request {
-    int lane;
-    SeqId seq;
-    std::vector<int> context;  // prompt + tokens; the last one is fed now
-    int step_index;            // index of the token it chooses in its lane
-  };
-  std::vector<Request> requests;
+  const std::vector<DecodeRequest> requests = gather_requests();
+  std::vector<LaneStep> records;
+  StepTrace trace = forward_requests(requests, records);
+  std::vector<LaneStep> chosen;
+  try {
+    chosen = choose_tokens(requests, std::move(records));
+  } catch (...) {
+    // Choosing cannot fail for validated parameters, but if it does the
+    // cache is rolled back so the session stays where it was.
+    if (options_.kv_cache)
+      for (const DecodeRequest& r : requests)
+        engine_->cache().truncate(r.seq, static_cast<int>(r.context.size()) - 1);
+    throw;
+  }
+  commit(std::move(trace), std::move(chosen));
+  return *history_.back();
+}
+
+std::vector<Session::DecodeRequest> Session::gather_requests() const {
+  std::vector<DecodeRequest> requests;
   for (const Lane& lane : lanes_) {
     if (!lane.running()) continue;
     if (!lane.beam_search()) {
@@ -395,22 +409,38 @@ const StepTrace& Session::step() {
                           lane.beams->steps});
     }
   }
-  const ForwardOptions fopts = forward_options(options_);
-  const int n_head = engine_->config().n_head;
+  return requests;
+}
 
-  std::vector<LaneStep> records(requests.size());
-  ForwardResult batched;
+StepTrace Session::forward_requests(const std::vector<DecodeRequest>& requests,
+                                    std::vector<LaneStep>& records) {
+  const ForwardOptions fopts = forward_options(options_);
+  std::vector<EntryOutput> outputs;
+  std::vector<AppendPlan> plans;
   double seconds = 0;
   StepCost cost;
   int recomputed = 0;
   if (options_.kv_cache) {
-    std::vector<ForwardRequest> forward_requests;
-    for (const Request& r : requests) forward_requests.push_back({r.seq, {r.context.back()}});
-    batched = engine_->forward(forward_requests, fopts);
-    seconds = batched.seconds;
-    cost = batched.cost;
+    // One batched forward: each sequence feeds its newest token.
+    std::vector<ForwardRequest> batch;
+    for (const DecodeRequest& r : requests) batch.push_back({r.seq, {r.context.back()}});
+    ForwardResult result = engine_->forward(batch, fopts);
+    seconds = result.seconds;
+    cost = result.cost;
     recomputed = static_cast<int>(requests.size());
+    outputs = std::move(result.outputs);
+    plans = std::move(result.plans);
+  } else {
+    // The naive loop: each whole sequence goes through the model again.
+    for (const DecodeRequest& r : requests) {
+      ForwardResult result = engine_->forward_uncached(r.context, fopts);
+      seconds += result.seconds;
+      cost += result.cost;
+      recomputed += static_cast<int>(r.context.size());
+      outputs.push_back(std::move(result.outputs[0]));
+    }
   }
+  records.assign(requests.size(), LaneStep{});
   for (size_t i = 0; i < requests.size(); ++i) {
     LaneStep& ls = records[i];
     ls.lane = requests[i].lane;
@@ -418,59 +448,38 @@ const StepTrace& Session::step() {
     ls.input_tokens = {ls.context_ids.back()};
     ls.start_pos = static_cast<int>(ls.context_ids.size()) - 1;
     ls.step_index = requests[i].step_index;
-    if (options_.kv_cache) {
-      const EntryOutput& out = batched.outputs[i];
-      ls.slots_written = batched.plans[i].slots;
-      ls.blocks_copied = static_cast<int>(batched.plans[i].copies.size());
-      ls.logits = out.logits;
-      ls.residuals = out.residuals;
-      ls.attention = attention_rows(out.attention, n_head, 1, ls.context(), 0);
-    } else {
-      // The naive loop: the whole sequence goes through the model again.
-      ForwardResult r = engine_->forward_scratch(ls.context_ids, fopts);
-      seconds += r.seconds;
-      cost.flops += r.cost.flops;
-      cost.weight_bytes += r.cost.weight_bytes;
-      cost.kv_read_bytes += r.cost.kv_read_bytes;
-      cost.kv_write_bytes += r.cost.kv_write_bytes;
-      recomputed += static_cast<int>(ls.context_ids.size());
-      ls.logits = r.outputs[0].logits;
-      ls.residuals = r.outputs[0].residuals;
-      ls.attention =
-          attention_rows(r.outputs[0].attention, n_head, ls.context(), ls.context(), ls.start_pos);
+    if (!plans.empty()) {
+      ls.slots_written = plans[i].slots;
+      ls.blocks_copied = static_cast<int>(plans[i].copies.size());
     }
+    ls.logits = std::move(outputs[i].logits);
+    ls.residuals = std::move(outputs[i].residuals);
+    ls.attention =
+        attention_rows(outputs[i].attention, engine_->config().n_head, 1, ls.context(), 0);
     ls.entropy = raw_entropy(ls.logits);
   }
-  // Choosing cannot fail for validated parameters, but if it does the cache
-  // is rolled back so the session stays where it was.
+  return make_trace(Phase::kDecode, seconds, cost, recomputed);
+}
+
+std::vector<LaneStep> Session::choose_tokens(const std::vector<DecodeRequest>& requests,
+                                             std::vector<LaneStep> records) const {
   std::vector<LaneStep> lane_records;
-  try {
-    for (size_t i = 0; i < requests.size();) {
-      const Lane& lane = lanes_[requests[i].lane];
-      if (!lane.beam_search()) {
-        choose(records[i], lane);
-        lane_records.push_back(std::move(records[i++]));
-        continue;
-      }
-      std::vector<LaneStep> per_beam;
-      for (; i < requests.size() && requests[i].lane == lane.id; ++i)
-        per_beam.push_back(std::move(records[i]));
-      lane_records.push_back(advance_beams(lane, std::move(per_beam)));
+  for (size_t i = 0; i < requests.size();) {
+    const Lane& lane = lanes_[requests[i].lane];
+    if (!lane.beam_search()) {
+      choose(records[i], lane);
+      lane_records.push_back(std::move(records[i++]));
+      continue;
     }
-  } catch (...) {
-    if (options_.kv_cache)
-      for (const Request& r : requests)
-        engine_->cache().truncate(r.seq, static_cast<int>(r.context.size()) - 1);
-    throw;
+    std::vector<LaneStep> per_beam;
+    for (; i < requests.size() && requests[i].lane == lane.id; ++i)
+      per_beam.push_back(std::move(records[i]));
+    lane_records.push_back(advance_beams(lane, std::move(per_beam)));
   }
-  StepTrace t;
-  t.index = static_cast<int>(history_.size());
-  t.phase = Phase::kDecode;
-  t.seconds = seconds;
-  t.cost = cost;
-  t.backend = engine_->backend().name();
-  t.kv_cache = options_.kv_cache;
-  t.recomputed_tokens = recomputed;
+  return lane_records;
+}
+
+void Session::commit(StepTrace trace, std::vector<LaneStep> lane_records) {
   for (LaneStep& ls : lane_records) {
     Lane& lane = lanes_[ls.lane];
     if (ls.beam) {
@@ -479,11 +488,10 @@ const StepTrace& Session::step() {
       lane.generated.push_back(ls.chosen_token);
       finish_lane_if_done(lane, ls);
     }
-    t.lanes.push_back(std::move(ls));
+    trace.lanes.push_back(std::move(ls));
   }
-  t.kv_after = engine_->cache().occupancy();
-  publish(std::make_shared<StepTrace>(std::move(t)));
-  return *history_.back();
+  trace.kv_after = engine_->cache().occupancy();
+  publish(std::make_shared<StepTrace>(std::move(trace)));
 }
 
 void Session::apply_budget(StepTrace& trace) {

@@ -142,7 +142,6 @@ class Session {
   std::shared_ptr<const Tokenizer> shared_tokenizer() const { return tokenizer_; }
   Engine& engine() { return *engine_; }
   const Engine& engine() const { return *engine_; }
-  int64_t trace_bytes() const { return trace_bytes_; }
 
  private:
   void release_lanes();
@@ -174,7 +173,32 @@ class Session {
   SeqId sequence_for(const std::vector<int>& tokens, const std::vector<CachedSequence>& sources);
   void apply_budget(StepTrace& trace);
   void publish(std::shared_ptr<StepTrace> trace);
-  StepTrace make_trace(Phase phase, const ForwardResult& result) const;
+  // A trace for the next history step, with the step's measured time and cost
+  // and the number of tokens it ran through the model.
+  StepTrace make_trace(Phase phase, double seconds, const StepCost& cost,
+                       int recomputed_tokens) const;
+
+  // The stages of a decode step (step()): gather, forward, choose, commit.
+  // One request per running sequence: a lane's, or each open beam's.
+  struct DecodeRequest {
+    int lane;
+    SeqId seq;                 // -1 with the cache off
+    std::vector<int> context;  // prompt + tokens; the last one is fed now
+    int step_index;            // index of the token it chooses in its lane
+  };
+  std::vector<DecodeRequest> gather_requests() const;
+  // Runs the model for every request (one batched forward with the cache, a
+  // recomputation of each whole context without it): one record per request
+  // with its logits, residuals and attention row, and the step's trace.
+  StepTrace forward_requests(const std::vector<DecodeRequest>& requests,
+                             std::vector<LaneStep>& records);
+  // One record per lane with its token chosen (beam lanes: scored over their
+  // beams' records). Changes nothing.
+  std::vector<LaneStep> choose_tokens(const std::vector<DecodeRequest>& requests,
+                                      std::vector<LaneStep> records) const;
+  // Each lane takes its chosen token (beam lanes: their new beams); the trace
+  // goes into the history. Never throws for a chosen record.
+  void commit(StepTrace trace, std::vector<LaneStep> lane_records);
 
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<Engine> engine_;

@@ -91,6 +91,29 @@ TEST(Forward, CachedDecodeEqualsFullRecomputationAtEveryStep) {
   EXPECT_EQ(engine->cache().free_blocks(), engine->cache().shape().num_blocks);
 }
 
+// The cache-off step returns what a cached step returns for the last token.
+TEST(Forward, UncachedStepReturnsTheLastTokensOutputs) {
+  auto engine = tiny_engine();
+  std::vector<int> tokens(20);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int>(i * 37 % 200);
+  ForwardOptions opts;
+  opts.record_attention = true;
+  opts.record_residuals = true;
+  const SeqId seq = engine->cache().create();
+  engine->forward({{seq, {tokens.begin(), tokens.end() - 1}}}, {});
+  const ForwardResult cached = engine->forward({{seq, {tokens.back()}}}, opts);
+  const ForwardResult uncached = engine->forward_uncached(tokens, opts);
+  const EntryOutput &a = cached.outputs[0], &b = uncached.outputs[0];
+  EXPECT_EQ(b.logit_rows, 1);
+  EXPECT_EQ(a.logits, b.logits);
+  EXPECT_EQ(a.residuals, b.residuals);
+  ASSERT_EQ(b.attention.size(), a.attention.size());
+  for (size_t l = 0; l < a.attention.size(); ++l) EXPECT_EQ(a.attention[l], b.attention[l]) << l;
+  EXPECT_EQ(uncached.cost.flops,
+            engine->forward_scratch(tokens, {}).cost.flops);  // the whole recomputation's cost
+  engine->cache().release(seq);
+}
+
 TEST(Forward, BatchedDecodeOfLanesEqualsSingleDecodes) {
   auto engine = tiny_engine();
   const std::vector<int> prompt = {5, 17, 42, 99, 3, 7, 250, 11, 31, 8, 2, 1, 60, 70, 80, 90, 100};
