@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one command for a GPU machine (issue 4):
+# The one command for a GPU machine: build, test, benchmark and sanitize the CUDA backend:
 #   scripts/gpu-check.sh [OUT_DIR]        (default: gpu-check-out/)
 # 1. builds for the GPU it finds (CMAKE_CUDA_ARCHITECTURES from nvidia-smi's
 #    compute capability: 90 on H100/H200) into build-gpu/;
