@@ -1,5 +1,6 @@
 #pragma once
-// fp32 matrix products of the CPU backend.
+// fp32 matrix products of the CPU backend. On the GPU they are cuBLAS calls
+// (CudaBackend::matmul and matmul_transposed in src/engine/cuda/cuda_backend.cpp).
 #include "util/thread_pool.h"
 
 namespace ts::cpu {
