@@ -440,7 +440,7 @@ for trace, target, label in ((False, 0.300, "tracing off"), (True, 0.400, "atten
 lanes = {l["lanes"]: l for l in (b or {}).get("lanes", [])}
 for k in (1, 2, 4, 8):
     l = lanes.get(k)
-    figure(f"decode step, {k} lanes", l and l["ms_per_step"], "ms", why=why)
+    figure(f"decode step, {k} lane{'s' if k > 1 else ''}", l and l["ms_per_step"], "ms", why=why)
 figure("8 lanes / 1 lane", lanes.get(8) and lanes[8]["ratio_to_one_lane"], "x", 2.0, why=why)
 c = load("bench_ctx1000.json")
 d = by_trace(c and c.get("decode")).get(False)
@@ -458,7 +458,7 @@ peer = load("peer.json")
 pw = check_note("peer", "build")
 figure("TokenScope tokens/s / HF generate tokens/s (engine time)", peer and peer.get("tokens_per_second_ratio_engine"),
        "x", 10.0, better="higher", why=pw)
-figure("logits vs HF transformers, max |diff|", peer and peer.get("logits_max_abs_diff"), "", 1e-3, why=pw)
+figure("logits vs HF transformers, max abs difference", peer and peer.get("logits_max_abs_diff"), "", 1e-3, why=pw)
 
 # Parity tests (CPU vs CUDA at GPT-2 124M size, TF32) come from the test run.
 tests = load("cuda_tests.json")
