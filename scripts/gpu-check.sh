@@ -36,7 +36,7 @@
 # /tmp/tokenscope-gpu-check), TS_GPU_CHECK_BUILD (default build-gpu),
 # TS_DEVICE_KIT (default build/device-kit), TS_GPU_CHECK_ARCHS (CUDA
 # architectures to build; default: the local GPU's, else CMake's default
-# list), TS_GPU_CHECK_BUILD_TIMEOUT (s, default 480), TS_JOBS.
+# list), TS_GPU_CHECK_BUILD_TIMEOUT (s, default 420), TS_JOBS.
 # Exit status: 0 when no check of the phases run FAILED.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -157,9 +157,9 @@ kit_prefix() {
     done
     # GoogleTest comes as sources: built here with this machine's compiler.
     if [ -f "$prefix/usr/src/googletest/CMakeLists.txt" ]; then
-      cmake -S "$prefix/usr/src/googletest" -B "$work/gtest-build" -DCMAKE_BUILD_TYPE=Release \
+      timeout 60 cmake -S "$prefix/usr/src/googletest" -B "$work/gtest-build" -DCMAKE_BUILD_TYPE=Release \
         -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX="$prefix/usr" >"$work/gtest-build.log" 2>&1 &&
-        cmake --build "$work/gtest-build" -j"$jobs" >>"$work/gtest-build.log" 2>&1 &&
+        timeout 120 cmake --build "$work/gtest-build" -j"$jobs" >>"$work/gtest-build.log" 2>&1 &&
         cmake --install "$work/gtest-build" >>"$work/gtest-build.log" 2>&1 || {
         tail -20 "$work/gtest-build.log" >&2
         return 1
@@ -187,12 +187,12 @@ phase_build() {
   fi
   if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
   echo "kit prefix: ${prefix:-none (system packages)}; architectures: ${archs:-CMake default}" >>"$log"
-  if ! timeout 120 cmake -S . -B "$build" "${gen[@]}" "${args[@]}" >>"$log" 2>&1; then
+  if ! timeout 90 cmake -S . -B "$build" "${gen[@]}" "${args[@]}" >>"$log" 2>&1; then
     record build "FAILED" "configure (logs/build.log)" $((SECONDS - t0))
   elif ! grep -q "CUDA backend ON" "$log"; then
     record build "FAILED" "$(grep -m1 'CUDA backend OFF' "$log" | sed 's/^-- //')" $((SECONDS - t0))
-  elif ! timeout "${TS_GPU_CHECK_BUILD_TIMEOUT:-480}" cmake --build "$build" -j"$jobs" --target ts_tests tokenscope-bench tokenscope-cli >>"$log" 2>&1; then
-    record build "FAILED" "compile failed or passed its ${TS_GPU_CHECK_BUILD_TIMEOUT:-480} s (logs/build.log; run the build phase again to go on)" $((SECONDS - t0))
+  elif ! timeout "${TS_GPU_CHECK_BUILD_TIMEOUT:-420}" cmake --build "$build" -j"$jobs" --target ts_tests tokenscope-bench tokenscope-cli >>"$log" 2>&1; then
+    record build "FAILED" "compile failed or passed its ${TS_GPU_CHECK_BUILD_TIMEOUT:-420} s (logs/build.log; run the build phase again to go on)" $((SECONDS - t0))
   else
     record build ok "architectures ${archs:-default}; dependencies from ${prefix:-the system}" $((SECONDS - t0))
   fi
@@ -233,12 +233,12 @@ EOF
 phase_test() {
   need_build cuda_tests || return
   local t0=$SECONDS filter='*Cuda*:*Gpu*:*GPU*'
-  timeout 480 "$build/ts_tests" --gtest_filter="$filter" --gtest_output="json:$out/cuda_tests.json" \
+  timeout 300 "$build/ts_tests" --gtest_filter="$filter" --gtest_output="json:$out/cuda_tests.json" \
     >"$out/logs/cuda_tests.log" 2>&1
   local rc=$?
   read -r n f s names <<<"$(gtest_summary "$out/cuda_tests.json")"
   if [ "$rc" -eq 124 ]; then
-    record cuda_tests "FAILED" "timed out after 480 s" $((SECONDS - t0))
+    record cuda_tests "FAILED" "timed out after 300 s" $((SECONDS - t0))
   elif [ "$rc" -ne 0 ] || [ "${f:-0}" -gt 0 ]; then
     record cuda_tests "FAILED" "$f of $n failed: $names" $((SECONDS - t0))
   elif ! device_present; then
@@ -250,7 +250,7 @@ phase_test() {
   fi
   keep_tail "$out/logs/cuda_tests.log"
   t0=$SECONDS
-  timeout 300 "$build/ts_tests" --gtest_filter="-$filter" --gtest_output="json:$work/other_tests.json" \
+  timeout 200 "$build/ts_tests" --gtest_filter="-$filter" --gtest_output="json:$work/other_tests.json" \
     >"$out/logs/other_tests.log" 2>&1
   rc=$?
   read -r n f s names <<<"$(gtest_summary "$work/other_tests.json")"
@@ -316,7 +316,7 @@ ensure_model() {
   mkdir -p "$work"
   # Writes the checkpoint before it picks a device; the tiny run after it is
   # only what the flag requires.
-  timeout 300 "$build/tokenscope-bench" --device cuda --write-random-124m "$model" --prefill-tokens 1 \
+  timeout 120 "$build/tokenscope-bench" --device cuda --write-random-124m "$model" --prefill-tokens 1 \
     --context 1 --decode-steps 1 --lanes 1 >/dev/null 2>"$work/write-model.log"
   [ -f "$model/model.safetensors" ]
 }
@@ -326,8 +326,8 @@ bench_run() {  # bench_run CHECK [ENV=VALUE...] -- BENCH ARGS...
   shift
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  if [ $((SECONDS - bench_t0)) -gt 420 ]; then
-    record "$check" "not run" "the bench phase's 7-minute budget was spent"
+  if [ $((SECONDS - bench_t0)) -gt 300 ]; then
+    record "$check" "not run" "the bench phase's budget (300 s before a run starts) was spent"
     return
   fi
   if env "${envs[@]}" timeout 150 "$build/tokenscope-bench" --device cuda --model "$model" "$@" \
@@ -374,7 +374,7 @@ assert torch.cuda.is_available(), "torch sees no CUDA device"' 2>&1)"; then
     return
   fi
   local t0=$SECONDS
-  if timeout 420 python3 tools/peer/hf_peer.py --cli "$build/tokenscope-cli" --model "$model" \
+  if timeout 400 python3 tools/peer/hf_peer.py --cli "$build/tokenscope-cli" --model "$model" \
       --work "$work/peer" --out "$out/peer.json" >"$out/logs/peer.log" 2>&1; then
     record peer ok "logits and 256 greedy tokens agree" $((SECONDS - t0))
   else
