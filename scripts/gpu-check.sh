@@ -36,7 +36,7 @@
 # /tmp/tokenscope-gpu-check), TS_GPU_CHECK_BUILD (default build-gpu),
 # TS_DEVICE_KIT (default build/device-kit), TS_GPU_CHECK_ARCHS (CUDA
 # architectures to build; default: the local GPU's, else CMake's default
-# list), TS_GPU_CHECK_BUILD_TIMEOUT (s, default 420), TS_JOBS.
+# list), TS_GPU_CHECK_BUILD_TIMEOUT (s, default 360), TS_JOBS.
 # Exit status: 0 when no check of the phases run FAILED.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -157,9 +157,9 @@ kit_prefix() {
     done
     # GoogleTest comes as sources: built here with this machine's compiler.
     if [ -f "$prefix/usr/src/googletest/CMakeLists.txt" ]; then
-      timeout 60 cmake -S "$prefix/usr/src/googletest" -B "$work/gtest-build" -DCMAKE_BUILD_TYPE=Release \
+      timeout 30 cmake -S "$prefix/usr/src/googletest" -B "$work/gtest-build" -DCMAKE_BUILD_TYPE=Release \
         -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX="$prefix/usr" >"$work/gtest-build.log" 2>&1 &&
-        timeout 120 cmake --build "$work/gtest-build" -j"$jobs" >>"$work/gtest-build.log" 2>&1 &&
+        timeout 90 cmake --build "$work/gtest-build" -j"$jobs" >>"$work/gtest-build.log" 2>&1 &&
         cmake --install "$work/gtest-build" >>"$work/gtest-build.log" 2>&1 || {
         tail -20 "$work/gtest-build.log" >&2
         return 1
@@ -187,12 +187,12 @@ phase_build() {
   fi
   if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
   echo "kit prefix: ${prefix:-none (system packages)}; architectures: ${archs:-CMake default}" >>"$log"
-  if ! timeout 90 cmake -S . -B "$build" "${gen[@]}" "${args[@]}" >>"$log" 2>&1; then
+  if ! timeout 60 cmake -S . -B "$build" "${gen[@]}" "${args[@]}" >>"$log" 2>&1; then
     record build "FAILED" "configure (logs/build.log)" $((SECONDS - t0))
   elif ! grep -q "CUDA backend ON" "$log"; then
     record build "FAILED" "$(grep -m1 'CUDA backend OFF' "$log" | sed 's/^-- //')" $((SECONDS - t0))
-  elif ! timeout "${TS_GPU_CHECK_BUILD_TIMEOUT:-420}" cmake --build "$build" -j"$jobs" --target ts_tests tokenscope-bench tokenscope-cli >>"$log" 2>&1; then
-    record build "FAILED" "compile failed or passed its ${TS_GPU_CHECK_BUILD_TIMEOUT:-420} s (logs/build.log; run the build phase again to go on)" $((SECONDS - t0))
+  elif ! timeout "${TS_GPU_CHECK_BUILD_TIMEOUT:-360}" cmake --build "$build" -j"$jobs" --target ts_tests tokenscope-bench tokenscope-cli >>"$log" 2>&1; then
+    record build "FAILED" "compile failed or passed its ${TS_GPU_CHECK_BUILD_TIMEOUT:-360} s (logs/build.log; run the build phase again to go on)" $((SECONDS - t0))
   else
     record build ok "architectures ${archs:-default}; dependencies from ${prefix:-the system}" $((SECONDS - t0))
   fi
