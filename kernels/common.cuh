@@ -41,4 +41,11 @@ inline unsigned ceil_div(long long a, long long b) {
   return static_cast<unsigned>((a + b - 1) / b);
 }
 
+// A grid's y dimension is limited to 65,535 blocks: kernels that put rows on
+// y launch min(rows, this) and loop over rows with stride gridDim.y.
+constexpr int kMaxGridY = 65535;
+inline unsigned grid_rows(int rows) {
+  return static_cast<unsigned>(rows < kMaxGridY ? rows : kMaxGridY);
+}
+
 }  // namespace ts::kernels

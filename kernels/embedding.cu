@@ -8,12 +8,13 @@ namespace {
 
 __global__ void embed_kernel(const float* __restrict__ wte, const float* __restrict__ wpe,
                              const int* __restrict__ tokens, const int* __restrict__ positions,
-                             int c, float* __restrict__ out) {
-  const int r = blockIdx.y;
+                             int rows, int c, float* __restrict__ out) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= c) return;
-  const long long t = tokens[r], p = positions[r];
-  out[static_cast<long long>(r) * c + i] = wte[t * c + i] + wpe[p * c + i];
+  for (int r = blockIdx.y; r < rows; r += gridDim.y) {  // rows may exceed grid y's limit
+    const long long t = tokens[r], p = positions[r];
+    out[static_cast<long long>(r) * c + i] = wte[t * c + i] + wpe[p * c + i];
+  }
 }
 
 }  // namespace
@@ -22,8 +23,8 @@ __global__ void embed_kernel(const float* __restrict__ wte, const float* __restr
 cudaError_t embed(const float* wte, const float* wpe, const int* tokens, const int* positions,
                   int rows, int c, float* out, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  embed_kernel<<<dim3(ceil_div(c, 256), rows), 256, 0, stream>>>(wte, wpe, tokens, positions, c,
-                                                                 out);
+  embed_kernel<<<dim3(ceil_div(c, 256), grid_rows(rows)), 256, 0, stream>>>(
+      wte, wpe, tokens, positions, rows, c, out);
   return cudaGetLastError();
 }
 

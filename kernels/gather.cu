@@ -8,11 +8,11 @@ namespace ts::kernels {
 namespace {
 
 __global__ void gather_rows_kernel(const float* __restrict__ src, const int* __restrict__ index,
-                                   int c, float* __restrict__ dst, int dst_stride) {
-  const int r = blockIdx.y;
+                                   int n, int c, float* __restrict__ dst, int dst_stride) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= c) return;
-  dst[static_cast<long long>(r) * dst_stride + i] = src[static_cast<long long>(index[r]) * c + i];
+  for (int r = blockIdx.y; r < n; r += gridDim.y)  // n may exceed grid y's limit
+    dst[static_cast<long long>(r) * dst_stride + i] = src[static_cast<long long>(index[r]) * c + i];
 }
 
 }  // namespace
@@ -21,7 +21,8 @@ __global__ void gather_rows_kernel(const float* __restrict__ src, const int* __r
 cudaError_t gather_rows(const float* src, const int* index, int n, int c, float* dst,
                         int dst_stride, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  gather_rows_kernel<<<dim3(ceil_div(c, 256), n), 256, 0, stream>>>(src, index, c, dst, dst_stride);
+  gather_rows_kernel<<<dim3(ceil_div(c, 256), grid_rows(n)), 256, 0, stream>>>(src, index, n, c,
+                                                                               dst, dst_stride);
   return cudaGetLastError();
 }
 

@@ -89,14 +89,6 @@ cudaError_t attention_prepare();
 // Launches the row kernel over row_list and the tile kernel over the tiles.
 cudaError_t attention(const AttentionParams& params, cudaStream_t stream);
 
-// ---- logits summary (twin: cpu::summarize_logits) ----
-// For each of `rows` rows of `vocab` logits: the k largest (value desc, id asc
-// on ties) with their softmax probabilities, and [max, log-sum-exp, entropy]
-// in stats[r*3 ..]. k <= kMaxTopK.
-constexpr int kMaxTopK = 64;
-cudaError_t logit_summary(const float* logits, int rows, int vocab, int k, int* top_ids,
-                          float* top_logits, float* top_probs, float* stats, cudaStream_t stream);
-
 // True when this build's kernels can run on the current device; otherwise
 // false with a reason (e.g. built for sm_90, device is sm_80).
 bool kernels_loadable(std::string* why);

@@ -9,20 +9,22 @@ namespace ts::kernels {
 namespace {
 
 __global__ void bias_kv_append_kernel(float* __restrict__ qkv, const float* __restrict__ bias,
-                                      const int* __restrict__ slots, int c,
+                                      const int* __restrict__ slots, int rows, int c,
                                       float* __restrict__ k_pool, float* __restrict__ v_pool) {
-  const int r = blockIdx.y;
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= 3 * c) return;
-  float* row = qkv + static_cast<long long>(r) * 3 * c;
-  const float v = row[i] + bias[i];
-  row[i] = v;
-  if (i < c) return;
-  const long long slot = slots[r];
-  if (i < 2 * c)
-    k_pool[slot * c + (i - c)] = v;
-  else
-    v_pool[slot * c + (i - 2 * c)] = v;
+  const float b = bias[i];
+  for (int r = blockIdx.y; r < rows; r += gridDim.y) {  // rows may exceed grid y's limit
+    float* row = qkv + static_cast<long long>(r) * 3 * c;
+    const float v = row[i] + b;
+    row[i] = v;
+    if (i < c) continue;
+    const long long slot = slots[r];
+    if (i < 2 * c)
+      k_pool[slot * c + (i - c)] = v;
+    else
+      v_pool[slot * c + (i - 2 * c)] = v;
+  }
 }
 
 }  // namespace
@@ -31,8 +33,8 @@ __global__ void bias_kv_append_kernel(float* __restrict__ qkv, const float* __re
 cudaError_t bias_kv_append(float* qkv, const float* bias, const int* slots, int rows, int c,
                            float* k_pool, float* v_pool, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  bias_kv_append_kernel<<<dim3(ceil_div(3LL * c, 256), rows), 256, 0, stream>>>(qkv, bias, slots, c,
-                                                                                k_pool, v_pool);
+  bias_kv_append_kernel<<<dim3(ceil_div(3LL * c, 256), grid_rows(rows)), 256, 0, stream>>>(
+      qkv, bias, slots, rows, c, k_pool, v_pool);
   return cudaGetLastError();
 }
 

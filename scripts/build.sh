@@ -5,6 +5,8 @@
 #          libraries are present.  -> build/
 # asan:    AddressSanitizer + UndefinedBehaviorSanitizer, CPU only. -> build-asan/
 # tsan:    ThreadSanitizer, CPU only, GUI included. -> build-tsan/
+# Prints the configure summary: CUDA backend on/off and GUI on/off, each
+# with the reason (e.g. "no CUDA compiler found", "missing glfw3").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config="${1:-release}"
@@ -34,6 +36,14 @@ case "$config" in
     exit 2
     ;;
 esac
-cmake -S . -B "$dir" "${args[@]}" "$@" >/dev/null
+# The configure output goes to a log; its summary (what is built and, for what
+# is not, why) is printed. On a failure the whole log is.
+mkdir -p "$dir"
+if ! cmake -S . -B "$dir" "${args[@]}" "$@" >"$dir/configure.log" 2>&1; then
+  cat "$dir/configure.log" >&2
+  echo "build.sh: configuring $config failed (log: $dir/configure.log)" >&2
+  exit 1
+fi
+grep -E '^-- TokenScope:|CMake Warning' "$dir/configure.log" | sed 's/^-- /configure: /' || true
 cmake --build "$dir" -j"$jobs"
 echo "built $config in $dir/"

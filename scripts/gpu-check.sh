@@ -1,252 +1,568 @@
 #!/usr/bin/env bash
-# The one command for a GPU machine: build, test, benchmark and sanitize the CUDA backend:
-#   scripts/gpu-check.sh [OUT_DIR]        (default: gpu-check-out/)
-# 1. builds for the GPU it finds (CMAKE_CUDA_ARCHITECTURES from nvidia-smi's
-#    compute capability: 90 on H100/H200) into build-gpu/;
-# 2. runs the CUDA tests (a skip on a GPU machine counts as a failure) and the
-#    whole suite;
-# 3. runs tokenscope-bench --device cuda on a random GPT-2-124M (prefill of 1024
-#    tokens, decode at context 64 and 1000, lanes), fp32 and TF32;
-# 4. runs compute-sanitizer (memcheck on the CUDA tests; racecheck and
-#    synccheck on the kernel tests);
-# 5. runs the HF transformers peer (tools/peer/hf_peer.py) when torch and
-#    transformers are installed;
-# 6. writes OUT_DIR/report.json and OUT_DIR/report.md with every figure as a
-#    ratio to its target / bound, measured in the same run.
-# Exit status: 0 when every check passed, 1 otherwise (the report says which).
-# Environment: TS_JOBS (build jobs), TS_SANITIZER_TIMEOUT (s, default 1800),
-# TS_SKIP_SANITIZER=1, TS_SKIP_PEER=1.
+# The GPU check: everything TokenScope's CUDA backend must show on a GPU, in
+# phases that each finish well within 10 minutes, on an offline machine.
+#
+#   scripts/gpu-check.sh prepare          on a machine with apt and network:
+#                                         download the build's .deb files into
+#                                         build/device-kit/ (carry that folder
+#                                         to the GPU machine)
+#   scripts/gpu-check.sh [PHASE...]       on the GPU machine; PHASE is one of
+#                                         build test sanitize bench peer report,
+#                                         or all (the default: every phase in
+#                                         that order)
+#
+# build     unpacks build/device-kit/*.deb (when present) into a private prefix
+#           under the work folder (never into /), builds GoogleTest from its
+#           sources there, and builds ts_tests, tokenscope-bench and
+#           tokenscope-cli for the local GPU's architecture only
+# test      every CUDA test (a test that skips on a GPU machine is a failure),
+#           then the rest of the unit suite
+# sanitize  compute-sanitizer memcheck on the kernel tests (120 s) and
+#           racecheck on the attention kernels (120 s); a missing
+#           compute-sanitizer, or one that cannot instrument this device, is
+#           "not available", not a failure
+# bench     tokenscope-bench --device cuda on a random GPT-2-124M (written once
+#           to the work folder): fp32, context 1000, TF32, graphs off
+# peer      tools/peer/hf_peer.py: HF transformers on the same weights (logits,
+#           greedy tokens, tokens/s), when torch with CUDA and transformers are
+#           importable
+# report    OUT/report.md and OUT/report.json (also rewritten after every
+#           phase, so a phase that is killed leaves the ones before it)
+#
+# Without a GPU every phase still runs and the report marks each GPU figure
+# "not run". Output (OUT, default gpu-check-out/) stays small: logs are cut to
+# their last lines; checkpoints, build prefix and large JSON go to WORK.
+# Environment: TS_GPU_CHECK_OUT, TS_GPU_CHECK_WORK (default
+# /tmp/tokenscope-gpu-check), TS_GPU_CHECK_BUILD (default build-gpu),
+# TS_DEVICE_KIT (default build/device-kit), TS_GPU_CHECK_ARCHS (CUDA
+# architectures to build; default: the local GPU's, else CMake's default
+# list), TS_GPU_CHECK_BUILD_TIMEOUT (s, default 360), TS_JOBS.
+# Exit status: 0 when no check of the phases run FAILED.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-out="${1:-gpu-check-out}"
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
+root="$(pwd)"
+out="${TS_GPU_CHECK_OUT:-gpu-check-out}"
+work="${TS_GPU_CHECK_WORK:-/tmp/tokenscope-gpu-check}"
+build="${TS_GPU_CHECK_BUILD:-build-gpu}"
+kit="${TS_DEVICE_KIT:-build/device-kit}"
 jobs="${TS_JOBS:-$(nproc)}"
-status_file="$out/status.txt"
-: >"$status_file"
-note() { echo "gpu-check: $*" | tee -a "$out/log.txt"; }
-record() { echo "$1=$2" >>"$status_file"; note "$1: $2"; }
+kit_packages=(nlohmann-json3-dev googletest)
 
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
 fi
-if ! command -v nvidia-smi >/dev/null 2>&1; then
-  note "nvidia-smi not found: this is not a GPU machine (or the driver is missing)"
-  exit 1
-fi
-nvidia-smi >"$out/nvidia-smi.txt" 2>&1
-gpu_line="$(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader | head -1)"
-cc="$(echo "$gpu_line" | cut -d, -f2 | tr -d ' .')"
-if ! [[ "$cc" =~ ^[0-9]+$ ]]; then
-  note "could not read the compute capability from nvidia-smi ('$gpu_line')"
-  exit 1
-fi
-note "GPU: $gpu_line -> CMAKE_CUDA_ARCHITECTURES=$cc"
-echo "$gpu_line" >"$out/gpu.txt"
+export TS_FIXTURE_DIR="$root/tests/fixtures"
+failed=0
 
-# ---- 1. build ----
-build="build-gpu"
-if cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTS_ENABLE_GUI=OFF \
-     -DCMAKE_CUDA_ARCHITECTURES="$cc" -DTS_CUDA_KEEP_ARCHITECTURES=ON >"$out/configure.log" 2>&1 &&
-   grep -q "CUDA backend ON" "$out/configure.log" &&
-   cmake --build "$build" -j"$jobs" >"$out/build.log" 2>&1; then
-  record build ok
-else
-  record build FAILED
-  tail -40 "$out/configure.log" "$out/build.log" 2>/dev/null
-  exit 1
-fi
-
-# ---- 2. tests ----
-"$build/ts_tests" --gtest_filter='*Cuda*' --gtest_output="json:$out/cuda_tests.json" \
-  >"$out/cuda_tests.log" 2>&1
-cuda_rc=$?
-skipped="$(grep -c '^\[  SKIPPED \] ' "$out/cuda_tests.log" || true)"
-if [ "$cuda_rc" -eq 0 ] && [ "$skipped" -eq 0 ]; then
-  record cuda_tests ok
-elif [ "$cuda_rc" -eq 0 ]; then
-  record cuda_tests "FAILED (skipped on a GPU machine: $(grep -m1 'no CUDA device' "$out/cuda_tests.log"))"
-else
-  record cuda_tests FAILED
-fi
-if "$build/ts_tests" --gtest_output="json:$out/all_tests.json" >"$out/all_tests.log" 2>&1; then
-  record all_tests ok
-else
-  record all_tests FAILED
-fi
-
-# ---- 3. benchmark ----
-model="$out/random-124m"
-bench="$build/tokenscope-bench"
-if "$bench" --device cuda --write-random-124m "$model" --prefill-tokens 1024 --context 64 \
-     --decode-steps 50 --lanes 1,2,4,8 --cache-compare 256 >"$out/bench_cuda.json" 2>"$out/bench_cuda.log"; then
-  record bench ok
-else
-  record bench FAILED
-fi
-if "$bench" --device cuda --model "$model" --prefill-tokens 128 --context 1000 --decode-steps 20 \
-     --lanes 1,4 >"$out/bench_cuda_ctx1000.json" 2>"$out/bench_cuda_ctx1000.log"; then
-  record bench_long_context ok
-else
-  record bench_long_context FAILED
-fi
-if TOKENSCOPE_CUDA_TF32=1 "$bench" --device cuda --model "$model" --prefill-tokens 1024 --context 64 \
-     --decode-steps 50 --lanes 1 >"$out/bench_cuda_tf32.json" 2>"$out/bench_cuda_tf32.log"; then
-  record bench_tf32 ok
-else
-  record bench_tf32 FAILED
-fi
-if TOKENSCOPE_CUDA_GRAPHS=0 "$bench" --device cuda --model "$model" --prefill-tokens 128 --context 64 \
-     --decode-steps 50 --lanes 1 >"$out/bench_cuda_nographs.json" 2>"$out/bench_cuda_nographs.log"; then
-  record bench_no_graphs ok
-else
-  record bench_no_graphs FAILED
-fi
-
-# ---- 4. compute-sanitizer ----
-sanitizer="$(command -v compute-sanitizer || true)"
-[ -z "$sanitizer" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && sanitizer=/usr/local/cuda/bin/compute-sanitizer
-if [ "${TS_SKIP_SANITIZER:-0}" = 1 ]; then
-  record sanitizer "skipped (TS_SKIP_SANITIZER=1)"
-elif [ -z "$sanitizer" ]; then
-  record sanitizer "FAILED (compute-sanitizer not found)"
-else
-  t="${TS_SANITIZER_TIMEOUT:-1800}"
-  # The out-of-memory test asks the driver for terabytes on purpose.
-  if timeout "$t" "$sanitizer" --tool memcheck --leak-check full --error-exitcode 1 \
-       "$build/ts_tests" --gtest_filter='CudaKernels.*:CudaBackend.*:-CudaBackend.OutOfMemoryIsAClearMessage' \
-       >"$out/memcheck.log" 2>&1; then
-    record memcheck ok
-  else
-    record memcheck "FAILED (see memcheck.log)"
+# ---------------------------------------------------------------- prepare
+prepare() {
+  command -v apt-get >/dev/null 2>&1 || { echo "gpu-check prepare: needs apt-get (a Debian/Ubuntu machine)" >&2; return 1; }
+  mkdir -p "$kit"
+  rm -f "$kit"/*.deb
+  if ! (cd "$kit" && apt-get download "${kit_packages[@]}"); then
+    echo "gpu-check prepare: apt-get download failed; run 'apt-get update' and try again" >&2
+    return 1
   fi
-  for tool in racecheck synccheck; do
-    if timeout "$t" "$sanitizer" --tool "$tool" --error-exitcode 1 \
-         "$build/ts_tests" --gtest_filter='CudaKernels.*' >"$out/$tool.log" 2>&1; then
-      record "$tool" ok
-    else
-      record "$tool" "FAILED (see $tool.log)"
+  (cd "$kit" && sha256sum ./*.deb >SHA256SUMS)
+  {
+    echo "# .deb files for an offline TokenScope GPU build (scripts/gpu-check.sh build unpacks them)"
+    for p in "${kit_packages[@]}"; do
+      echo "$p $(apt-cache policy "$p" 2>/dev/null | awk '/Candidate:/ {print $2}')"
+    done
+  } >"$kit/MANIFEST"
+  echo "gpu-check prepare: $(ls "$kit"/*.deb | wc -l) packages in $kit/ ($(du -sh "$kit" | cut -f1)):"
+  ls -1 "$kit"/*.deb
+  echo "Copy $kit/ to the GPU machine (same path in the checkout), then run scripts/gpu-check.sh there."
+}
+
+# ---------------------------------------------------------------- bookkeeping
+# OUT/status.json: {check: {"result": ..., "detail": ..., "seconds": ...}}.
+record() {  # record CHECK RESULT [DETAIL] [SECONDS]
+  python3 - "$out/status.json" "$1" "$2" "${3:-}" "${4:-}" <<'EOF'
+import json, os, sys
+path, check, result, detail, seconds = sys.argv[1:]
+try:
+    with open(path) as f:
+        status = json.load(f)
+except Exception:
+    status = {}
+status[check] = {"result": result, "detail": detail}
+if seconds:
+    status[check]["seconds"] = float(seconds)
+tmp = path + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(status, f, indent=1)
+os.replace(tmp, path)
+EOF
+  echo "gpu-check: $1: $2${3:+ ($3)}"
+  case "$2" in FAILED*) failed=1 ;; esac
+}
+
+# Keeps the last lines of a log (the output folder stays small).
+keep_tail() {  # keep_tail FILE [LINES]
+  local f="$1" n="${2:-300}"
+  [ -f "$f" ] || return 0
+  if [ "$(wc -l <"$f")" -gt "$n" ]; then
+    tail -n "$n" "$f" >"$f.tmp" && mv "$f.tmp" "$f"
+  fi
+}
+
+# OUT/device.json: what nvidia-smi says about GPU 0 (or why there is none).
+device_info() {
+  python3 - "$out/device.json" <<'EOF'
+import json, shutil, subprocess, sys
+info = {"present": False}
+smi = shutil.which("nvidia-smi")
+if not smi:
+    info["why"] = "nvidia-smi not found (no NVIDIA driver on this machine)"
+else:
+    q = "name,driver_version,compute_cap,memory.total"
+    p = subprocess.run([smi, f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True, text=True)
+    line = p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() else ""
+    if not line:
+        info["why"] = "nvidia-smi failed: " + (p.stderr.strip().splitlines() or ["no output"])[-1]
+    else:
+        name, driver, cc, mem = [x.strip() for x in line.split(",")]
+        info.update(present=True, name=name, driver=driver, compute_capability=cc, memory=mem)
+nvcc = shutil.which("nvcc")
+if nvcc:
+    v = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    info["nvcc"] = (v.strip().splitlines() or [""])[-1]
+with open(sys.argv[1], "w") as f:
+    json.dump(info, f, indent=1)
+EOF
+}
+device_present() { python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["present"] else 1)' "$out/device.json"; }
+device_why() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("why",""))' "$out/device.json"; }
+local_arch() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("compute_capability","").replace(".",""))' "$out/device.json"; }
+
+# ---------------------------------------------------------------- build
+# Unpacks the kit into WORK/prefix and builds GoogleTest there; prints the
+# prefix for CMAKE_PREFIX_PATH (empty when there is no kit).
+kit_prefix() {
+  ls "$kit"/*.deb >/dev/null 2>&1 || return 0
+  local prefix="$work/prefix" stamp="$work/prefix/.unpacked"
+  if [ ! -f "$stamp" ] || [ -n "$(find "$kit" -name '*.deb' -newer "$stamp")" ]; then
+    rm -rf "$prefix"
+    mkdir -p "$prefix"
+    for deb in "$kit"/*.deb; do
+      if command -v dpkg-deb >/dev/null 2>&1; then
+        dpkg-deb -x "$deb" "$prefix" || return 1
+      else  # a .deb is an ar archive holding data.tar.*
+        local tmp
+        tmp="$(mktemp -d)"
+        (cd "$tmp" && ar x "$(cd "$root" && realpath "$deb")" && tar -xf data.tar.* -C "$prefix") || return 1
+        rm -rf "$tmp"
+      fi
+    done
+    # GoogleTest comes as sources: built here with this machine's compiler.
+    if [ -f "$prefix/usr/src/googletest/CMakeLists.txt" ]; then
+      timeout 30 cmake -S "$prefix/usr/src/googletest" -B "$work/gtest-build" -DCMAKE_BUILD_TYPE=Release \
+        -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX="$prefix/usr" >"$work/gtest-build.log" 2>&1 &&
+        timeout 90 cmake --build "$work/gtest-build" -j"$jobs" >>"$work/gtest-build.log" 2>&1 &&
+        cmake --install "$work/gtest-build" >>"$work/gtest-build.log" 2>&1 || {
+        tail -20 "$work/gtest-build.log" >&2
+        return 1
+      }
     fi
-  done
-fi
-
-# ---- 5. the HF transformers peer ----
-if [ "${TS_SKIP_PEER:-0}" = 1 ]; then
-  record peer "skipped (TS_SKIP_PEER=1)"
-elif python3 -c 'import torch, transformers; assert torch.cuda.is_available()' >/dev/null 2>&1; then
-  if python3 tools/peer/hf_peer.py --cli "$build/tokenscope-cli" --out "$out/peer" \
-       >"$out/peer.log" 2>&1; then
-    record peer ok
-  else
-    record peer "FAILED (see peer.log)"
+    touch "$stamp"
   fi
-else
-  record peer "skipped (python3 with torch + transformers and a CUDA torch is not installed)"
-fi
+  echo "$prefix/usr"
+}
 
-# ---- 6. report ----
-python3 - "$out" <<'EOF'
+phase_build() {
+  local t0=$SECONDS log="$out/logs/build.log" prefix archs gen=()
+  : >"$log"
+  if ! prefix="$(kit_prefix 2>>"$log")"; then
+    record build "FAILED" "unpacking $kit or building GoogleTest from it (logs/build.log)" $((SECONDS - t0))
+    keep_tail "$log"
+    return
+  fi
+  archs="${TS_GPU_CHECK_ARCHS:-$(local_arch)}"
+  local args=(-DCMAKE_BUILD_TYPE=Release -DTS_ENABLE_GUI=OFF -DTS_ENABLE_CUDA=ON)
+  [ -n "$archs" ] && args+=(-DCMAKE_CUDA_ARCHITECTURES="$archs")
+  [ -n "$prefix" ] && args+=(-DCMAKE_PREFIX_PATH="$prefix")
+  if command -v ccache >/dev/null 2>&1; then
+    args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  fi
+  if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
+  echo "kit prefix: ${prefix:-none (system packages)}; architectures: ${archs:-CMake default}" >>"$log"
+  if ! timeout 60 cmake -S . -B "$build" "${gen[@]}" "${args[@]}" >>"$log" 2>&1; then
+    record build "FAILED" "configure (logs/build.log)" $((SECONDS - t0))
+  elif ! grep -q "CUDA backend ON" "$log"; then
+    record build "FAILED" "$(grep -m1 'CUDA backend OFF' "$log" | sed 's/^-- //')" $((SECONDS - t0))
+  elif ! timeout "${TS_GPU_CHECK_BUILD_TIMEOUT:-360}" cmake --build "$build" -j"$jobs" --target ts_tests tokenscope-bench tokenscope-cli >>"$log" 2>&1; then
+    record build "FAILED" "compile failed or passed its ${TS_GPU_CHECK_BUILD_TIMEOUT:-360} s (logs/build.log; run the build phase again to go on)" $((SECONDS - t0))
+  else
+    record build ok "architectures ${archs:-default}; dependencies from ${prefix:-the system}" $((SECONDS - t0))
+  fi
+  keep_tail "$log"
+}
+
+need_build() {
+  if [ ! -x "$build/ts_tests" ] || [ ! -x "$build/tokenscope-bench" ] || [ ! -x "$build/tokenscope-cli" ]; then
+    record "$1" "not run" "no build in $build (run the build phase)"
+    return 1
+  fi
+}
+
+# ---------------------------------------------------------------- test
+# Summarises a gtest JSON file: "tests failures skipped" and the failed names.
+gtest_summary() {
+  python3 - "$1" <<'EOF'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(f"0 0 0 unreadable ({type(e).__name__})")
+    sys.exit()
+tests = failed = skipped = 0
+names = []
+for suite in d.get("testsuites", []):
+    for t in suite.get("testsuite", []):
+        tests += 1
+        if t.get("failures"):
+            failed += 1
+            names.append(f"{suite['name']}.{t['name']}")
+        elif t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN":
+            skipped += 1
+print(tests, failed, skipped, ",".join(names[:8]))
+EOF
+}
+
+phase_test() {
+  need_build cuda_tests || return
+  local t0=$SECONDS filter='*Cuda*:*Gpu*:*GPU*'
+  timeout 300 "$build/ts_tests" --gtest_filter="$filter" --gtest_output="json:$out/cuda_tests.json" \
+    >"$out/logs/cuda_tests.log" 2>&1
+  local rc=$?
+  read -r n f s names <<<"$(gtest_summary "$out/cuda_tests.json")"
+  if [ "$rc" -eq 124 ]; then
+    record cuda_tests "FAILED" "timed out after 300 s" $((SECONDS - t0))
+  elif [ "$rc" -ne 0 ] || [ "${f:-0}" -gt 0 ]; then
+    record cuda_tests "FAILED" "$f of $n failed: $names" $((SECONDS - t0))
+  elif ! device_present; then
+    record cuda_tests "not run" "$s of $n skipped: no CUDA device ($(device_why))" $((SECONDS - t0))
+  elif [ "${s:-0}" -gt 0 ]; then
+    record cuda_tests "FAILED" "$s of $n skipped on a GPU machine: $(grep -m1 'no CUDA device' "$out/logs/cuda_tests.log")" $((SECONDS - t0))
+  else
+    record cuda_tests ok "$n tests" $((SECONDS - t0))
+  fi
+  keep_tail "$out/logs/cuda_tests.log"
+  t0=$SECONDS
+  timeout 200 "$build/ts_tests" --gtest_filter="-$filter" --gtest_output="json:$work/other_tests.json" \
+    >"$out/logs/other_tests.log" 2>&1
+  rc=$?
+  read -r n f s names <<<"$(gtest_summary "$work/other_tests.json")"
+  if [ "$rc" -eq 0 ]; then
+    record other_tests ok "$n tests, $s skipped" $((SECONDS - t0))
+  else
+    record other_tests "FAILED" "rc $rc; $f of $n failed: $names" $((SECONDS - t0))
+  fi
+  keep_tail "$out/logs/other_tests.log"
+}
+
+# ---------------------------------------------------------------- sanitize
+find_sanitizer() {
+  command -v compute-sanitizer 2>/dev/null && return
+  for p in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+    [ -x "$p" ] && { echo "$p"; return; }
+  done
+}
+
+run_sanitizer() {  # run_sanitizer CHECK TOOL FILTER [EXTRA...]
+  local check="$1" tool="$2" filter="$3" sanitizer t0=$SECONDS
+  shift 3
+  sanitizer="$(find_sanitizer)"
+  if [ -z "$sanitizer" ]; then
+    record "$check" "not available" "compute-sanitizer not found"
+    return
+  fi
+  if ! device_present; then
+    record "$check" "not run" "no CUDA device ($(device_why))"
+    return
+  fi
+  local log="$out/logs/$check.log"
+  timeout 120 "$sanitizer" --tool "$tool" "$@" --error-exitcode 3 "$build/ts_tests" \
+    --gtest_filter="$filter" >"$log" 2>&1
+  local rc=$? summary
+  summary="$(grep -m1 'ERROR SUMMARY' "$log" | sed 's/^=* *//')"
+  if [ "$rc" -eq 124 ]; then
+    record "$check" "incomplete" "stopped at its 120 s budget; ${summary:-no error reported before}" $((SECONDS - t0))
+  elif [ -z "$summary" ] && [ "$rc" -ne 0 ]; then
+    # The sanitizer never got to the kernels: it refuses this device or
+    # driver (some virtualised GPUs), which says nothing about TokenScope.
+    record "$check" "not available" "compute-sanitizer could not run here: $(grep -v '^\s*$' "$log" | tail -1 | cut -c1-200)" $((SECONDS - t0))
+  elif [ "$rc" -eq 0 ]; then
+    record "$check" ok "$summary" $((SECONDS - t0))
+  elif [ "$rc" -eq 3 ]; then
+    record "$check" "FAILED" "$summary (logs/$check.log)" $((SECONDS - t0))
+  else
+    record "$check" "FAILED" "tests failed under $tool, rc $rc (logs/$check.log)" $((SECONDS - t0))
+  fi
+  keep_tail "$log" 200
+}
+
+phase_sanitize() {
+  need_build memcheck || return
+  run_sanitizer memcheck memcheck 'CudaKernels.*' --leak-check full
+  run_sanitizer racecheck racecheck 'CudaKernels.Attention*'
+}
+
+# ---------------------------------------------------------------- bench
+model="$work/random-124m"
+ensure_model() {
+  [ -f "$model/model.safetensors" ] && return 0
+  mkdir -p "$work"
+  # Writes the checkpoint before it picks a device; the tiny run after it is
+  # only what the flag requires.
+  timeout 120 "$build/tokenscope-bench" --device cuda --write-random-124m "$model" --prefill-tokens 1 \
+    --context 1 --decode-steps 1 --lanes 1 >/dev/null 2>"$work/write-model.log"
+  [ -f "$model/model.safetensors" ]
+}
+
+bench_run() {  # bench_run CHECK [ENV=VALUE...] -- BENCH ARGS...
+  local check="$1" t0=$SECONDS envs=()
+  shift
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  if [ $((SECONDS - bench_t0)) -gt 300 ]; then
+    record "$check" "not run" "the bench phase's budget (300 s before a run starts) was spent"
+    return
+  fi
+  if env "${envs[@]}" timeout 150 "$build/tokenscope-bench" --device cuda --model "$model" "$@" \
+      >"$out/$check.json" 2>"$out/logs/$check.log"; then
+    record "$check" ok "$*" $((SECONDS - t0))
+  else
+    record "$check" "FAILED" "$(tail -1 "$out/logs/$check.log" | cut -c1-200)" $((SECONDS - t0))
+    rm -f "$out/$check.json"
+  fi
+}
+
+phase_bench() {
+  need_build bench || return
+  if ! device_present; then
+    record bench "not run" "no CUDA device ($(device_why))"
+    return
+  fi
+  if ! ensure_model; then
+    record bench "FAILED" "could not write the random GPT-2-124M: $(tail -1 "$work/write-model.log")"
+    return
+  fi
+  bench_t0=$SECONDS
+  bench_run bench_fp32 -- --prefill-tokens 1024 --context 64 --decode-steps 50 --lanes 1,2,4,8 --cache-compare 256
+  bench_run bench_ctx1000 -- --prefill-tokens 128 --context 1000 --decode-steps 20 --lanes 1
+  bench_run bench_tf32 TOKENSCOPE_CUDA_TF32=1 -- --prefill-tokens 1024 --context 64 --decode-steps 50 --lanes 1
+  bench_run bench_no_graphs TOKENSCOPE_CUDA_GRAPHS=0 -- --prefill-tokens 128 --context 64 --decode-steps 50 --lanes 1
+}
+
+# ---------------------------------------------------------------- peer
+phase_peer() {
+  need_build peer || return
+  if ! device_present; then
+    record peer "not run" "no CUDA device ($(device_why))"
+    return
+  fi
+  local why
+  if ! why="$(python3 -c 'import torch, transformers, safetensors
+assert torch.cuda.is_available(), "torch sees no CUDA device"' 2>&1)"; then
+    record peer "not run" "python3 with CUDA torch + transformers: $(echo "$why" | tail -1 | cut -c1-160)"
+    return
+  fi
+  if ! ensure_model; then
+    record peer "FAILED" "could not write the random GPT-2-124M"
+    return
+  fi
+  local t0=$SECONDS
+  if timeout 400 python3 tools/peer/hf_peer.py --cli "$build/tokenscope-cli" --model "$model" \
+      --work "$work/peer" --out "$out/peer.json" >"$out/logs/peer.log" 2>&1; then
+    record peer ok "logits and 256 greedy tokens agree" $((SECONDS - t0))
+  else
+    record peer "FAILED" "$(tail -1 "$out/logs/peer.log" | cut -c1-200)" $((SECONDS - t0))
+  fi
+  keep_tail "$out/logs/peer.log"
+}
+
+# ---------------------------------------------------------------- report
+write_report() {
+  python3 - "$out" <<'EOF'
 import json, os, sys
 out = sys.argv[1]
+
 def load(name):
     try:
         with open(os.path.join(out, name)) as f:
             return json.load(f)
     except Exception:
         return None
-status = {}
-for line in open(os.path.join(out, "status.txt")):
-    k, _, v = line.rstrip("\n").partition("=")
-    status[k] = v
-report = {"gpu": open(os.path.join(out, "gpu.txt")).read().strip(), "checks": status}
 
-bw = None
-tests = load("cuda_tests.json")
-if tests:
-    for suite in tests.get("testsuites", []):
-        for t in suite.get("testsuite", []):
-            if "copy_bandwidth_gb_per_s" in t:
-                bw = float(t["copy_bandwidth_gb_per_s"]) * 1e9
-    report["cuda_tests"] = {"tests": tests.get("tests"), "failures": tests.get("failures"),
-                            "disabled": tests.get("disabled")}
-report["device_copy_bandwidth_gb_per_s"] = bw and bw * 1e-9
+status = load("status.json") or {}
+device = load("device.json") or {"present": False, "why": "device not probed"}
+NOT_RUN = "not run"
+
+def check_note(*names):
+    for n in names:
+        s = status.get(n)
+        if s and s["result"] != "ok":
+            return f"{n}: {s['result']}" + (f" ({s['detail']})" if s.get("detail") else "")
+    return "not run"
 
 figures = []
-def figure(name, value, unit, target=None, bound=None, note=""):
-    f = {"name": name, "value": value, "unit": unit, "note": note}
-    if target is not None and value is not None:
+def figure(name, value, unit, target=None, better="lower", bound=None, why=None):
+    f = {"name": name, "unit": unit}
+    if value is None:
+        f["value"] = NOT_RUN
+        f["why"] = why or NOT_RUN
+    else:
+        f["value"] = value
+    if target is not None:
         f["target"] = target
-        f["ratio_to_target"] = value / target
-        f["meets_target"] = value <= target
+        if value is not None:
+            f["meets_target"] = value <= target if better == "lower" else value >= target
     if bound is not None and value is not None:
         f["bound"] = bound
         f["ratio_to_bound"] = value / bound
     figures.append(f)
 
-b = load("bench_cuda.json")
-if b:
-    report["bench"] = b
-    wbytes = b["weight_bytes_fp32"]
-    bound_ms = wbytes / bw * 1e3 if bw else None
-    pre = {p["trace"]: p for p in b["prefill"]}
-    figure("prefill 1024 tokens, tracing off", pre[False]["seconds"] * 1e3, "ms", target=10.0)
-    figure("prefill 1024 tokens, attention + residuals traced", pre[True]["seconds"] * 1e3, "ms",
-           target=10.0)
-    dec = {d["trace"]: d for d in b["decode"]}
-    figure("decode step, batch 1, context 64, tracing off", dec[False]["ms_per_step"], "ms",
-           target=0.300, bound=bound_ms, note="bound = fp32 weight bytes / measured copy bandwidth")
-    figure("decode step, batch 1, context 64, attention + residuals traced", dec[True]["ms_per_step"],
-           "ms", target=0.400, bound=bound_ms)
-    for lane in b.get("lanes", []):
-        figure(f"decode step, {lane['lanes']} lanes", lane["ms_per_step"], "ms", bound=bound_ms)
-    for c in b.get("kv_cache_on_vs_off", []):
-        report["kv_cache_on_vs_off"] = c
-b = load("bench_cuda_ctx1000.json")
-if b:
-    dec = {d["trace"]: d for d in b["decode"]}
-    bound_ms = b["weight_bytes_fp32"] / bw * 1e3 if bw else None
-    figure("decode step, batch 1, context 1000, tracing off", dec[False]["ms_per_step"], "ms",
-           bound=bound_ms)
-b = load("bench_cuda_tf32.json")
-if b:
-    pre = {p["trace"]: p for p in b["prefill"]}
-    figure("prefill 1024 tokens, TF32 matmuls, tracing off", pre[False]["seconds"] * 1e3, "ms",
-           target=10.0)
-b = load("bench_cuda_nographs.json")
-if b:
-    dec = {d["trace"]: d for d in b["decode"]}
-    figure("decode step, batch 1, context 64, CUDA graphs off", dec[False]["ms_per_step"], "ms",
-           target=0.300)
-peer = load("peer/peer.json")
-if peer:
-    report["peer"] = peer
-    r = peer.get("tokens_per_second_ratio_engine")
-    if r:
-        figures.append({"name": "greedy tokens/s, TokenScope engine time / HF generate", "value": r,
-                        "unit": "x", "target": 10.0, "meets_target": r >= 10.0})
-report["figures"] = figures
-report["passed"] = all(v == "ok" or v.startswith("skipped") for v in status.values()) and \
-    not status.get("peer", "").startswith("FAILED")
-with open(os.path.join(out, "report.json"), "w") as f:
-    json.dump(report, f, indent=2)
+def by_trace(rows):
+    return {r["trace"]: r for r in rows or []}
 
-md = ["# TokenScope GPU check", "", f"GPU: {report['gpu']}", ""]
-if bw:
-    md.append(f"Measured device-to-device copy bandwidth: {bw * 1e-9:.0f} GB/s")
-    md.append("")
-md += ["| check | result |", "|---|---|"] + [f"| {k} | {v} |" for k, v in status.items()]
-md += ["", "| figure | value | target | ratio to target | bound | ratio to bound |", "|---|---|---|---|---|---|"]
-for f in figures:
-    def fmt(x, p=3):
-        return "" if x is None else (f"{x:.{p}f}" if isinstance(x, float) else str(x))
-    md.append(f"| {f['name']} | {fmt(f['value'])} {f['unit']} | {fmt(f.get('target'))} | "
-              f"{fmt(f.get('ratio_to_target'), 2)} | {fmt(f.get('bound'))} | {fmt(f.get('ratio_to_bound'), 2)} |")
+b = load("bench_fp32.json")
+why = check_note("bench_fp32", "bench", "build")
+pre = by_trace(b and b.get("prefill"))
+dec = by_trace(b and b.get("decode"))
+figure("prefill 1,024 tokens, tracing off", pre.get(False, {}).get("seconds") and pre[False]["seconds"] * 1e3, "ms", 5.0, why=why)
+figure("prefill 1,024 tokens, attention + residuals traced", pre.get(True, {}).get("seconds") and pre[True]["seconds"] * 1e3, "ms", 10.0, why=why)
+for trace, target, label in ((False, 0.300, "tracing off"), (True, 0.400, "attention + residuals traced")):
+    d = dec.get(trace)
+    figure(f"decode step, 1 lane, context 64, {label} (median)", d and d["ms_per_step_median"], "ms", target,
+           bound=d and d["memory_bound_ms"], why=why)
+lanes = {l["lanes"]: l for l in (b or {}).get("lanes", [])}
+for k in (1, 2, 4, 8):
+    l = lanes.get(k)
+    figure(f"decode step, {k} lane{'s' if k > 1 else ''}", l and l["ms_per_step"], "ms", why=why)
+figure("8 lanes / 1 lane", lanes.get(8) and lanes[8]["ratio_to_one_lane"], "x", 2.0, why=why)
+c = load("bench_ctx1000.json")
+d = by_trace(c and c.get("decode")).get(False)
+figure("decode step, 1 lane, context 1000, tracing off (median)", d and d["ms_per_step_median"], "ms",
+       bound=d and d["memory_bound_ms"], why=check_note("bench_ctx1000", "bench", "build"))
+t = load("bench_tf32.json")
+p = by_trace(t and t.get("prefill")).get(False)
+figure("prefill 1,024 tokens, TF32 matmuls, tracing off", p and p["seconds"] * 1e3, "ms", 5.0,
+       why=check_note("bench_tf32", "bench", "build"))
+g = load("bench_no_graphs.json")
+d = by_trace(g and g.get("decode")).get(False)
+figure("decode step, context 64, CUDA graphs off (median)", d and d["ms_per_step_median"], "ms",
+       why=check_note("bench_no_graphs", "bench", "build"))
+peer = load("peer.json")
+pw = check_note("peer", "build")
+figure("TokenScope tokens/s / HF generate tokens/s (engine time)", peer and peer.get("tokens_per_second_ratio_engine"),
+       "x", 10.0, better="higher", why=pw)
+figure("logits vs HF transformers, max abs difference", peer and peer.get("logits_max_abs_diff"), "", 1e-3, why=pw)
+
+# Parity tests (CPU vs CUDA at GPT-2 124M size, TF32) come from the test run.
+tests = load("cuda_tests.json")
+parity = {}
+if tests:
+    for suite in tests.get("testsuites", []):
+        for tc in suite.get("testsuite", []):
+            name = f"{suite['name']}.{tc['name']}"
+            skipped = tc.get("result") == "SKIPPED"
+            parity[name] = NOT_RUN if skipped else ("FAILED" if tc.get("failures") else "passed")
+def test_result(name):
+    return parity.get(name, check_note("cuda_tests", "build"))
+
+bench_device = next((x.get("device_after_run") or x.get("device") for x in (b, c, t, g) if x), None)
+graphs = NOT_RUN
+if b and b.get("device_after_run"):
+    s = b["device_after_run"]
+    graphs = s[s.find("decode graphs"):].rstrip(")") if "decode graphs" in s else s
+report = {
+    "device": device,
+    "backend_device": bench_device or NOT_RUN,
+    "cuda_graphs": graphs,
+    "tf32": "off in every run but bench_tf32 and the TF32 parity test (TOKENSCOPE_CUDA_TF32=1)",
+    "checks": status,
+    "figures": figures,
+    "parity_tests": {
+        "CPU vs CUDA, GPT-2 124M shape, 1,000-token context (logits <= 1e-3)":
+            test_result("CudaBackend.MatchesTheCpuAtGpt2SmallSizeWithAThousandTokenContext"),
+        "TF32 vs CPU (logits <= 1e-2)": test_result("CudaBackend.Tf32MatchesTheCpuAtItsOwnTolerance"),
+        "decode across context buckets vs CPU": test_result("CudaBackend.DecodeAcrossContextBucketsEqualsTheCpu"),
+        "graph replay == eager across buckets": test_result("CudaBackend.DecodeGraphReplayEqualsEagerAcrossBuckets"),
+    },
+}
+if b:
+    report["bench_bounds"] = b.get("machine")
 if peer:
-    md += ["", "## HF transformers peer", "", "```", json.dumps({k: v for k, v in peer.items()
-           if not isinstance(v, (list, dict))}, indent=1), "```"]
-md += ["", f"Overall: {'PASSED' if report['passed'] else 'FAILED'}", ""]
+    report["peer"] = {k: v for k, v in peer.items() if not isinstance(v, (list, dict))}
+report["failed"] = [k for k, v in status.items() if v["result"].startswith("FAILED")]
+with open(os.path.join(out, "report.json.tmp"), "w") as f:
+    json.dump(report, f, indent=1)
+os.replace(os.path.join(out, "report.json.tmp"), os.path.join(out, "report.json"))
+
+def fmt(x):
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return "" if x is None else str(x)
+
+md = ["# TokenScope GPU check", ""]
+if device.get("present"):
+    md.append(f"Device: {device['name']}, compute capability {device['compute_capability']}, "
+              f"driver {device['driver']}, {device['memory']}")
+else:
+    md.append(f"Device: none ({device.get('why', '')})")
+md += [f"CUDA compiler: {device.get('nvcc', 'not found')}",
+       f"Backend: {report['backend_device']}",
+       f"CUDA graphs (decode): {graphs}",
+       f"TF32: {report['tf32']}", ""]
+if b and b.get("machine"):
+    m = b["machine"]
+    md += [f"Bounds measured in the same run on the device: copy bandwidth {m['read_bandwidth_gb_per_s']:.0f} GB/s, "
+           f"fp32 SGEMM {m['peak_gflops']:.0f} GFLOP/s", ""]
+md += ["## Checks", "", "| check | result | detail | seconds |", "|---|---|---|---|"]
+for k, v in status.items():
+    md.append(f"| {k} | {v['result']} | {v.get('detail', '')} | {fmt(v.get('seconds'))} |")
+md += ["", "## Figures", "", "| figure | value | target | meets | bound | ratio to bound |", "|---|---|---|---|---|---|"]
+for f in figures:
+    val = f["value"] if f["value"] == NOT_RUN else f"{fmt(f['value'])} {f['unit']}".strip()
+    if f["value"] == NOT_RUN:
+        val += f" ({f['why']})" if f.get("why") and f["why"] != NOT_RUN else ""
+    meets = "" if "meets_target" not in f else ("yes" if f["meets_target"] else "NO")
+    md.append(f"| {f['name']} | {val} | {fmt(f.get('target'))} | {meets} | {fmt(f.get('bound'))} | {fmt(f.get('ratio_to_bound'))} |")
+md += ["", "## Parity tests", "", "| test | result |", "|---|---|"]
+md += [f"| {k} | {v} |" for k, v in report["parity_tests"].items()]
+if peer:
+    md += ["", "## HF transformers peer", "", "| | |", "|---|---|"]
+    md += [f"| {k} | {fmt(v)} |" for k, v in report["peer"].items()]
+md += ["", "Failed: " + (", ".join(report["failed"]) if report["failed"] else "nothing"), ""]
 with open(os.path.join(out, "report.md"), "w") as f:
     f.write("\n".join(md))
-print("\n".join(md))
-sys.exit(0 if report["passed"] else 1)
 EOF
+}
+
+# ---------------------------------------------------------------- main
+if [ "${1:-}" = prepare ]; then
+  prepare
+  exit $?
+fi
+phases=("$@")
+[ ${#phases[@]} -eq 0 ] && phases=(all)
+if [ "${phases[0]}" = all ]; then phases=(build test sanitize bench peer report); fi
+for p in "${phases[@]}"; do
+  case "$p" in
+    build | test | sanitize | bench | peer | report) ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu-check: unknown phase '$p' (prepare, build, test, sanitize, bench, peer, report, all)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out/logs" "$work"
+out="$(cd "$out" && pwd)"
+device_info
+for p in "${phases[@]}"; do
+  echo "gpu-check: phase $p"
+  [ "$p" != report ] && "phase_$p"
+  write_report
+done
+echo "gpu-check: report in $out/report.md"
+[ "$failed" -eq 0 ]

@@ -16,28 +16,15 @@
 #include <stb_image_write.h>
 
 #include "util/error.h"
+#include "util/paths.h"
 
 namespace ts::app {
 
 std::filesystem::path find_shader_dir() {
-  std::error_code ec;
   if (const char* env = std::getenv("TOKENSCOPE_SHADERS"); env && *env) return env;
-#ifdef TS_SHADER_DIR
-  if (std::filesystem::exists(std::filesystem::path(TS_SHADER_DIR) / "heatmap.frag", ec))
-    return TS_SHADER_DIR;
-#endif
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (const auto& rel : {"../shaders", "../../shaders", "shaders"}) {
-      const auto dir = exe.parent_path() / rel;
-      if (std::filesystem::exists(dir / "heatmap.frag", ec)) return dir;
-    }
-  }
-#ifdef TS_SHADER_DIR
-  return TS_SHADER_DIR;
-#else
-  return "shaders";
-#endif
+  // Beside the executable (an install's share/tokenscope, or the build tree).
+  const std::filesystem::path frag = find_data("shaders/heatmap.frag");
+  return frag.empty() ? std::filesystem::path("shaders") : frag.parent_path();
 }
 
 namespace {
@@ -45,14 +32,7 @@ namespace {
 std::atomic<bool> g_stop_requested{false};
 void on_signal(int) { g_stop_requested = true; }
 
-std::filesystem::path font_path() {
-  if (const char* env = std::getenv("TOKENSCOPE_FONT"); env && *env) return env;
-#ifdef TS_FONT_PATH
-  return TS_FONT_PATH;
-#else
-  return "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-#endif
-}
+std::filesystem::path font_path() { return find_font(); }
 
 // ---- [TokenScope][Settings] in imgui.ini ----
 

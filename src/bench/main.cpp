@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
       throw ts::Error("--context / --prefill-tokens exceed the model's context of " +
                       std::to_string(cfg.n_ctx));
 
-    const ts::cpu::MachineRoofs roofs = ts::cpu::measure_machine(o.threads);
+    const ts::cpu::MachineRoofs roofs = ts::measure_bench_roofs(engine.backend(), o.threads);
     json report = {{"model", model_dir},
                    {"parameters", cfg.parameter_count()},
                    {"weight_bytes_fp32", cfg.parameter_count() * 4},
@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
     for (bool trace : {false, true}) {
       // Bandwidth is probed again right before the steps it bounds: on a
       // shared machine both figures then see the same neighbours.
-      const double bandwidth = ts::cpu::measure_read_bandwidth(512ll << 20, o.threads);
+      const double bandwidth = ts::measure_bench_bandwidth(engine.backend(), o.threads);
       const DecodeTiming t = decode_step_time(engine, o, 1, trace);
       const double bound = t.cost.bytes() / bandwidth;
       const double weight_bound = t.cost.weight_bytes / bandwidth;
@@ -261,6 +261,7 @@ int main(int argc, char** argv) {
     json compare = json::array();
     for (int n : o.cache_compare) compare.push_back(cache_compare(engine, n));
     if (!compare.empty()) report["kv_cache_on_vs_off"] = compare;
+    report["device_after_run"] = engine.backend().device_name();  // e.g. graphs captured
     std::cout << report.dump(2) << std::endl;
     return 0;
   } catch (const ts::Error& e) {

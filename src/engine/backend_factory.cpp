@@ -60,4 +60,28 @@ HardwareRoofs measure_roofs(const Backend& backend, int cpu_threads, double work
   return roofs;
 }
 
+cpu::MachineRoofs measure_bench_roofs(const Backend& backend, int cpu_threads) {
+#ifdef TS_HAVE_CUDA
+  if (backend.name() == "cuda") {
+    cpu::MachineRoofs r;
+    measure_cuda_roofs(&r.peak_flops, &r.read_bandwidth);
+    return r;
+  }
+#endif
+  (void)backend;
+  return cpu::measure_machine(cpu_threads);
+}
+
+double measure_bench_bandwidth(const Backend& backend, int cpu_threads) {
+#ifdef TS_HAVE_CUDA
+  if (backend.name() == "cuda") {
+    double flops = 0, bandwidth = 0;
+    measure_cuda_roofs(&flops, &bandwidth);
+    return bandwidth;
+  }
+#endif
+  (void)backend;
+  return cpu::measure_read_bandwidth(512ll << 20, cpu_threads);
+}
+
 }  // namespace ts

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/backend.h"
+#include "engine/cpu/machine_probe.h"
 #include "model/weights.h"
 
 namespace ts {
@@ -41,5 +42,14 @@ struct HardwareRoofs {
 // ts::Error when the probe cannot run (e.g. the device is out of memory).
 HardwareRoofs measure_roofs(const Backend& backend, int cpu_threads = 0,
                             double working_set_bytes = 0);
+
+// The bounds tokenscope-bench divides a backend's figures by, measured on the
+// machine that runs it: for the CPU the streaming read bandwidth and FMA peak
+// of `cpu_threads`; for CUDA the device's own copy bandwidth (bytes read +
+// written per second) and fp32 SGEMM peak (threads = 0), never the host's.
+cpu::MachineRoofs measure_bench_roofs(const Backend& backend, int cpu_threads);
+// The bandwidth half of measure_bench_roofs alone (re-probed right before a
+// measurement it bounds).
+double measure_bench_bandwidth(const Backend& backend, int cpu_threads);
 
 }  // namespace ts

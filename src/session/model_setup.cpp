@@ -7,22 +7,19 @@
 #include "engine/backend_factory.h"
 #include "model/model_loader.h"
 #include "util/error.h"
+#include "util/paths.h"
 
 namespace ts {
 namespace fs = std::filesystem;
 
 fs::path default_model_path() {
   if (const char* env = std::getenv("TOKENSCOPE_MODEL"); env && *env) return env;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
-         dir = dir.parent_path()) {
-      const fs::path candidate = dir / "assets/models/tokenscope-tiny";
-      if (fs::exists(candidate / "config.json", ec)) return candidate;
-    }
-  }
-  return TS_DEFAULT_MODEL_DIR;
+  // Found beside the executable at run time (install or build tree), so the
+  // binaries can be moved; when absent, the first place searched is named.
+  const fs::path rel = "models/tokenscope-tiny";
+  if (fs::path found = find_data(rel); !found.empty()) return found;
+  const auto dirs = data_dirs();
+  return dirs.empty() ? rel : dirs.front() / rel;
 }
 
 LoadedModel load_model_setup(const ModelSetupOptions& options) {

@@ -33,8 +33,9 @@ struct LoadedModel {
 // sequence per lane, one per beam of a beam lane, and two for scratch work.
 int cache_sequences_for(const std::vector<SamplingParams>& strategies);
 
-// The bundled model: $TOKENSCOPE_MODEL, then assets/models/tokenscope-tiny
-// beside the executable's project, then the source tree's copy.
+// The bundled model: $TOKENSCOPE_MODEL, then models/tokenscope-tiny in the
+// data folders beside the executable (util/paths.h: an install's
+// share/tokenscope, or the build tree's link to assets/).
 std::filesystem::path default_model_path();
 
 // Throws ts::Error with one line naming the file at fault.

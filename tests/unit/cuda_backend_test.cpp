@@ -1,8 +1,8 @@
 // The CUDA backend against the CPU reference.
 //
 // Runs everywhere: the fallback when no device answers (auto -> CPU with a
-// one-line notice, cuda -> ts::Error), the CPU twin of the logits summary, and
-// (in CUDA builds) the host-side forward plan the kernels read.
+// one-line notice, cuda -> ts::Error) and the host-side forward plan the
+// kernels read.
 // Needs a GPU (skipped with the reason otherwise): every kernel against its
 // CPU twin, the whole forward pass on the tiny fixture (logits <= 1e-3,
 // attention <= 1e-4), cached decode vs full recomputation, KV fork /
@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -25,7 +26,7 @@
 #include "engine/cpu/embedding.h"
 #include "engine/cpu/gelu.h"
 #include "engine/cpu/layernorm.h"
-#include "engine/cpu/logit_summary.h"
+#include "engine/cuda/forward_plan.h"
 #include "engine/engine.h"
 #include "model/model_loader.h"
 #include "test_model_writer.h"
@@ -33,7 +34,6 @@
 #include "util/error.h"
 #ifdef TS_HAVE_CUDA
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/forward_plan.h"
 #include "engine/cuda/kernel_harness.h"
 #endif
 
@@ -49,12 +49,12 @@ float max_abs_diff(const float* a, const float* b, size_t n) {
   for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
   return m;
 }
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+[[maybe_unused]] float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return std::numeric_limits<float>::infinity();
   return max_abs_diff(a.data(), b.data(), a.size());
 }
 
-std::vector<float> random_vector(size_t n, std::mt19937& rng, float scale = 1.0f) {
+[[maybe_unused]] std::vector<float> random_vector(size_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> d(0.0f, scale);
   std::vector<float> v(n);
   for (float& x : v) x = d(rng);
@@ -112,46 +112,7 @@ TEST(CudaFallback, NoDeviceMeansCpuWithOneLineNoticeAndCudaThrows) {
   EXPECT_EQ(make_backend("cpu", w, 1).notice, "");
 }
 
-// The CPU twin of the summary kernel against a plain sort and softmax.
-TEST(CudaLogitSummaryCpuTwin, MatchesSortAndSoftmax) {
-  std::mt19937 rng(3);
-  std::vector<float> l = random_vector(1000, rng, 3.0f);
-  l[10] = l[500] = l[999] = 20.0f;  // a three-way tie at the top
-  l[7] = std::numeric_limits<float>::quiet_NaN();
-  l[8] = -std::numeric_limits<float>::infinity();
-  const cpu::LogitSummary s = cpu::summarize_logits(l.data(), 1000, 6);
-  ASSERT_EQ(s.ids.size(), 6u);
-  EXPECT_EQ(s.ids[0], 10);  // ties: the smaller id first
-  EXPECT_EQ(s.ids[1], 500);
-  EXPECT_EQ(s.ids[2], 999);
-  std::vector<double> p(1000);
-  double mx = 20.0, sum = 0;
-  for (int i = 0; i < 1000; ++i) {
-    const double v = std::isnan(l[i]) ? -INFINITY : l[i];
-    sum += std::exp(v - mx);
-  }
-  double entropy = 0;
-  for (int i = 0; i < 1000; ++i) {
-    const double v = std::isnan(l[i]) ? -INFINITY : l[i];
-    p[i] = std::exp(v - mx) / sum;
-    if (p[i] > 0) entropy -= p[i] * std::log(p[i]);
-  }
-  std::vector<int> order(1000);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
-  for (int i = 0; i < 6; ++i) {
-    EXPECT_EQ(s.ids[i], order[i]);
-    EXPECT_NEAR(s.probs[i], p[order[i]], 1e-6);
-    EXPECT_EQ(s.logits[i], l[order[i]]);
-  }
-  EXPECT_NEAR(s.log_sum_exp, mx + std::log(sum), 1e-5);
-  EXPECT_NEAR(s.entropy, entropy, 1e-5);
-  EXPECT_EQ(s.max_logit, 20.0f);
-  EXPECT_THROW(cpu::summarize_logits(l.data(), 1000, 0), Error);
-  EXPECT_THROW(cpu::summarize_logits(l.data(), 10, 11), Error);
-}
-
-#ifdef TS_HAVE_CUDA
+// ------------------------------------- the host-side forward plan (no GPU)
 
 BatchEntry entry_for(int start_pos, int n, const std::vector<int>& block_table, int bs) {
   BatchEntry b;
@@ -264,6 +225,43 @@ TEST(CudaForwardPlan, RefusesBatchesAKernelWouldWriteOutOfBoundsWith) {
   expect_error(b, "exceeds the model's");
 }
 
+// A long decode must not reallocate the metadata (and re-capture every
+// decode graph) each time a block table grows by one block: the capacity
+// sized from the first step holds every later step's plan, up to n_ctx.
+TEST(CudaForwardPlan, MetadataCapacityHoldsEveryContextUpToTheModelsLimit) {
+  cuda_detail::PlanOptions o;
+  o.block_size = 16;
+  o.n_head = 12;
+  o.n_ctx = 1024;
+  o.pool_slots = 16 * 64 * 4;
+  std::vector<std::vector<int>> tables(3, std::vector<int>(64));
+  for (int lane = 0; lane < 3; ++lane)
+    for (int i = 0; i < 64; ++i) tables[lane][i] = lane * 64 + i;
+  auto plan_at = [&](int context) {
+    std::vector<BatchEntry> batch;
+    for (int lane = 0; lane < 3; ++lane)
+      batch.push_back(entry_for(context - 1, 1, tables[lane], 16));
+    o.probs_stride = o.max_context = cuda_detail::context_bucket(context, o.n_ctx);
+    return cuda_detail::make_forward_plan(batch, o);
+  };
+  const auto first = plan_at(5);
+  const size_t capacity = cuda_detail::metadata_capacity(first, 16, 1024);
+  for (int context : {5, 16, 17, 64, 65, 300, 1000, 1024}) {
+    const auto p = plan_at(context);
+    EXPECT_LE(p.packed.size(), capacity) << "context " << context;
+    EXPECT_EQ(cuda_detail::metadata_capacity(p, 16, 1024), capacity) << "context " << context;
+    EXPECT_EQ(p.at.block_tables, first.at.block_tables) << "context " << context;
+  }
+  // Exactly the full block tables: 3 lanes x 64 blocks after the fixed arrays.
+  EXPECT_EQ(capacity, static_cast<size_t>(first.at.block_tables) + 3 * 64);
+  // A prefill is never larger than its capacity either.
+  o.probs_stride = o.max_context = 0;
+  const auto prefill = cuda_detail::make_forward_plan({entry_for(0, 40, tables[0], 16)}, o);
+  EXPECT_GE(cuda_detail::metadata_capacity(prefill, 16, 1024), prefill.packed.size());
+}
+
+#ifdef TS_HAVE_CUDA
+
 // ---------------------------------------------------------------- GPU only
 
 #define TS_REQUIRE_CUDA()                                                          \
@@ -336,6 +334,49 @@ TEST(CudaKernels, ElementwiseKernelsMatchTheirCpuTwins) {
   for (int i : index)
     gathered.insert(gathered.end(), qkv.begin() + i * 3 * c, qkv.begin() + (i + 1) * 3 * c);
   EXPECT_EQ(max_abs_diff(cuda_check::gather_rows(qkv, index, 3 * c), gathered), 0.0f);
+}
+
+// Grids put rows on y, which holds at most 65,535 blocks: more rows than
+// that must still all be computed (the kernels loop over rows).
+TEST(CudaKernels, RowKernelsHandleMoreRowsThanAGridDimensionHolds) {
+  TS_REQUIRE_CUDA();
+  std::mt19937 rng(14);
+  const int rows = 70001, c = 8, vocab = 11, n_ctx = 70001;
+  const auto wte = random_vector(static_cast<size_t>(vocab) * c, rng);
+  const auto wpe = random_vector(static_cast<size_t>(n_ctx) * c, rng);
+  std::vector<int> tok(rows), pos(rows);
+  for (int r = 0; r < rows; ++r) {
+    tok[r] = r % vocab;
+    pos[r] = rows - 1 - r;
+  }
+  std::vector<float> want(static_cast<size_t>(rows) * c);
+  cpu::embed(wte.data(), wpe.data(), tok.data(), pos.data(), rows, c, want.data());
+  EXPECT_EQ(max_abs_diff(cuda_check::embed(wte, wpe, tok, pos, c), want), 0.0f);
+
+  std::vector<int> index(rows);
+  for (int r = 0; r < rows; ++r) index[r] = (r * 7919) % rows;
+  std::vector<float> gathered;
+  for (int i : index)
+    gathered.insert(gathered.end(), want.begin() + i * c, want.begin() + (i + 1) * c);
+  EXPECT_EQ(max_abs_diff(cuda_check::gather_rows(want, index, c), gathered), 0.0f);
+
+  auto qkv = random_vector(static_cast<size_t>(rows) * 3 * c, rng);
+  const auto bias = random_vector(3 * c, rng);
+  std::vector<int> slots(rows);
+  for (int r = 0; r < rows; ++r) slots[r] = rows - 1 - r;
+  std::vector<float> k(static_cast<size_t>(rows) * c, 0.0f), v = k, k_cpu = k, v_cpu = v,
+                                                             qkv_cpu = qkv;
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < 3 * c; ++i) qkv_cpu[static_cast<size_t>(r) * 3 * c + i] += bias[i];
+    std::copy_n(qkv_cpu.begin() + static_cast<size_t>(r) * 3 * c + c, c,
+                k_cpu.begin() + static_cast<size_t>(slots[r]) * c);
+    std::copy_n(qkv_cpu.begin() + static_cast<size_t>(r) * 3 * c + 2 * c, c,
+                v_cpu.begin() + static_cast<size_t>(slots[r]) * c);
+  }
+  cuda_check::bias_kv_append(qkv, bias, slots, c, k, v);
+  EXPECT_EQ(max_abs_diff(qkv, qkv_cpu), 0.0f);
+  EXPECT_EQ(max_abs_diff(k, k_cpu), 0.0f);
+  EXPECT_EQ(max_abs_diff(v, v_cpu), 0.0f);
 }
 
 struct AttnCase {
@@ -417,34 +458,6 @@ TEST(CudaKernels, AttentionRowAndTileKernelsMatchTheCpuTwin) {
     check_attention(attention_case({{0, 1024}}, 16, rng), nh, hd, 16, K::kAuto, 0, 0, rng);
     check_attention(attention_case({{700, 1}, {1023, 1}, {3, 1}}, 16, rng), nh, hd, 16, K::kRow, 0,
                     1024, rng);
-  }
-}
-
-TEST(CudaKernels, LogitSummaryMatchesItsCpuTwin) {
-  TS_REQUIRE_CUDA();
-  std::mt19937 rng(13);
-  for (int vocab : {50257, 300, 7}) {
-    const int rows = 3;
-    auto l = random_vector(static_cast<size_t>(rows) * vocab, rng, 4.0f);
-    if (vocab > 10) {
-      l[5] = l[17] = l[200] = 30.0f;
-      l[vocab + 3] = std::numeric_limits<float>::quiet_NaN();
-      l[2 * vocab + 1] = -std::numeric_limits<float>::infinity();
-    }
-    for (int k : {1, 5, 64}) {
-      if (k > vocab) continue;
-      const auto got = cuda_check::logit_summary(l, rows, vocab, k);
-      for (int r = 0; r < rows; ++r) {
-        const auto want =
-            cpu::summarize_logits(l.data() + static_cast<size_t>(r) * vocab, vocab, k);
-        EXPECT_EQ(got[r].ids, want.ids) << vocab << " " << k;
-        EXPECT_EQ(max_abs_diff(got[r].logits, want.logits), 0.0f);
-        EXPECT_LE(max_abs_diff(got[r].probs, want.probs), 1e-6f);
-        EXPECT_EQ(got[r].max_logit, want.max_logit);
-        EXPECT_NEAR(got[r].log_sum_exp, want.log_sum_exp, 1e-4);
-        EXPECT_NEAR(got[r].entropy, want.entropy, 1e-4);
-      }
-    }
   }
 }
 
@@ -727,6 +740,159 @@ TEST(CudaBackend, DecodeGraphReplayEqualsEagerLaunches) {
   }
   EXPECT_NE(graphs.backend().device_name().find("graphs on"), std::string::npos)
       << graphs.backend().device_name();
+}
+
+// A model with a context long enough for decode graphs of several buckets
+// (64, 128, 256).
+std::shared_ptr<const ModelWeights> bucket_model() {
+  ModelConfig cfg;
+  cfg.vocab_size = 300;
+  cfg.n_ctx = 256;
+  cfg.n_embd = 64;
+  cfg.n_head = 4;
+  cfg.n_layer = 2;
+  static const test::RandomGpt2 model = test::make_random_gpt2(cfg, 31);
+  return std::make_shared<const ModelWeights>(test::as_model_weights(model));
+}
+
+int captured_graphs(const Backend& b) {
+  const std::string name = b.device_name();
+  const size_t at = name.find(" captured");
+  if (at == std::string::npos) return -1;
+  size_t begin = at;
+  while (begin > 0 && std::isdigit(static_cast<unsigned char>(name[begin - 1]))) --begin;
+  return std::stoi(name.substr(begin, at - begin));
+}
+
+// A decode that crosses context buckets (64 -> 128 -> 256): each crossing
+// captures a new graph for a larger context and grows the probability
+// buffer; every step, traced or not, still equals the CPU.
+TEST(CudaBackend, DecodeAcrossContextBucketsEqualsTheCpu) {
+  TS_REQUIRE_CUDA();
+  auto w = bucket_model();
+  Engine gpu(w, cuda_backend(w), 256 * 4);
+  Engine cpu(w, make_cpu_backend(w, 2), 256 * 4);
+  std::vector<int> prompt(40);
+  for (int i = 0; i < 40; ++i) prompt[i] = (i * 37) % 300;
+  const SeqId g = gpu.cache().create(), c = cpu.cache().create();
+  gpu.forward({{g, prompt}}, {});
+  cpu.forward({{c, prompt}}, {});
+  ForwardOptions trace;
+  trace.record_attention = true;
+  trace.record_residuals = true;
+  int step = 0;
+  for (; gpu.cache().length(g) < 200; ++step) {
+    // Untraced stretches too: a key without traces is captured on its own.
+    const ForwardOptions o = (step / 10) % 2 == 0 ? trace : ForwardOptions{};
+    const int t = (step * 13 + 5) % 300;
+    const ForwardResult a = gpu.forward({{g, {t}}}, o), b = cpu.forward({{c, {t}}}, o);
+    expect_same_outputs(a.outputs[0], b.outputs[0], 1e-3f, 1e-4f,
+                        "context " + std::to_string(gpu.cache().length(g)));
+    if (HasFailure()) break;
+  }
+  // Keys (1 lane, bucket, traced or not): at least 64, 128 and 256 traced and
+  // untraced were replayed from captured graphs.
+  EXPECT_GE(captured_graphs(gpu.backend()), 6) << gpu.backend().device_name();
+}
+
+// Graph replay equals eager launches in every bucket, with several lanes.
+TEST(CudaBackend, DecodeGraphReplayEqualsEagerAcrossBuckets) {
+  TS_REQUIRE_CUDA();
+  auto w = bucket_model();
+  setenv("TOKENSCOPE_CUDA_GRAPHS", "0", 1);
+  std::unique_ptr<Backend> eager_backend;
+  try {
+    eager_backend = cuda_backend(w);
+  } catch (...) {
+    unsetenv("TOKENSCOPE_CUDA_GRAPHS");
+    throw;
+  }
+  unsetenv("TOKENSCOPE_CUDA_GRAPHS");
+  Engine eager(w, std::move(eager_backend), 256 * 6);
+  Engine graphs(w, cuda_backend(w), 256 * 6);
+  std::vector<int> prompt(50);
+  for (int i = 0; i < 50; ++i) prompt[i] = (i * 11) % 300;
+  const SeqId a = eager.cache().create(), b = graphs.cache().create();
+  eager.forward({{a, prompt}}, {});
+  graphs.forward({{b, prompt}}, {});
+  const std::vector<SeqId> la = {a, eager.cache().fork(a), eager.cache().fork(a)};
+  const std::vector<SeqId> lb = {b, graphs.cache().fork(b), graphs.cache().fork(b)};
+  ForwardOptions trace;
+  trace.record_attention = true;
+  trace.record_residuals = true;
+  for (int step = 0; eager.cache().length(a) < 256; ++step) {
+    const ForwardOptions& o = step % 4 == 0 ? ForwardOptions{} : trace;
+    std::vector<ForwardRequest> ra, rb;
+    for (int i = 0; i < 3; ++i) {
+      ra.push_back({la[i], {(step + 100 * i) % 300}});
+      rb.push_back({lb[i], {(step + 100 * i) % 300}});
+    }
+    const ForwardResult x = eager.forward(ra, o), y = graphs.forward(rb, o);
+    for (int i = 0; i < 3; ++i)
+      expect_same_outputs(
+          y.outputs[i], x.outputs[i], 1e-5f, 1e-6f,
+          "context " + std::to_string(eager.cache().length(a)) + " lane " + std::to_string(i));
+    if (HasFailure()) break;
+  }
+  EXPECT_GE(captured_graphs(graphs.backend()), 3) << graphs.backend().device_name();
+}
+
+// GPT-2 124M's shape (vocab 50257, width 768, 12 layers x 12 heads) and a
+// 1,000-token context: prefill, then decode steps, CUDA vs CPU.
+// tf32: TOKENSCOPE_CUDA_TF32=1 (tensor cores, 10-bit mantissas in the
+// products), checked at its own tolerance.
+void expect_gpt2_124m_parity(bool tf32, float logit_tol, float attn_tol) {
+  ModelConfig cfg;
+  cfg.vocab_size = 50257;
+  cfg.n_ctx = 1024;
+  cfg.n_embd = 768;
+  cfg.n_head = 12;
+  cfg.n_layer = 12;
+  static const test::RandomGpt2 model = test::make_random_gpt2(cfg, 124);
+  auto w = std::make_shared<const ModelWeights>(test::as_model_weights(model));
+  if (tf32) setenv("TOKENSCOPE_CUDA_TF32", "1", 1);
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = cuda_backend(w);
+  } catch (...) {
+    unsetenv("TOKENSCOPE_CUDA_TF32");
+    throw;
+  }
+  unsetenv("TOKENSCOPE_CUDA_TF32");
+  EXPECT_NE(backend->device_name().find(tf32 ? "TF32" : "fp32"), std::string::npos)
+      << backend->device_name();
+  Engine gpu(w, std::move(backend), 1024 * 2);
+  Engine cpu(w, make_cpu_backend(w, 0), 1024 * 2);
+  std::mt19937 rng(124);
+  std::vector<int> prompt(1000);
+  for (int& t : prompt) t = static_cast<int>(rng() % cfg.vocab_size);
+  // Attention of the first and the last layer (all twelve would be 1.2 GB).
+  ForwardOptions o;
+  o.record_attention = true;
+  o.attention_layers.assign(cfg.n_layer, false);
+  o.attention_layers.front() = o.attention_layers.back() = true;
+  o.record_residuals = true;
+  const SeqId g = gpu.cache().create(), c = cpu.cache().create();
+  const ForwardResult a = gpu.forward({{g, prompt}}, o), b = cpu.forward({{c, prompt}}, o);
+  std::cout << "[ parity   ] " << (tf32 ? "TF32" : "fp32") << " prefill 1000: logits max |diff| "
+            << max_abs_diff(a.outputs[0].logits, b.outputs[0].logits) << "\n";
+  expect_same_outputs(a.outputs[0], b.outputs[0], logit_tol, attn_tol, "prefill 1000");
+  for (int step = 0; step < 4; ++step) {
+    const int t = static_cast<int>(rng() % cfg.vocab_size);
+    const ForwardResult x = gpu.forward({{g, {t}}}, o), y = cpu.forward({{c, {t}}}, o);
+    expect_same_outputs(x.outputs[0], y.outputs[0], logit_tol, attn_tol,
+                        "decode at context " + std::to_string(1001 + step));
+  }
+}
+
+TEST(CudaBackend, MatchesTheCpuAtGpt2SmallSizeWithAThousandTokenContext) {
+  TS_REQUIRE_CUDA();
+  expect_gpt2_124m_parity(false, 1e-3f, 1e-4f);
+}
+
+TEST(CudaBackend, Tf32MatchesTheCpuAtItsOwnTolerance) {
+  TS_REQUIRE_CUDA();
+  expect_gpt2_124m_parity(true, 1e-2f, 1e-3f);
 }
 
 TEST(CudaBackend, OutOfMemoryIsAClearMessage) {

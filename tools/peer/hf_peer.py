@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
-"""TokenScope's CUDA backend side by side with HF transformers (issue 4, item 6).
+"""TokenScope's CUDA backend beside HF transformers, offline, on the same weights.
 
-On a GPU machine, in one run on the same weights and prompt:
-  1. builds a randomly initialised GPT-2-124M (GPT2Config defaults) and saves it
-     with HF `save_pretrained` (config.json + model.safetensors), which
-     TokenScope must load unchanged; the tokenizer files are the real `gpt2`
-     ones when they are in the local HF cache, else a byte-level vocabulary
-     (256 byte tokens + filler tokens to 50257 ids, no merges);
-  2. compares logits: the prompt's last-position logits and the first
-     --full-steps decode steps in full, then the top-5 logits of every step
-     (TokenScope's trace) against HF's, all <= --tolerance (1e-3);
-  3. compares greedy generation of --tokens (256) tokens: HF `generate` with its
-     KV cache against `tokenscope-cli --device cuda --json`;
-  4. prints tokens/s of both and their ratio (TokenScope engine time = the sum
-     of its steps' forward times; also its whole-process wall time).
-Writes OUT/peer.json; exit status 0 when logits and tokens agree.
+On a GPU machine with torch (CUDA) and transformers, and no network:
+  1. builds GPT2LMHeadModel from the config.json of --model (the random
+     GPT-2-124M that `tokenscope-bench --write-random-124m DIR` writes) and
+     loads that directory's model.safetensors into it (the tensor names are
+     HF's without the "transformer." prefix; the unembedding is tied to wte);
+  2. writes a byte-level tokenizer (ids 0-255 = bytes, filler tokens up to the
+     vocabulary size, no merges, no end-of-text) into --work, so a prompt of
+     N ASCII characters is N tokens on both sides;
+  3. compares logits, fp32 on both sides (TF32 off in torch): the prompt's
+     last position and the first --full-steps greedy steps in full, then the
+     top-5 logits of every step, all <= --tolerance (1e-3);
+  4. compares --tokens (256) greedy tokens: HF `generate` (use_cache=True,
+     batch 1) against `tokenscope-cli --device cuda --json`;
+  5. times both in the same run: HF generate tokens/s (best of --repeats)
+     against TokenScope's (the sum of its steps' forward times; also its whole
+     process, loading included).
+Writes --out (a small JSON, no logits); large files stay in --work.
+Exit status 0 when the prompt ids, logits and tokens agree.
 
-  python3 tools/peer/hf_peer.py --cli build-gpu/tokenscope-cli --out peer-out
+  python3 tools/peer/hf_peer.py --cli build-gpu/tokenscope-cli \\
+      --model /tmp/ts-gpu/random-124m --work /tmp/ts-gpu/peer --out out/peer.json
 """
 import argparse
 import json
@@ -24,6 +29,9 @@ import os
 import subprocess
 import sys
 import time
+
+DEFAULT_PROMPT = ("The quick brown fox jumps over the lazy dog while a small model counts "
+                  "its tokens one at a time, layer by layer, head by head...")  # 128 characters
 
 
 def bytes_to_unicode():
@@ -58,59 +66,70 @@ def write_byte_vocab(directory, vocab_size):
         f.write("#version: 0.2\n")
 
 
+def load_hf_model(model_dir):
+    """GPT2LMHeadModel from model_dir's config.json with model_dir's safetensors loaded."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config.from_json_file(os.path.join(model_dir, "config.json"))
+    model = GPT2LMHeadModel(config)
+    state = load_file(os.path.join(model_dir, "model.safetensors"))
+    state = {k if k.startswith("transformer.") else "transformer." + k: v for k, v in state.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # Buffers (the causal mask) and the tied unembedding are not in the file.
+    missing = [k for k in missing if not k.endswith((".attn.bias", ".attn.masked_bias")) and k != "lm_head.weight"]
+    if missing or unexpected:
+        sys.exit(f"hf_peer: weights do not match GPT2LMHeadModel: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    if model.lm_head.weight.data_ptr() != model.transformer.wte.weight.data_ptr():
+        with torch.no_grad():
+            model.lm_head.weight.copy_(model.transformer.wte.weight)
+    return model.eval(), config
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cli", required=True, help="path to tokenscope-cli")
-    ap.add_argument("--out", default="peer-out", help="output directory (model + results)")
-    ap.add_argument("--prompt", default="The quick brown fox jumps over the lazy dog. Once upon a time")
+    ap.add_argument("--cli", required=True, help="path to tokenscope-cli (a CUDA build)")
+    ap.add_argument("--model", required=True, help="GPT-2 directory: config.json + model.safetensors")
+    ap.add_argument("--work", required=True, help="folder for the tokenizer and TokenScope's JSON (large)")
+    ap.add_argument("--out", required=True, help="where to write the summary (small JSON)")
+    ap.add_argument("--prompt", default=DEFAULT_PROMPT, help="ASCII text: one token per character")
     ap.add_argument("--tokens", type=int, default=256, help="greedy tokens to generate")
-    ap.add_argument("--full-steps", type=int, default=8, help="decode steps compared in full")
+    ap.add_argument("--full-steps", type=int, default=8, help="steps whose logits are compared in full")
+    ap.add_argument("--repeats", type=int, default=3, help="timed generate runs (best is reported)")
     ap.add_argument("--tolerance", type=float, default=1e-3)
-    ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args()
+    if not args.prompt.isascii():
+        sys.exit("hf_peer: --prompt must be ASCII (one byte-level token per character)")
 
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    import transformers
 
     if not torch.cuda.is_available():
         sys.exit("hf_peer: torch sees no CUDA device")
-    os.makedirs(args.out, exist_ok=True)
-    model_dir = os.path.join(args.out, "random-gpt2-124m")
-    os.makedirs(model_dir, exist_ok=True)
-    result = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0)}
-    import transformers
-    result["transformers"] = transformers.__version__
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 like TokenScope's default
+    torch.backends.cudnn.allow_tf32 = False
+    os.makedirs(args.work, exist_ok=True)
+    result = {"torch": torch.__version__, "transformers": transformers.__version__,
+              "device": torch.cuda.get_device_name(0), "model": args.model, "tf32": False}
 
-    # ---- 1. the model, saved the HF way ----
-    torch.manual_seed(args.seed)
-    config = GPT2Config()  # GPT-2 124M: 12 layers, 12 heads, 768 wide, 1024 context, 50257 tokens
-    model = GPT2LMHeadModel(config).eval()
-    model.save_pretrained(model_dir, safe_serialization=True)
-    tokenizer = None
-    try:
-        from transformers import GPT2TokenizerFast
-        tokenizer = GPT2TokenizerFast.from_pretrained("gpt2", local_files_only=True)
-        tokenizer.save_pretrained(model_dir)
-        result["tokenizer"] = "gpt2 (local HF cache)"
-    except Exception as e:  # offline machine without the files
-        write_byte_vocab(model_dir, config.vocab_size)
-        result["tokenizer"] = f"byte-level fallback ({type(e).__name__})"
-    if tokenizer is not None:
-        prompt_ids = tokenizer.encode(args.prompt)
-    else:
-        prompt_ids = list(args.prompt.encode("utf-8"))
-    result["prompt"] = args.prompt
-    result["prompt_ids"] = prompt_ids
+    model, config = load_hf_model(args.model)
+    tok_dir = os.path.join(args.work, "tokenizer")
+    os.makedirs(tok_dir, exist_ok=True)
+    write_byte_vocab(tok_dir, config.vocab_size)
+    prompt_ids = list(args.prompt.encode("ascii"))
+    result["prompt_tokens"] = len(prompt_ids)
     n_new = args.tokens
+    result["new_tokens"] = n_new
 
-    # ---- 2. HF: logits and greedy generate with its KV cache ----
+    # ---- HF: logits and greedy generate with its KV cache ----
     model = model.to("cuda")
     model.generation_config.eos_token_id = None  # generate every token
     model.generation_config.pad_token_id = 0
     ids = torch.tensor([prompt_ids], device="cuda")
     with torch.no_grad():
         prefill_logits = model(ids).logits[0, -1].float().cpu()
-        gen_kwargs = dict(max_new_tokens=n_new, do_sample=False, use_cache=True,
+        gen_kwargs = dict(max_new_tokens=n_new, min_new_tokens=n_new, do_sample=False, use_cache=True,
                           return_dict_in_generate=True)
         try:
             traced = model.generate(ids, output_logits=True, **gen_kwargs)
@@ -119,31 +138,36 @@ def main():
             traced = model.generate(ids, output_scores=True, **gen_kwargs)
             step_logits = [s[0].float().cpu() for s in traced.scores]
         hf_tokens = traced.sequences[0, len(prompt_ids):].tolist()
-        model.generate(ids, max_new_tokens=8, do_sample=False)  # warm-up
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        timed = model.generate(ids, max_new_tokens=n_new, do_sample=False, use_cache=True)
-        torch.cuda.synchronize()
-        hf_seconds = time.perf_counter() - t0
-    assert timed.shape[1] - len(prompt_ids) == n_new
+        times = []
+        for _ in range(max(1, args.repeats)):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            timed = model.generate(ids, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=False,
+                                   use_cache=True)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+    if timed.shape[1] - len(prompt_ids) != n_new:
+        sys.exit(f"hf_peer: HF generated {timed.shape[1] - len(prompt_ids)} tokens, not {n_new}")
+    hf_seconds = min(times)
     result["hf_seconds"] = hf_seconds
     result["hf_tokens_per_second"] = n_new / hf_seconds
 
-    # ---- 3. TokenScope ----
+    # ---- TokenScope ----
     def run_cli(steps, json_path, extra):
-        cmd = [args.cli, "--model", model_dir, "--device", "cuda", "--prompt", args.prompt,
-               "--greedy", "--steps", str(steps), "--quiet", "--no-attention", "--json", json_path] + extra
+        cmd = [args.cli, "--model", args.model, "--tokenizer", tok_dir, "--device", "cuda",
+               "--prompt", args.prompt, "--greedy", "--steps", str(steps), "--quiet", "--no-attention",
+               "--json", json_path] + extra
         t = time.perf_counter()
         p = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - t
         if p.returncode != 0:
-            sys.exit(f"hf_peer: {' '.join(cmd)} failed ({p.returncode}):\n{p.stderr}")
+            sys.exit(f"hf_peer: {' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
         with open(json_path) as f:
             return json.load(f), wall
 
     # steps = decode steps after the prefill; the prefill picks the first token.
-    full, _ = run_cli(args.full_steps - 1, os.path.join(args.out, "ts_full.json"), ["--json-full-logits"])
-    run, wall = run_cli(n_new - 1, os.path.join(args.out, "ts_run.json"), [])
+    full, _ = run_cli(args.full_steps - 1, os.path.join(args.work, "ts_full.json"), ["--json-full-logits"])
+    run, wall = run_cli(n_new - 1, os.path.join(args.work, "ts_run.json"), [])
     result["tokenscope_backend"] = run.get("backend")
     result["tokenscope_device"] = run.get("device")
     if run.get("backend") != "cuda":
@@ -161,7 +185,7 @@ def main():
 
     # ---- logits ----
     worst = 0.0
-    ts_steps = [s for s in full["steps"]]
+    ts_steps = list(full["steps"])
     first = ts_steps[0]["lanes"][0]["logits"]
     d = max(abs(a - b) for a, b in zip(first, prefill_logits.tolist()))
     result["prefill_logits_max_abs_diff"] = d
@@ -172,7 +196,8 @@ def main():
             break
         got = s["lanes"][0]["logits"]
         full_diffs.append(max(abs(a - b) for a, b in zip(got, step_logits[i].tolist())))
-    result["full_step_logits_max_abs_diff"] = full_diffs
+    result["full_step_logits_max_abs_diff"] = max(full_diffs) if full_diffs else None
+    result["full_steps_compared"] = len(full_diffs)
     worst = max([worst] + full_diffs)
     top_diffs = []
     for i, s in enumerate(run["steps"]):
@@ -199,9 +224,11 @@ def main():
         top2 = torch.topk(ref, 2).values.tolist()
         result["first_divergence"] = {"step": n_same, "tokenscope": ts_tokens[n_same] if n_same < len(ts_tokens) else None,
                                       "hf": hf_tokens[n_same], "hf_top2_gap": top2[0] - top2[1]}
-    with open(os.path.join(args.out, "peer.json"), "w") as f:
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    os.makedirs(out_dir, exist_ok=True)
+    with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
-    for k in ("device", "tokenizer", "same_prompt_ids", "prefill_logits_max_abs_diff", "logits_max_abs_diff",
+    for k in ("device", "same_prompt_ids", "prefill_logits_max_abs_diff", "logits_max_abs_diff",
               "logits_within_tolerance", "same_tokens", "tokens_agreeing_prefix", "hf_tokens_per_second",
               "tokenscope_tokens_per_second_engine", "tokens_per_second_ratio_engine",
               "tokenscope_tokens_per_second_process", "tokens_per_second_ratio_process"):

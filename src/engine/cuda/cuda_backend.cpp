@@ -5,9 +5,11 @@
 //
 // Memory: the weights are uploaded once (one allocation); the K/V pools live
 // on the device as [layer][K|V][slot][C]; activations and result buffers only
-// grow. One forward = one metadata upload (forward_plan.h), the kernels, the
-// copies of what the caller asked for (logits, probabilities, residuals), one
-// synchronisation.
+// grow. What a step returns (logits, residuals, probabilities) lies in one
+// device buffer, [logits | residuals | probabilities]. One forward = one
+// metadata upload (forward_plan.h) from a pinned staging buffer, the kernels,
+// one copy of the results back into that staging buffer, one
+// synchronisation; the host then unpacks the results per entry.
 //
 // Decode (every entry has one new token) is replayed from a CUDA graph
 // captured per (lanes, context bucket, traced layers, residuals): the varying
@@ -38,7 +40,26 @@ namespace {
 
 using cuda_detail::check;
 using cuda_detail::DeviceArray;
+using cuda_detail::DeviceView;
 using cuda_detail::ForwardPlan;
+
+// Attention probabilities larger than this are copied straight into the
+// caller's vectors instead of through the pinned staging buffer (a traced
+// 1,024-token prefill of GPT-2 124M returns ~600 MB of them; pinning that
+// much host memory costs more than it saves).
+constexpr size_t kStagedProbsLimitBytes = size_t(64) << 20;
+
+// Where each result lies in the results buffer (floats; each region starts
+// on a 256-byte boundary). The same lanes, bucket, traced layers and
+// residual flag give the same layout: a captured graph's addresses stay valid.
+struct ResultsLayout {
+  size_t logits = 0, residuals = 0, probs = 0;  // offsets
+  size_t small_end = 0;                         // end of logits + residuals
+  size_t end = 0;                               // end of everything
+  bool stage_probs = false;                     // probabilities go through the staging buffer
+};
+
+size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
 bool env_flag(const char* name, bool fallback) {
   const char* v = std::getenv(name);
@@ -94,7 +115,7 @@ class CudaBackend final : public Backend {
   void setup();
   void release_handles();
   void upload_weights();
-  void ensure_buffers(const ForwardPlan& plan, int recorded_layers, bool residuals);
+  ResultsLayout ensure_buffers(const ForwardPlan& plan, int recorded_layers, bool residuals);
   void enqueue(const LaunchShape& s);
   void matmul(const float* x, int m, int k, const float* w, int n, float* y);
   void matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y);
@@ -130,11 +151,14 @@ class CudaBackend final : public Backend {
   long long pool_slots_ = 0;
 
   // Activations and results (grow only; generation_ changes with any pointer).
-  DeviceArray<float> x_, ln_, attn_, proj_, qkv_, hidden_, final_ln_, logits_, probs_, resid_;
+  DeviceArray<float> x_, ln_, attn_, proj_, qkv_, hidden_, final_ln_, results_;
+  DeviceView<float> logits_, probs_, resid_;  // regions of results_ (ResultsLayout)
   DeviceArray<int> meta_;
-  int* meta_host_ = nullptr;  // pinned staging of the metadata upload
-  size_t meta_host_capacity_ = 0;
+  // Pinned: the metadata goes up from it and the results come back into it
+  // (stream order keeps the two apart).
+  cuda_detail::PinnedBuffer staging_;
   long long generation_ = 0;
+  int graphs_captured_ = 0;
   std::map<GraphKey, GraphEntry> graphs_map_;
 };
 
@@ -185,8 +209,7 @@ void CudaBackend::release_handles() {
   drop_graphs();
   if (cublas_) cublasDestroy(cublas_);
   cublas_ = nullptr;
-  if (meta_host_) cudaFreeHost(meta_host_);
-  meta_host_ = nullptr;
+  staging_.release();
   if (stream_) cudaStreamDestroy(stream_);
   stream_ = nullptr;
 }
@@ -195,7 +218,10 @@ std::string CudaBackend::device_name() const {
   std::string s = std::string(prop_.name) + " (sm_" + std::to_string(prop_.major) +
                   std::to_string(prop_.minor) + ", " + std::to_string(prop_.totalGlobalMem >> 30) +
                   " GiB, " + (tf32_ ? "TF32" : "fp32") + " matmuls, decode graphs ";
-  s += graphs_ ? "on" : "off: " + graphs_off_reason_;
+  if (graphs_)
+    s += "on, " + std::to_string(graphs_captured_) + " captured";
+  else
+    s += "off: " + graphs_off_reason_;
   return s + ")";
 }
 
@@ -242,6 +268,10 @@ void CudaBackend::upload_weights() {
     *t.dev = dst;
     at += (static_cast<size_t>(t.count) + 63) / 64 * 64;
   }
+  // cudaMemcpy from pageable memory may return before the device has the
+  // data, and the forwards run on a non-blocking stream that does not wait
+  // for the legacy stream: make the upload complete here.
+  check(cudaDeviceSynchronize(), "uploading the weights");
 }
 
 void CudaBackend::drop_graphs() {
@@ -289,34 +319,51 @@ void CudaBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
   }
 }
 
-void CudaBackend::ensure_buffers(const ForwardPlan& plan, int recorded_layers, bool residuals) {
+ResultsLayout CudaBackend::ensure_buffers(const ForwardPlan& plan, int recorded_layers,
+                                          bool residuals) {
   const size_t c = cfg_.n_embd, rows = plan.rows;
-  bool moved = false;
-  moved |= x_.reserve(rows * c, "activations");
-  moved |= ln_.reserve(rows * c, "activations");
-  moved |= attn_.reserve(rows * c, "activations");
-  moved |= proj_.reserve(rows * c, "activations");
-  moved |= qkv_.reserve(rows * 3 * c, "activations");
-  moved |= hidden_.reserve(rows * 4 * c, "activations");
-  moved |= final_ln_.reserve(static_cast<size_t>(plan.logit_rows) * c, "activations");
-  moved |= logits_.reserve(static_cast<size_t>(plan.logit_rows) * cfg_.vocab_size, "the logits");
-  if (recorded_layers > 0)
-    moved |= probs_.reserve(static_cast<size_t>(plan.probs_per_layer) * recorded_layers,
-                            "the attention probabilities");
-  if (residuals)
-    moved |= resid_.reserve(static_cast<size_t>(cfg_.n_layer + 1) * plan.entries * c,
-                            "the residual stream");
-  moved |= meta_.reserve(plan.packed.size(), "the step metadata");
-  if (moved) ++generation_;
-  if (plan.packed.size() > meta_host_capacity_) {
-    if (meta_host_) cudaFreeHost(meta_host_);
-    meta_host_ = nullptr;
-    meta_host_capacity_ = 0;
-    const size_t n = plan.packed.size() * 2;
-    check(cudaMallocHost(reinterpret_cast<void**>(&meta_host_), n * sizeof(int)),
-          "pinned host memory for the step metadata");
-    meta_host_capacity_ = n;
+  ResultsLayout r;
+  r.logits = 0;
+  r.residuals = align64(static_cast<size_t>(plan.logit_rows) * cfg_.vocab_size);
+  r.small_end =
+      r.residuals + (residuals ? static_cast<size_t>(cfg_.n_layer + 1) * plan.entries * c : 0);
+  r.probs = align64(r.small_end);
+  const size_t probs = static_cast<size_t>(plan.probs_per_layer) * recorded_layers;
+  r.end = r.probs + probs;
+  r.stage_probs = probs * sizeof(float) <= kStagedProbsLimitBytes;
+
+  struct Need {
+    DeviceArray<float>* array;
+    size_t count;
+  };
+  const Need needs[] = {{&x_, rows * c},
+                        {&ln_, rows * c},
+                        {&attn_, rows * c},
+                        {&proj_, rows * c},
+                        {&qkv_, rows * 3 * c},
+                        {&hidden_, rows * 4 * c},
+                        {&final_ln_, static_cast<size_t>(plan.logit_rows) * c},
+                        {&results_, r.end}};
+  const size_t meta = cuda_detail::metadata_capacity(plan, shape_.block_size, cfg_.n_ctx);
+  bool grows = meta > meta_.capacity();
+  for (const Need& n : needs) grows |= n.count > n.array->capacity();
+  if (grows) {
+    // Before anything is freed: no graph may outlive the buffers it was
+    // captured with, even when an allocation below fails half-way.
+    drop_graphs();
+    ++generation_;
+    for (const Need& n : needs)
+      n.array->reserve(
+          n.count, n.array == &results_ ? "the step's results (logits, traces)" : "activations");
+    meta_.reserve(meta, "the step metadata");
   }
+  logits_.ptr = results_.get() + r.logits;
+  resid_.ptr = results_.get() + r.residuals;
+  probs_.ptr = results_.get() + r.probs;
+  const size_t staged = (r.stage_probs ? r.end : r.small_end) * sizeof(float);
+  staging_.reserve(std::max(staged, plan.packed.size() * sizeof(int)),
+                   "pinned host memory for the step's metadata and results");
+  return r;
 }
 
 // GPT-2, one block per iteration: x += attn(ln_1(x)); x += mlp(ln_2(x)).
@@ -494,6 +541,7 @@ void CudaBackend::run_decode_graph(const GraphKey& key, const LaunchShape& s) {
   }
   g.exec = exec;
   g.generation = generation_;
+  ++graphs_captured_;
   check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch (decode)");
 }
 
@@ -545,10 +593,10 @@ void CudaBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpt
       recorded[l] = true;
       s.probs_slot[l] = n_recorded++;
     }
-  ensure_buffers(plan, n_recorded, s.residuals);
+  const ResultsLayout layout = ensure_buffers(plan, n_recorded, s.residuals);
 
-  std::memcpy(meta_host_, plan.packed.data(), plan.packed.size() * sizeof(int));
-  check(cudaMemcpyAsync(meta_.get(), meta_host_, plan.packed.size() * sizeof(int),
+  std::memcpy(staging_.get(), plan.packed.data(), plan.packed.size() * sizeof(int));
+  check(cudaMemcpyAsync(meta_.get(), staging_.get(), plan.packed.size() * sizeof(int),
                         cudaMemcpyHostToDevice, stream_),
         "uploading the step metadata");
   if (decode)
@@ -556,20 +604,18 @@ void CudaBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpt
   else
     enqueue(s);
 
-  // Copy back what was asked for.
+  // One copy brings back everything the step returns (the probabilities
+  // separately when they are too large to stage).
+  const size_t staged = layout.stage_probs ? layout.end : layout.small_end;
+  check(cudaMemcpyAsync(staging_.get(), results_.get(), staged * sizeof(float),
+                        cudaMemcpyDeviceToHost, stream_),
+        "copying the step's results");
   outputs.assign(batch.size(), EntryOutput{});
-  for (int e = 0; e < plan.entries; ++e) {
-    EntryOutput& out = outputs[e];
-    const int n = plan.row_begin[e + 1] - plan.row_begin[e];
-    out.logit_rows = plan.logit_begin[e + 1] - plan.logit_begin[e];
-    out.logits.resize(static_cast<size_t>(out.logit_rows) * v);
-    check(cudaMemcpyAsync(out.logits.data(),
-                          logits_.get() + static_cast<size_t>(plan.logit_begin[e]) * v,
-                          out.logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-          "copying the logits");
-    if (n_recorded > 0) {
+  if (n_recorded > 0 && !layout.stage_probs) {
+    for (int e = 0; e < plan.entries; ++e) {
+      EntryOutput& out = outputs[e];
+      const int n = plan.row_begin[e + 1] - plan.row_begin[e], ctx = plan.context[e];
       out.attention.resize(cfg_.n_layer);
-      const int ctx = plan.context[e];
       for (int l = 0; l < cfg_.n_layer; ++l) {
         if (s.probs_slot[l] < 0) continue;
         auto& dst = out.attention[l];
@@ -582,16 +628,39 @@ void CudaBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpt
               "copying the attention probabilities");
       }
     }
-    if (s.residuals) {
-      out.residuals.resize(static_cast<size_t>(cfg_.n_layer + 1) * c);
-      check(cudaMemcpy2DAsync(out.residuals.data(), c * sizeof(float),
-                              resid_.get() + static_cast<size_t>(e) * c,
-                              static_cast<size_t>(plan.entries) * c * sizeof(float),
-                              c * sizeof(float), cfg_.n_layer + 1, cudaMemcpyDeviceToHost, stream_),
-            "copying the residual stream");
-    }
   }
   check(cudaStreamSynchronize(stream_), "the forward pass");
+
+  // Unpack the staged results per entry.
+  const float* host = reinterpret_cast<const float*>(staging_.get());
+  for (int e = 0; e < plan.entries; ++e) {
+    EntryOutput& out = outputs[e];
+    const int n = plan.row_begin[e + 1] - plan.row_begin[e];
+    out.logit_rows = plan.logit_begin[e + 1] - plan.logit_begin[e];
+    const float* logits = host + layout.logits + static_cast<size_t>(plan.logit_begin[e]) * v;
+    out.logits.assign(logits, logits + static_cast<size_t>(out.logit_rows) * v);
+    if (n_recorded > 0 && layout.stage_probs) {
+      out.attention.resize(cfg_.n_layer);
+      const int ctx = plan.context[e];
+      for (int l = 0; l < cfg_.n_layer; ++l) {
+        if (s.probs_slot[l] < 0) continue;
+        auto& dst = out.attention[l];
+        dst.resize(static_cast<size_t>(nh) * n * ctx);
+        const float* src =
+            host + layout.probs + s.probs_slot[l] * plan.probs_per_layer + plan.probs_offset[e];
+        for (long long row = 0; row < static_cast<long long>(nh) * n; ++row)
+          std::memcpy(dst.data() + row * ctx, src + row * plan.probs_stride[e],
+                      ctx * sizeof(float));
+      }
+    }
+    if (s.residuals) {
+      out.residuals.resize(static_cast<size_t>(cfg_.n_layer + 1) * c);
+      for (int l = 0; l <= cfg_.n_layer; ++l)
+        std::memcpy(out.residuals.data() + static_cast<size_t>(l) * c,
+                    host + layout.residuals + (static_cast<size_t>(l) * plan.entries + e) * c,
+                    c * sizeof(float));
+    }
+  }
 }
 
 bool probe_device(int* count, std::string* why) {

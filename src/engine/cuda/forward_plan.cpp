@@ -15,6 +15,13 @@ namespace {
 
 }  // namespace
 
+size_t metadata_capacity(const ForwardPlan& plan, int block_size, int n_ctx) {
+  const size_t blocks_per_entry = static_cast<size_t>((n_ctx + block_size - 1) / block_size);
+  const size_t bound = static_cast<size_t>(plan.at.block_tables) +
+                       static_cast<size_t>(plan.entries) * blocks_per_entry;
+  return std::max(bound, plan.packed.size());
+}
+
 int context_bucket(int context, int n_ctx) {
   int b = 64;
   while (b < context) b *= 2;

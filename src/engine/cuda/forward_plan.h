@@ -8,6 +8,7 @@
 // the numbers of rows, entries, logit rows, row-kernel rows and tiles, so a
 // decode step with the same lanes reuses the same device addresses: what a
 // CUDA graph needs to be replayed with new metadata.
+#include <cstddef>
 #include <vector>
 
 #include "engine/backend.h"
@@ -57,6 +58,14 @@ struct ForwardPlan {
 // block table too short for the context, ...): a device kernel must never be
 // handed an index it would write out of bounds with.
 ForwardPlan make_forward_plan(const std::vector<BatchEntry>& batch, const PlanOptions& options);
+
+// Ints of device metadata that hold any plan with this plan's entries, rows,
+// logit rows and tiles at any context up to n_ctx: only the block tables
+// (last in `packed`) grow with the context, by one int per block_size tokens
+// per entry. Sizing the metadata buffer for this once keeps a long decode
+// from reallocating it (and re-capturing every decode graph) every
+// block_size tokens.
+size_t metadata_capacity(const ForwardPlan& plan, int block_size, int n_ctx);
 
 // The context size a decode graph is captured for: a power of two >= 64 that
 // holds `context`, capped at n_ctx.

@@ -184,29 +184,6 @@ AttentionResult paged_attention(const std::vector<BatchEntry>& batch, const std:
   return r;
 }
 
-std::vector<cpu::LogitSummary> logit_summary(const std::vector<float>& logits, int rows, int vocab,
-                                             int k) {
-  Dev<float> dl(logits), vals(static_cast<size_t>(rows) * k), probs(static_cast<size_t>(rows) * k),
-      stats(static_cast<size_t>(rows) * 3);
-  Dev<int> ids(static_cast<size_t>(rows) * k);
-  finish(kernels::logit_summary(dl.get(), rows, vocab, k, ids.get(), vals.get(), probs.get(),
-                                stats.get(), nullptr),
-         "logit summary kernel");
-  const auto hi = ids.read();
-  const auto hv = vals.read(), hp = probs.read(), hs = stats.read();
-  std::vector<cpu::LogitSummary> out(rows);
-  for (int r = 0; r < rows; ++r) {
-    cpu::LogitSummary& s = out[r];
-    s.max_logit = hs[r * 3];
-    s.log_sum_exp = hs[r * 3 + 1];
-    s.entropy = hs[r * 3 + 2];
-    s.ids.assign(hi.begin() + r * k, hi.begin() + (r + 1) * k);
-    s.logits.assign(hv.begin() + r * k, hv.begin() + (r + 1) * k);
-    s.probs.assign(hp.begin() + r * k, hp.begin() + (r + 1) * k);
-  }
-  return out;
-}
-
 double device_copy_bandwidth(std::string* device) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
@@ -214,22 +191,11 @@ double device_copy_bandwidth(std::string* device) {
   const size_t bytes = size_t(1) << 30;
   Dev<unsigned char> a(bytes), b(bytes);
   check(cudaMemset(a.get(), 1, bytes), "cudaMemset");
-  cudaEvent_t start = nullptr, stop = nullptr;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  float best_ms = 1e30f;
-  for (int i = 0; i < 6; ++i) {
-    check(cudaEventRecord(start, nullptr), "cudaEventRecord");
+  // The first copy warms up.
+  const float best_ms = cuda_detail::best_milliseconds(1, 5, nullptr, [&] {
     check(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, nullptr),
           "cudaMemcpy");
-    check(cudaEventRecord(stop, nullptr), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    if (i > 0) best_ms = std::min(best_ms, ms);  // the first copy warms up
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  });
   return 2.0 * static_cast<double>(bytes) / (best_ms * 1e-3);
 }
 

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "engine/cpu/logit_summary.h"
 
 namespace ts::cuda_check {
 
@@ -48,9 +47,6 @@ AttentionResult paged_attention(const std::vector<BatchEntry>& batch, const std:
                                 const std::vector<float>& k_pool, const std::vector<float>& v_pool,
                                 int n_head, int head_dim, int block_size, AttentionKernel kernel,
                                 bool probs, int tile_size = 0, int probs_stride = 0);
-
-std::vector<cpu::LogitSummary> logit_summary(const std::vector<float>& logits, int rows, int vocab,
-                                             int k);
 
 // The largest tile the attention tile kernel can use (0: none).
 int attention_tile_size(int max_context, int head_dim);
