@@ -1,5 +1,5 @@
 // Causal multi-head attention of new query rows over the paged KV cache.
-// CPU twin: cpu::paged_attention (src/engine/cpu/paged_attention.cpp).
+// CPU twin: cpu::attention (src/engine/cpu/attention.cpp).
 //
 // Two kernels with one contract (AttentionParams in kernels.cuh):
 //  - the row kernel: one thread block per (query row, head). Decode rows and

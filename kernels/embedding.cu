@@ -1,5 +1,5 @@
 // Token + position embedding: out[r] = wte[tokens[r]] + wpe[positions[r]].
-// CPU twin: cpu::embed (src/engine/cpu/ops.cpp).
+// CPU twin: cpu::embed (src/engine/cpu/embedding.cpp).
 #include "common.cuh"
 #include "kernels.cuh"
 

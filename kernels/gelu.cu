@@ -1,5 +1,5 @@
 // Bias add fused with GPT-2's gelu_new (the tanh approximation).
-// CPU twin: cpu::gelu_new (src/engine/cpu/ops.cpp), after the bias the CPU
+// CPU twin: cpu::gelu (src/engine/cpu/gelu.cpp), after the bias the CPU
 // matmul adds.
 #include "common.cuh"
 #include "kernels.cuh"

@@ -22,17 +22,17 @@ cudaError_t layernorm(const float* x, const float* weight, const float* bias, in
 
 // The residual add fused with the next layer norm:
 //   x += y + y_bias;  out = layernorm(x).
-// Twin: cpu::add_inplace (with the bias the CPU matmul adds) + cpu::layernorm.
+// Twin: cpu::residual_layernorm (the bias is the one the CPU matmul adds).
 cudaError_t residual_layernorm(float* x, const float* y, const float* y_bias, const float* weight,
                                const float* bias, int rows, int c, float eps, float* out,
                                cudaStream_t stream);
 
-// x[r][i] = gelu_new(x[r][i] + bias[i]).                   Twin: cpu::gelu_new
+// x[r][i] = gelu_new(x[r][i] + bias[i]).                   Twin: cpu::gelu
 cudaError_t bias_gelu(float* x, const float* bias, int rows, int n, cudaStream_t stream);
 
 // qkv[r] += bias (3C values); then K = qkv[r][C..2C) and V = qkv[r][2C..3C)
 // are written to pool slot slots[r] ([slot][C] pools of one layer).
-// Twin: the bias the CPU matmul adds + the append loop of CpuBackend::forward.
+// Twin: the bias the CPU matmul adds + cpu::kv_append.
 cudaError_t bias_kv_append(float* qkv, const float* bias, const int* slots, int rows, int c,
                            float* k_pool, float* v_pool, cudaStream_t stream);
 
@@ -41,7 +41,7 @@ cudaError_t bias_kv_append(float* qkv, const float* bias, const int* slots, int 
 cudaError_t gather_rows(const float* src, const int* index, int n, int c, float* dst,
                         int dst_stride, cudaStream_t stream);
 
-// ---- causal attention over the paged KV cache (twin: cpu::paged_attention) ----
+// ---- causal attention over the paged KV cache (twin: cpu::attention) ----
 //
 // Rows are the new tokens of every entry of a batch, entry after entry. All
 // per-row and per-entry values live in device memory so a decode step can be

@@ -1,7 +1,7 @@
 // The QKV bias add fused with the append of this step's keys and values to
 // the paged pools (slot = block * block_size + offset, decided by the host's
-// KvCacheManager). CPU twin: the bias the CPU matmul adds + the append loop of
-// CpuBackend::forward (src/engine/cpu/cpu_backend.cpp).
+// KvCacheManager). CPU twin: the bias the CPU matmul adds +
+// cpu::kv_append (src/engine/cpu/kv_append.cpp).
 #include "common.cuh"
 #include "kernels.cuh"
 

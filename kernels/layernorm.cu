@@ -1,6 +1,6 @@
 // Layer norm, and the residual add fused with the layer norm that follows it.
 // One thread block per row; two passes (mean, then the variance of the
-// differences) like the CPU twin cpu::layernorm (src/engine/cpu/ops.cpp).
+// differences) like the CPU twin cpu::layernorm (src/engine/cpu/layernorm.cpp).
 #include "common.cuh"
 #include "kernels.cuh"
 
