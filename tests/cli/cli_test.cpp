@@ -690,4 +690,16 @@ TEST(Bench, RatioIsToTheOneLaneTime) {
       lanes2[0]["ms_per_step"].get<double>() / lanes2[1]["ms_per_step"].get<double>(), 1e-9);
 }
 
+// Eight lanes forked from a context of 8 tokens on a model whose context
+// (20) is not a multiple of the KV block size: every lane's copy-on-write
+// block must fit (the pool used to be sized in tokens and ran out).
+TEST(Bench, LanesFitAContextThatIsNotAMultipleOfTheBlockSize) {
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  const fs::path model = tiny_variant("ctx20", 20);
+  const CliRun r = run_bench({"--model", model.string(), "--context", "8", "--prefill-tokens", "8",
+                              "--decode-steps", "12", "--lanes", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["lanes"][0]["lanes"], 8);
+}
+
 }  // namespace
