@@ -27,7 +27,8 @@ Generation
   --top-p P               nucleus sampling, P in (0, 1]
   --min-p M               drop tokens below M x the top probability, M in [0, 1]
   --repetition-penalty R  R > 0; 1 = off (applies to greedy too)
-  --seed S                seed of the draw (same seed, same tokens); turns sampling on
+  --seed S                seed of the draw (same seed, same tokens); needs a sampling
+                          flag
   --strategy STR          a whole strategy, e.g. "top_p=0.9,temperature=0.8", or HF beam
                           search: "beams=4" (2..8), with length_penalty=F and
                           early_stopping=true|false|never
@@ -63,8 +64,8 @@ Conflicting flags are refused with one line naming both, never resolved silently
 the single-lane strategy flags (--greedy, --temperature, --top-k, --top-p, --min-p,
 --repetition-penalty, --seed) combine into one strategy, but not with --strategy
 (a whole strategy: put every setting into its string) nor with --compare; --greedy
-does not combine with --temperature, --top-k, --top-p, --min-p or --seed; a flag
-given twice is refused; --eval-loss takes only the Model flags and --eval-window;
+does not combine with --temperature, --top-k, --top-p, --min-p or --seed, and
+--seed needs one of the first four; a flag given twice is refused; --eval-loss takes only the Model flags and --eval-window;
 --interactive does not combine with --quiet.
 )");
 }
@@ -136,7 +137,6 @@ CliOptions parse_cli(int argc, char** argv) {
       single.repetition_penalty = parse_decimal(a, r.value());
     } else if (a == "--seed") {
       single.seed = parse_unsigned(a, r.value());
-      single.do_sample = true;
     } else if (a == "--strategy") {
       single = parse_strategy(r.value());
     } else if (a == "--compare") {
@@ -186,6 +186,10 @@ CliOptions parse_cli(int argc, char** argv) {
   } else if (seen("--eval-window")) {
     throw Error("--eval-window needs --eval-loss FILE");
   }
+  if (seen("--seed") && !single.do_sample)
+    throw Error(
+        "--seed needs a sampling flag (--temperature, --top-k, --top-p or --min-p): "
+        "greedy decoding draws nothing");
   if (seen("--json-full-logits") && !seen("--json"))
     throw Error("--json-full-logits needs --json FILE");
   if (o.interactive && o.quiet)

@@ -399,6 +399,7 @@ TEST(Cli, IgnoredOrEmptyValuesAreRefused) {
       {{"--model", ""}, "--model: the value is empty"},
       {{"--json", "--quiet"}, "--json needs a value, got the option '--quiet'"},
       {{"--json-full-logits"}, "--json-full-logits needs --json"},
+      {{"--seed", "3"}, "--seed needs a sampling flag"},
       {{"--quiet=yes"}, "--quiet takes no value"},
       {{"--threads", "100000"}, "--threads: 100000 is out of range, at most"},
       {{"--device", "gpu"}, "--device: expected auto, cpu or cuda"},
