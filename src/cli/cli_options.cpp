@@ -65,8 +65,10 @@ the single-lane strategy flags (--greedy, --temperature, --top-k, --top-p, --min
 --repetition-penalty, --seed) combine into one strategy, but not with --strategy
 (a whole strategy: put every setting into its string) nor with --compare; --greedy
 does not combine with --temperature, --top-k, --top-p, --min-p or --seed, and
---seed needs one of the first four; a flag given twice is refused; --eval-loss takes only the Model flags and --eval-window;
---interactive does not combine with --quiet.
+--seed needs one of the first four; a flag given twice is refused; --eval-loss
+takes only the Model flags and --eval-window; --interactive does not combine
+with --quiet. Exit codes: 0 done, 2 bad input (one line on stderr), 3 internal
+error, 130 interrupted.
 )");
 }
 
