@@ -6,6 +6,8 @@
 #include "app/app_state.h"
 #include "app/colormap.h"
 #include "sampling/sampling_params.h"
+#include "session/model_flags.h"
+#include "session/session.h"
 #include "util/error.h"
 
 namespace ts::app {
@@ -13,47 +15,25 @@ namespace ts::app {
 namespace {
 
 int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
-  char* end = nullptr;
-  const long n = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || n < lo || n > hi)
-    throw Error(flag + ": expected a whole number in [" + std::to_string(lo) + ", " +
-                std::to_string(hi) + "], got '" + v + "'");
-  return static_cast<int>(n);
+  return static_cast<int>(parse_whole_number(flag, v, lo, hi));
 }
 
 }  // namespace
 
 AppOptions parse_app_options(int argc, const char* const* argv) {
   AppOptions o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_inline = false;
-    if (arg.rfind("--", 0) == 0) {
-      const size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-        has_inline = true;
-      }
-    }
-    auto need = [&]() -> std::string {
-      if (has_inline) return value;
-      if (i + 1 >= argc) throw Error(arg + ": needs a value (see --help)");
-      return argv[++i];
-    };
-    if (arg == "-h" || arg == "--help") {
+  // --help wins over everything else on the line, even over a bad value.
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
       o.help = true;
-    } else if (arg == "--model") {
-      o.setup.model = need();
-    } else if (arg == "--tokenizer") {
-      o.setup.tokenizer = need();
-    } else if (arg == "--device") {
-      o.setup.device = need();
-      if (o.setup.device != "auto" && o.setup.device != "cpu" && o.setup.device != "cuda")
-        throw Error("--device: expected auto, cpu or cuda, got '" + o.setup.device + "'");
-    } else if (arg == "--threads") {
-      o.setup.cpu_threads = parse_int(arg, need(), 0, 1024);
+      return o;
+    }
+  FlagReader r(argc, argv);
+  while (r.next()) {
+    const std::string arg = r.flag();
+    auto need = [&]() { return r.value(); };
+    if (parse_model_flag(r, o.setup)) {
+      continue;
     } else if (arg == "--prompt") {
       o.prompt = need();
     } else if (arg == "--strategy") {
@@ -61,17 +41,16 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       parse_strategy(o.strategy);  // validates now, with the item at fault named
     } else if (arg == "--compare") {
       // Every following argument up to the next option is one lane's strategy.
-      o.compare.clear();
-      while (i + 1 < argc && std::string_view(argv[i + 1]).rfind("--", 0) != 0) {
-        o.compare.emplace_back(argv[++i]);
-        parse_strategy(o.compare.back());
-      }
+      o.compare = r.values_up_to_next_flag();
+      for (const std::string& c : o.compare) parse_strategy(c);
       if (o.compare.empty()) throw Error("--compare: give one strategy per lane (see --help)");
-      if (o.compare.size() > 8) throw Error("--compare: at most 8 lanes");
+      if (static_cast<int>(o.compare.size()) > kMaxLanes)
+        throw Error("--compare: at most " + std::to_string(kMaxLanes) + " lanes (got " +
+                    std::to_string(o.compare.size()) + ")");
     } else if (arg == "--max-new-tokens") {
       o.max_new_tokens = parse_int(arg, need(), 1, 1 << 20);
     } else if (arg == "--screenshot") {
-      o.screenshot = need();
+      o.screenshot = non_empty(arg, need());
     } else if (arg == "--steps") {
       o.steps = parse_int(arg, need(), -1, 1 << 20);
     } else if (arg == "--rechoose") {
@@ -87,14 +66,16 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
     } else if (arg == "--cache-compare") {
       o.cache_compare = parse_int(arg, need(), 1, 1 << 20);
     } else if (arg == "--json") {
-      o.json = need();
+      o.json = non_empty(arg, need());
     } else if (arg == "--no-kv-cache") {
+      r.no_value();
       o.kv_cache = false;
     } else if (arg == "--width") {
       o.width = parse_int(arg, need(), 320, 8192);
     } else if (arg == "--height") {
       o.height = parse_int(arg, need(), 240, 8192);
     } else if (arg == "--presentation") {
+      r.no_value();
       o.presentation = true;
     } else if (arg == "--theme") {
       const std::string t = need();
@@ -107,36 +88,40 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       if (!parse_colormap(o.colormap, m))
         throw Error("--colormap: expected viridis, magma or grey, got '" + o.colormap + "'");
     } else if (arg == "--log-scale") {
+      r.no_value();
       o.log_scale = true;
     } else if (arg == "--layer") {
       o.layer = parse_int(arg, need(), 0, 1000);
     } else if (arg == "--head") {
       o.head = parse_int(arg, need(), 0, 1000);
     } else if (arg == "--average-heads") {
+      r.no_value();
       o.average_heads = true;
     } else if (arg == "--query") {
       o.query = parse_int(arg, need(), 0, 1 << 20);
     } else if (arg == "--lane") {
-      o.lane = parse_int(arg, need(), 0, 7);
+      o.lane = parse_int(arg, need(), 0, kMaxLanes - 1);
     } else if (arg == "--bench-frames") {
       o.bench_frames = parse_int(arg, need(), 1, 1000000);
     } else if (arg == "--bench-size") {
       o.bench_size = parse_int(arg, need(), 1, 4096);
     } else if (arg == "--config-dir") {
-      o.config_dir = need();
+      o.config_dir = non_empty(arg, need());
     } else if (arg == "--no-save-layout") {
+      r.no_value();
       o.save_layout = false;
     } else if (arg == "--hidden") {
+      r.no_value();
       o.hidden = true;
     } else {
-      throw Error("unknown option '" + std::string(argv[i]) + "' (see --help)");
+      throw Error("unknown option '" + arg + "' (see --help)");
     }
   }
   return o;
 }
 
 std::string app_help() {
-  return R"(tokenscope - watch GPT-2 generate text one step at a time
+  return std::string(R"(tokenscope - watch GPT-2 generate text one step at a time
 
 usage: tokenscope [options]
 
@@ -145,19 +130,16 @@ shows the attention, the KV cache, the logits and how the next token is chosen.
 Keys: Space = prefill / step, Right = step, Left = step back.
 
 model
-  --model DIR            model directory (HF GPT-2 layout) or llm.c .bin file
-                         (default: the bundled assets/models/tokenscope-tiny,
-                         or $TOKENSCOPE_MODEL)
-  --tokenizer DIR        tokenizer directory when it differs from the model's
-  --device auto|cpu|cuda backend (default auto: CUDA when usable, else CPU)
-  --threads N            CPU threads (default 0: all hardware threads)
-
+)" + model_flags_help() +
+                     R"(
 session
   --prompt TEXT          prompt to start with (default "Today's weather is so")
   --strategy STR         decoding strategy, e.g. greedy, "temperature=0.7,seed=3",
                          "top_p=0.9", "top_k=40,temperature=0.8" (default greedy)
   --compare STR...       several lanes sharing one prefill, one strategy each
-                         (up to 8), e.g. --compare greedy "top_p=0.9,seed=3" beams=4
+                         (up to )" +
+                     std::to_string(kMaxLanes) +
+                     R"(), e.g. --compare greedy "top_p=0.9,seed=3" beams=4
   --max-new-tokens N     tokens to generate before stopping (default 64)
   --no-kv-cache          every decode step recomputes the whole sequence (the
                          naive loop), to compare with the cached steps
@@ -205,8 +187,11 @@ settings
                          (default $XDG_CONFIG_HOME/tokenscope or ~/.config/tokenscope)
   --no-save-layout       neither read nor write imgui.ini
   --hidden               no visible window (for tests)
-  -h, --help             this help
-)";
+  -h, --help             this help (wins over every other flag)
+
+Every flag is written "--flag value" or "--flag=value"; a value that itself
+starts with "--" needs the second form.
+)");
 }
 
 std::filesystem::path default_config_dir() {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/random_checkpoint.h"
@@ -16,6 +17,9 @@
 #include "engine/engine.h"
 #include "model/model_loader.h"
 #include "session/cache_comparison.h"
+#include "session/model_flags.h"
+#include "session/model_setup.h"
+#include "session/session.h"
 #include "util/error.h"
 
 namespace {
@@ -23,97 +27,92 @@ namespace {
 using nlohmann::json;
 
 struct BenchOptions {
-  std::string model;
-  std::string write_random;  // write a random GPT-2-124M here, then bench it
-  std::string device = "auto";
-  int threads = 0;
+  ts::ModelSetupOptions setup;  // --model, --device, --threads (shared with the other front ends)
+  std::string write_random;     // write a random GPT-2-124M here, then bench it
   int prefill_tokens = 128;
   int context = 64;  // cached tokens before the decode steps
   int decode_steps = 20;
   std::vector<int> lanes = {1, 2, 4, 8};
   std::vector<int> cache_compare;  // generation lengths for KV cache on vs off
+  bool help = false;
 };
 
-const char* kHelp = R"(tokenscope-bench: prefill and decode speed, printed as JSON with the bounds
+std::string help_text() {
+  return R"(tokenscope-bench: prefill and decode speed, printed as JSON with the bounds
 measured in the same run (memory read bandwidth, peak FMA throughput).
 
-  --model DIR              model to benchmark (HF GPT-2 directory or llm.c .bin)
-  --write-random-124m DIR  write a random GPT-2-124M-shaped checkpoint to DIR and use it
-  --device auto|cpu|cuda   backend (default auto)
-  --threads N              CPU threads (default: all)
-  --prefill-tokens N       prompt length of the prefill measurement (default 128)
-  --context N              cached tokens before the decode measurement (default 64)
-  --decode-steps N         decode steps measured (median reported; default 20)
-  --lanes LIST             lane counts for the batched decode, e.g. 1,2,4,8 (default)
-  --cache-compare LIST     generation lengths for KV cache on vs off, e.g. 64,256
-  --help                   this text
-)";
+)" + ts::model_flags_help() +
+         R"(  --write-random-124m DIR write a random GPT-2-124M-shaped checkpoint to DIR (created
+                          if missing) and benchmark it, instead of --model
+  --prefill-tokens N      prompt length of the prefill measurement (default 128)
+  --context N             cached tokens before the decode measurement (default 64)
+  --decode-steps N        decode steps measured (median reported; default 20)
+  --lanes LIST            lane counts for the batched decode, each 1 to )" +
+         std::to_string(ts::kMaxLanes) + R"(, e.g. 1,2,4,8
+                          (default); ratio_to_one_lane divides by the 1-lane time,
+                          measured even when 1 is not listed
+  --cache-compare LIST    generation lengths for KV cache on vs off, e.g. 64,256 (a run
+                          stops at the end of the model's context; its steps are listed)
+  --help                  this text
 
-std::vector<int> parse_list(const std::string& s) {
+Flags are written "--flag value" or "--flag=value". Exit codes: 0 done, 2 bad
+input (one line on stderr), 3 internal error.
+)";
+}
+
+// "1,2,4": whole numbers in [lo, hi], no empty items.
+std::vector<int> parse_list(const std::string& flag, const std::string& s, int lo, int hi) {
+  if (s.empty()) throw ts::Error(flag + ": the list is empty");
   std::vector<int> out;
   size_t pos = 0;
-  while (pos < s.size()) {
+  for (;;) {
     const size_t comma = s.find(',', pos);
     const std::string item =
         s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    try {
-      out.push_back(std::stoi(item));
-    } catch (...) {
-      throw ts::Error("not a number list: '" + s + "'");
-    }
-    if (out.back() <= 0) throw ts::Error("list values must be positive: '" + s + "'");
+    if (item.empty()) throw ts::Error(flag + ": empty item in '" + s + "'");
+    out.push_back(static_cast<int>(ts::parse_whole_number(flag, item, lo, hi)));
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
   return out;
 }
 
-int parse_int(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    const int n = std::stoi(v, &used);
-    if (used == v.size() && n >= 0) return n;
-  } catch (...) {
-  }
-  throw ts::Error(flag + ": '" + v + "' is not a non-negative integer");
-}
+// Sizes are bounded here, before anything is allocated; the model's context
+// bounds them again once it is known.
+constexpr int kMaxTokens = 1 << 20;
 
 BenchOptions parse(int argc, char** argv) {
   BenchOptions o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw ts::Error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      std::cout << kHelp;
-      std::exit(0);
-    } else if (a == "--model")
-      o.model = next();
-    else if (a == "--write-random-124m")
-      o.write_random = next();
-    else if (a == "--device")
-      o.device = next();
-    else if (a == "--threads")
-      o.threads = parse_int(a, next());
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+      o.help = true;
+      return o;
+    }
+  ts::FlagReader r(argc, argv);
+  while (r.next()) {
+    const std::string a = r.flag();
+    if (a == "--tokenizer")
+      throw ts::Error("--tokenizer: the bench runs the model on random token ids, no tokenizer");
+    if (ts::parse_model_flag(r, o.setup)) continue;
+    if (a == "--write-random-124m")
+      o.write_random = ts::non_empty(a, r.value());
     else if (a == "--prefill-tokens")
-      o.prefill_tokens = parse_int(a, next());
+      o.prefill_tokens = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
     else if (a == "--context")
-      o.context = parse_int(a, next());
+      o.context = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
     else if (a == "--decode-steps")
-      o.decode_steps = parse_int(a, next());
+      o.decode_steps = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
     else if (a == "--lanes")
-      o.lanes = parse_list(next());
+      o.lanes = parse_list(a, r.value(), 1, ts::kMaxLanes);
     else if (a == "--cache-compare")
-      o.cache_compare = parse_list(next());
+      o.cache_compare = parse_list(a, r.value(), 1, kMaxTokens);
     else
       throw ts::Error("unknown option '" + a + "' (see --help)");
   }
-  if (o.model.empty() && o.write_random.empty())
+  if (o.setup.model.empty() && o.write_random.empty())
     throw ts::Error("give --model DIR or --write-random-124m DIR");
-  if (o.decode_steps < 1 || o.prefill_tokens < 1 || o.context < 1)
-    throw ts::Error("--decode-steps, --prefill-tokens and --context must be >= 1");
+  if (!o.setup.model.empty() && !o.write_random.empty())
+    throw ts::Error("--model and --write-random-124m conflict: give one model");
   return o;
 }
 
@@ -191,28 +190,38 @@ json cache_compare(ts::Engine& engine, int n) {
   return ts::cache_comparison_to_json(ts::compare_kv_cache(engine, prompt, {}, n));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  try {
+int run(int argc, char** argv) {
+  {
     const BenchOptions o = parse(argc, argv);
-    std::string model_dir = o.model;
+    if (o.help) {
+      std::cout << help_text();
+      return 0;
+    }
+    std::string model_dir = o.setup.model.string();
     if (!o.write_random.empty()) {
       ts::bench::write_random_checkpoint(ts::bench::gpt2_124m_config(), o.write_random, 124);
       model_dir = o.write_random;
     }
     auto weights = std::make_shared<const ts::ModelWeights>(ts::load_model(model_dir));
-    ts::BackendSelection sel = ts::make_backend(o.device, weights, o.threads);
+    const int n_ctx = weights->config.n_ctx;
+    // Checked before the KV cache is allocated.
+    if (o.context + 1 > n_ctx)
+      throw ts::Error("--context: " + std::to_string(o.context) + " is out of range, at most " +
+                      std::to_string(n_ctx - 1) + " (the model's context minus the decoded token)");
+    if (o.prefill_tokens > n_ctx)
+      throw ts::Error("--prefill-tokens: " + std::to_string(o.prefill_tokens) +
+                      " is out of range, at most the model's context of " + std::to_string(n_ctx));
+    ts::BackendSelection sel = ts::make_backend(o.setup.device, weights, o.setup.cpu_threads);
     if (!sel.notice.empty()) std::cerr << "note: " << sel.notice << "\n";
     int max_lanes = 1;
     for (int k : o.lanes) max_lanes = std::max(max_lanes, k);
-    ts::Engine engine(weights, std::move(sel.backend), weights->config.n_ctx * (max_lanes + 2));
+    // Every lane's sequence may own whole blocks up to the context (plus the
+    // shared base and one scratch sequence): sized in blocks, not tokens.
+    const ts::KvCacheSize kv = ts::kv_cache_size_for(weights->config, max_lanes + 2);
+    ts::Engine engine(weights, std::move(sel.backend), kv.tokens);
     const ts::ModelConfig& cfg = engine.config();
-    if (o.context + 1 > cfg.n_ctx || o.prefill_tokens > cfg.n_ctx)
-      throw ts::Error("--context / --prefill-tokens exceed the model's context of " +
-                      std::to_string(cfg.n_ctx));
 
-    const ts::cpu::MachineRoofs roofs = ts::measure_bench_roofs(engine.backend(), o.threads);
+    const ts::cpu::MachineRoofs roofs = ts::measure_bench_roofs(engine.backend(), o.setup.cpu_threads);
     json report = {{"model", model_dir},
                    {"parameters", cfg.parameter_count()},
                    {"weight_bytes_fp32", cfg.parameter_count() * 4},
@@ -228,7 +237,7 @@ int main(int argc, char** argv) {
     for (bool trace : {false, true}) {
       // Bandwidth is probed again right before the steps it bounds: on a
       // shared machine both figures then see the same neighbours.
-      const double bandwidth = ts::measure_bench_bandwidth(engine.backend(), o.threads);
+      const double bandwidth = ts::measure_bench_bandwidth(engine.backend(), o.setup.cpu_threads);
       const DecodeTiming t = decode_step_time(engine, o, 1, trace);
       const double bound = t.cost.bytes() / bandwidth;
       const double weight_bound = t.cost.weight_bytes / bandwidth;
@@ -247,10 +256,18 @@ int main(int argc, char** argv) {
     }
     report["decode"] = decode;
     json lanes = json::array();
+    // ratio_to_one_lane divides by the 1-lane time whatever the list's order;
+    // it is measured first when the list does not name 1.
+    std::vector<DecodeTiming> timings;
     double one_lane = 0;
     for (int k : o.lanes) {
-      const DecodeTiming t = decode_step_time(engine, o, k, false);
-      if (k == 1 || one_lane == 0) one_lane = t.median;
+      timings.push_back(decode_step_time(engine, o, k, false));
+      if (k == 1 && one_lane == 0) one_lane = timings.back().median;
+    }
+    if (one_lane == 0) one_lane = decode_step_time(engine, o, 1, false).median;
+    for (size_t i = 0; i < o.lanes.size(); ++i) {
+      const int k = o.lanes[i];
+      const DecodeTiming& t = timings[i];
       lanes.push_back({{"lanes", k},
                        {"ms_per_step", t.median * 1e3},
                        {"ratio_to_one_lane", t.median / one_lane},
@@ -264,8 +281,26 @@ int main(int argc, char** argv) {
     report["device_after_run"] = engine.backend().device_name();  // e.g. graphs captured
     std::cout << report.dump(2) << std::endl;
     return 0;
+  }
+}
+
+}  // namespace
+
+// Exit codes: 0 done, 2 bad input (one line naming what is wrong), 3 internal error.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
   } catch (const ts::Error& e) {
     std::cerr << "tokenscope-bench: " << e.what() << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tokenscope-bench: out of memory\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "tokenscope-bench: internal error: " << e.what() << "\n";
+    return 3;
+  } catch (...) {
+    std::cerr << "tokenscope-bench: internal error (unknown exception)\n";
+    return 3;
   }
 }

@@ -1,9 +1,12 @@
 #include "bench/random_checkpoint.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "util/error.h"
@@ -56,7 +59,14 @@ ModelConfig gpt2_124m_config() {
 
 void write_random_checkpoint(const ModelConfig& config, const std::filesystem::path& dir,
                              uint64_t seed) {
-  std::filesystem::create_directories(dir);
+  namespace fs = std::filesystem;
+  if (dir.empty()) throw Error("--write-random-124m: the directory name is empty");
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (fs::exists(st) && !fs::is_directory(st))
+    throw Error(dir.string() + ": exists and is not a directory");
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(dir.string() + ": cannot create the directory (" + ec.message() + ")");
   const nlohmann::json cfg = {{"model_type", "gpt2"},
                               {"architectures", {"GPT2LMHeadModel"}},
                               {"activation_function", "gelu_new"},
@@ -67,7 +77,13 @@ void write_random_checkpoint(const ModelConfig& config, const std::filesystem::p
                               {"n_head", config.n_head},
                               {"n_layer", config.n_layer},
                               {"layer_norm_epsilon", config.layer_norm_epsilon}};
-  std::ofstream(dir / "config.json") << cfg.dump(2) << "\n";
+  {
+    std::ofstream config_out(dir / "config.json");
+    config_out << cfg.dump(2) << "\n";
+    config_out.flush();
+    if (!config_out)
+      throw Error((dir / "config.json").string() + ": cannot write (" + std::strerror(errno) + ")");
+  }
 
   const std::vector<TensorSpec> tensors = specs(config);
   nlohmann::json header = {{"__metadata__", {{"format", "pt"}}}};
@@ -82,7 +98,9 @@ void write_random_checkpoint(const ModelConfig& config, const std::filesystem::p
   std::string h = header.dump();
   while ((h.size() + 8) % 8 != 0) h += ' ';  // keeps the data 8-byte aligned
   std::ofstream out(dir / "model.safetensors", std::ios::binary);
-  if (!out) throw Error((dir / "model.safetensors").string() + ": cannot open for writing");
+  if (!out)
+    throw Error((dir / "model.safetensors").string() + ": cannot open for writing (" +
+                std::strerror(errno) + ")");
   const uint64_t len = h.size();
   out.write(reinterpret_cast<const char*>(&len), 8);
   out.write(h.data(), static_cast<std::streamsize>(h.size()));
@@ -100,7 +118,10 @@ void write_random_checkpoint(const ModelConfig& config, const std::filesystem::p
     }
     out.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(n * 4));
   }
-  if (!out) throw Error((dir / "model.safetensors").string() + ": write failed");
+  out.flush();
+  if (!out)
+    throw Error((dir / "model.safetensors").string() + ": write failed (" + std::strerror(errno) +
+                ")");
 }
 
 }  // namespace ts::bench

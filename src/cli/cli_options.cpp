@@ -1,50 +1,34 @@
 #include "cli/cli_options.h"
 
-#include <charconv>
-#include <cmath>
+#include <algorithm>
+#include <climits>
+#include <string_view>
 
+#include "session/model_flags.h"
 #include "util/error.h"
 
 namespace ts::cli {
-namespace {
-
-template <typename T>
-T parse_number(const std::string& flag, const std::string& text) {
-  T value{};
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end) throw Error(flag + ": '" + text + "' is not a valid number");
-  if constexpr (std::is_floating_point_v<T>) {
-    if (!std::isfinite(value)) throw Error(flag + ": '" + text + "' is not finite");
-  }
-  return value;
-}
-
-}  // namespace
 
 std::string cli_help() {
-  return R"(tokenscope-cli: step through GPT-2 inference one token at a time.
+  return std::string(R"(tokenscope-cli: step through GPT-2 inference one token at a time.
 
 Usage: tokenscope-cli [options]
 
 Model
-  --model PATH            HF GPT-2 directory (config.json, model.safetensors, vocab.json,
-                          merges.txt) or llm.c gpt2_*.bin; default: the bundled model
-  --tokenizer DIR         directory with vocab.json + merges.txt (or encoder.json +
-                          vocab.bpe); default: the model's directory
-  --device auto|cpu|cuda  backend; auto takes CUDA when a device is present
-  --threads N             CPU threads (default: all)
-
+)" + model_flags_help() +
+                     R"(
 Generation
   --prompt TEXT           prompt (default: "Today's weather is so")
-  --steps N               decode steps after prefill (default 16)
+  --steps N               decode steps after prefill (default 16); generation also stops
+                          at the end of the model's context
   --greedy                argmax (the default)
   --temperature T         sample with temperature T > 0
   --top-k K               keep the K most likely tokens (0 = off)
   --top-p P               nucleus sampling, P in (0, 1]
   --min-p M               drop tokens below M x the top probability, M in [0, 1]
   --repetition-penalty R  R > 0; 1 = off (applies to greedy too)
-  --seed S                seed of the draw (same seed, same tokens)
+  --seed S                seed of the draw (same seed, same tokens); needs a sampling
+                          flag
   --strategy STR          a whole strategy, e.g. "top_p=0.9,temperature=0.8", or HF beam
                           search: "beams=4" (2..8), with length_penalty=F and
                           early_stopping=true|false|never
@@ -58,104 +42,162 @@ Generation
 Output
   --interactive           pause after every step: Enter = next, b = back, q = quit
   --top N                 alternatives printed per step (default 5)
-  --json FILE             write the whole session trace as JSON
+  --json FILE             write the whole session trace as JSON, step by step into a
+                          temporary file renamed to FILE when complete; Ctrl-C stops
+                          generation and FILE then says "interrupted": true (exit 130);
+                          a Ctrl-C while writing leaves no FILE
   --json-full-logits      include every logit of every step in the JSON
   --no-attention          do not record attention probabilities
   --quiet                 print only the generated text
   --logit-lens            after each step, the top-5 predictions read off the residual
                           stream after every layer (final layer norm + unembedding)
-  --eval-loss FILE        print the model's mean next-token loss on a text file and exit
-  --eval-window N         window for --eval-loss (default: the model's context)
-  --help                  this text
-)";
+  --eval-loss FILE        print the model's mean next-token loss on a text file (at
+                          most 64 MiB) as one JSON line and exit
+  --eval-window N         window for --eval-loss, 2 up to the model's context (default:
+                          the model's context)
+  --help                  this text (wins over every other flag)
+
+Every flag is written "--flag value" or "--flag=value"; a value that itself starts
+with "--" needs the second form.
+
+Conflicting flags are refused with one line naming both, never resolved silently:
+the single-lane strategy flags (--greedy, --temperature, --top-k, --top-p, --min-p,
+--repetition-penalty, --seed) combine into one strategy, but not with --strategy
+(a whole strategy: put every setting into its string) nor with --compare; --greedy
+does not combine with --temperature, --top-k, --top-p, --min-p or --seed, and
+--seed needs one of the first four; a flag given twice is refused; --eval-loss
+takes only the Model flags and --eval-window; --interactive does not combine
+with --quiet. Exit codes: 0 done, 2 bad input (one line on stderr), 3 internal
+error, 130 interrupted.
+)");
 }
 
 CliOptions parse_cli(int argc, char** argv) {
   CliOptions o;
-  SamplingParams single;
-  bool single_set = false;
-  auto value = [&](int& i, const std::string& flag) -> std::string {
-    if (i + 1 >= argc) throw Error(flag + " needs a value");
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h")
+  // --help wins over everything else on the line, even over a bad value.
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
       o.help = true;
-    else if (a == "--model")
-      o.setup.model = value(i, a);
-    else if (a == "--tokenizer")
-      o.setup.tokenizer = value(i, a);
-    else if (a == "--device")
-      o.setup.device = value(i, a);
-    else if (a == "--threads")
-      o.setup.cpu_threads = parse_number<int>(a, value(i, a));
-    else if (a == "--prompt")
-      o.prompt = value(i, a);
+      return o;
+    }
+  SamplingParams single;
+  std::vector<std::string> given;  // every flag seen, in order
+  auto seen = [&](const char* flag) {
+    return std::find(given.begin(), given.end(), flag) != given.end();
+  };
+  auto conflict = [](const std::string& a, const std::string& b, const std::string& why) {
+    return Error(a + " and " + b + " conflict: " + why);
+  };
+  // The single-lane strategy flags; --strategy is a whole strategy by itself.
+  const std::vector<std::string> strategy_flags = {
+      "--greedy", "--temperature",        "--top-k", "--top-p",
+      "--min-p",  "--repetition-penalty", "--seed",  "--strategy"};
+  const std::vector<std::string> sampling_flags = {"--temperature", "--top-k", "--top-p", "--min-p",
+                                                   "--seed"};
+  auto is_in = [](const std::vector<std::string>& list, const std::string& f) {
+    return std::find(list.begin(), list.end(), f) != list.end();
+  };
+  FlagReader r(argc, argv);
+  while (r.next()) {
+    const std::string a = r.flag();
+    if (is_in(strategy_flags, a) || a == "--compare") {
+      for (const std::string& g : given) {
+        if (!is_in(strategy_flags, g) && g != "--compare") continue;
+        if (g == a) throw Error(a + " is given twice");
+        if (a == "--compare" && is_in(strategy_flags, g))
+          throw conflict(g, a, "--compare takes each lane's whole strategy");
+        if (g == "--compare") throw conflict(g, a, "--compare takes each lane's whole strategy");
+        if (a == "--strategy" || g == "--strategy")
+          throw conflict(g, a, "--strategy is a whole strategy; put every setting into its string");
+        if ((a == "--greedy" && is_in(sampling_flags, g)) ||
+            (g == "--greedy" && is_in(sampling_flags, a)))
+          throw conflict(g, a, "--greedy does not sample");
+      }
+    }
+    given.push_back(a);
+    if (parse_model_flag(r, o.setup)) continue;
+    if (a == "--prompt")
+      o.prompt = r.value();
     else if (a == "--steps")
-      o.steps = parse_number<int>(a, value(i, a));
+      o.steps = static_cast<int>(parse_whole_number(a, r.value(), 0, INT_MAX));
     else if (a == "--greedy") {
+      r.no_value();
       single.do_sample = false;
-      single_set = true;
     } else if (a == "--temperature") {
-      single.temperature = parse_number<float>(a, value(i, a));
-      single.do_sample = single_set = true;
+      single.temperature = parse_decimal(a, r.value());
+      single.do_sample = true;
     } else if (a == "--top-k") {
-      single.top_k = parse_number<int>(a, value(i, a));
-      single.do_sample = single_set = true;
+      single.top_k = static_cast<int>(parse_whole_number(a, r.value(), 0, INT_MAX));
+      single.do_sample = true;
     } else if (a == "--top-p") {
-      single.top_p = parse_number<float>(a, value(i, a));
-      single.do_sample = single_set = true;
+      single.top_p = parse_decimal(a, r.value());
+      single.do_sample = true;
     } else if (a == "--min-p") {
-      single.min_p = parse_number<float>(a, value(i, a));
-      single.do_sample = single_set = true;
+      single.min_p = parse_decimal(a, r.value());
+      single.do_sample = true;
     } else if (a == "--repetition-penalty") {
-      single.repetition_penalty = parse_number<float>(a, value(i, a));
-      single_set = true;
+      single.repetition_penalty = parse_decimal(a, r.value());
     } else if (a == "--seed") {
-      single.seed = parse_number<uint64_t>(a, value(i, a));
-      single_set = true;
+      single.seed = parse_unsigned(a, r.value());
     } else if (a == "--strategy") {
-      const uint64_t seed = single.seed;
-      single = parse_strategy(value(i, a));
-      if (single.seed == 0) single.seed = seed;
-      single_set = true;
+      single = parse_strategy(r.value());
     } else if (a == "--compare") {
-      while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0)
-        o.strategies.push_back(parse_strategy(argv[++i]));
+      for (const std::string& s : r.values_up_to_next_flag())
+        o.strategies.push_back(parse_strategy(s));
       if (o.strategies.empty()) throw Error("--compare needs at least one strategy");
-    } else if (a == "--no-kv-cache")
+      if (static_cast<int>(o.strategies.size()) > kMaxLanes)
+        throw Error("--compare takes at most " + std::to_string(kMaxLanes) + " strategies (got " +
+                    std::to_string(o.strategies.size()) + ")");
+    } else if (a == "--no-kv-cache") {
+      r.no_value();
       o.kv_cache = false;
-    else if (a == "--interactive")
+    } else if (a == "--interactive") {
+      r.no_value();
       o.interactive = true;
-    else if (a == "--top")
-      o.top = parse_number<int>(a, value(i, a));
+    } else if (a == "--top")
+      o.top = static_cast<int>(parse_whole_number(a, r.value(), 1, 100));
     else if (a == "--json")
-      o.json_file = value(i, a);
-    else if (a == "--json-full-logits")
+      o.json_file = non_empty(a, r.value());
+    else if (a == "--json-full-logits") {
+      r.no_value();
       o.json_full_logits = true;
-    else if (a == "--no-attention")
+    } else if (a == "--no-attention") {
+      r.no_value();
       o.record_attention = false;
-    else if (a == "--quiet")
+    } else if (a == "--quiet") {
+      r.no_value();
       o.quiet = true;
-    else if (a == "--logit-lens")
+    } else if (a == "--logit-lens") {
+      r.no_value();
       o.logit_lens = true;
-    else if (a == "--eval-loss")
-      o.eval_loss_file = value(i, a);
+    } else if (a == "--eval-loss")
+      o.eval_loss_file = non_empty(a, r.value());
     else if (a == "--eval-window")
-      o.eval_window = parse_number<int>(a, value(i, a));
+      o.eval_window = static_cast<int>(parse_whole_number(a, r.value(), 2, INT_MAX));
     else
       throw Error("unknown option '" + a + "' (see --help)");
   }
-  if (single_set && !o.strategies.empty())
-    throw Error("give either --compare or single-lane strategy flags, not both");
+  // Flags that would otherwise be ignored without a word.
+  if (seen("--eval-loss")) {
+    for (const std::string& g : given)
+      if (g != "--eval-loss" && g != "--eval-window" && g != "--model" && g != "--tokenizer" &&
+          g != "--device" && g != "--threads")
+        throw conflict("--eval-loss", g,
+                       "--eval-loss only prints the loss of a file as JSON (with --model, "
+                       "--tokenizer, --device, --threads, --eval-window)");
+  } else if (seen("--eval-window")) {
+    throw Error("--eval-window needs --eval-loss FILE");
+  }
+  if (seen("--seed") && !single.do_sample)
+    throw Error(
+        "--seed needs a sampling flag (--temperature, --top-k, --top-p or --min-p): "
+        "greedy decoding draws nothing");
+  if (seen("--json-full-logits") && !seen("--json"))
+    throw Error("--json-full-logits needs --json FILE");
+  if (o.interactive && o.quiet)
+    throw conflict("--interactive", "--quiet", "--interactive shows every step");
   if (o.strategies.empty()) o.strategies.push_back(single);
-  if (static_cast<int>(o.strategies.size()) > kMaxLanes)
-    throw Error("--compare takes at most " + std::to_string(kMaxLanes) + " strategies");
   for (const SamplingParams& p : o.strategies) p.validate();
-  if (o.steps < 0) throw Error("--steps must be >= 0");
-  if (o.top < 1 || o.top > 100) throw Error("--top must be between 1 and 100");
-  if (o.setup.cpu_threads < 0) throw Error("--threads must be >= 0");
   return o;
 }
 

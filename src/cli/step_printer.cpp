@@ -22,6 +22,22 @@ std::string quoted_piece(const Tokenizer& tok, int id) {
 
 }  // namespace
 
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 void print_step(std::ostream& out, const Session& session, const StepTrace& step, int top) {
   const Tokenizer& tok = session.tokenizer();
   const int inputs = step.lanes.empty() ? 0 : step.lanes.front().rows();
@@ -44,8 +60,10 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
     const std::vector<float> probs = softmax(ls.logits);
     out << "  ";
     if (step.lanes.size() > 1 || session.lanes().size() > 1) out << "lane " << ls.lane << ": ";
-    out << "chose " << quoted_piece(tok, ls.chosen_token) << " (p "
-        << fmt("%.3f", probs[ls.chosen_token]) << ")";
+    out << "chose " << quoted_piece(tok, ls.chosen_token) << " (model p "
+        << fmt("%.3f", probs[ls.chosen_token]);
+    if (ls.params.do_sample) out << ", after filters p " << fmt("%.3f", ls.chosen_prob);
+    out << ")";
     if (ls.params.do_sample) out << " u=" << fmt("%.4f", ls.uniform);
     out << " | top:";
     for (int id : top_n(ls.logits, top))
@@ -75,7 +93,7 @@ void print_lanes_text(std::ostream& out, const Session& session) {
   for (const Lane& lane : session.lanes()) {
     if (session.lanes().size() > 1)
       out << "lane " << lane.id << " (" << describe(lane.params) << "): ";
-    out << session.prompt_text() << tok.decode(lane.generated);
+    out << printable(session.prompt_text() + tok.decode(lane.generated));
     if (!lane.stop_reason.empty()) out << "   [" << lane.stop_reason << "]";
     out << "\n";
   }

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "model/config_json.h"
@@ -77,6 +78,9 @@ bool same_values(const TensorInfo& a, const TensorInfo& b) {
   return true;
 }
 
+// The tokenizer file in the model's own directory (the usual case; a
+// tokenizer from another directory is checked and named by load_model_setup
+// before this runs).
 std::string tokenizer_file_name(const fs::path& dir) {
   std::error_code ec;
   for (const char* name : {"vocab.json", "encoder.json"}) {
@@ -90,7 +94,7 @@ std::string tokenizer_file_name(const fs::path& dir) {
 ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size) {
   const std::string dir_name = dir.string();
   std::error_code ec;
-  if (!fs::exists(dir, ec)) fail(dir_name, "no such directory");
+  if (!fs::exists(dir, ec)) fail(dir_name, ec ? ec.message() : "no such directory");
   if (!fs::is_directory(dir, ec))
     fail(dir_name, "not a directory (expected a Hugging Face GPT-2 directory)");
 
@@ -254,6 +258,8 @@ ModelWeights load_model(const fs::path& path, int tokenizer_vocab_size) {
   const std::string name = path.string();
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
+  // A symlink loop or a denied directory says so, not "no such file".
+  if (ec && ec != std::errc::no_such_file_or_directory) fail(name, ec.message());
   if (ec || !fs::exists(status)) fail(name, "no such file or directory");
   if (fs::is_directory(status)) return load_model_dir(path, tokenizer_vocab_size);
   if (!fs::is_regular_file(status)) fail(name, "not a regular file or directory");

@@ -17,8 +17,34 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr double kFloatMax = std::numeric_limits<float>::max();
 
-// A finite value computed in double, brought back to float without becoming inf.
-float clamp_to_float(double v) { return static_cast<float>(std::clamp(v, -kFloatMax, kFloatMax)); }
+// Writes logits computed in double back as floats: clamped to the float
+// range, as before, which for values that fit is the plain conversion HF
+// transformers computes. Clamping alone would break the order in two cases
+// (temperature 1e-38, repetition penalty 1e-45): two or more values above
+// FLT_MAX all become FLT_MAX, a tie among the top tokens that sampling then
+// draws from uniformly; and when every value is below -FLT_MAX all of them
+// tie. Then every value is first shifted by a common amount (the top to
+// FLT_MAX, or to 0 in the second case). Softmax, argmax and the top-k /
+// top-p / min-p filters do not change under a common shift, so the
+// probabilities stay the exact ones: a token that still lands beyond
+// -FLT_MAX had probability exp(-huge) = 0 anyway.
+void store_keeping_order(std::vector<float>& logits, const std::vector<double>& values) {
+  auto clamped = [](double v) { return static_cast<float>(std::clamp(v, -kFloatMax, kFloatMax)); };
+  double mx = -std::numeric_limits<double>::infinity();
+  int at_top = 0;  // values that clamping puts at FLT_MAX
+  for (double v : values) {
+    if (!std::isfinite(v)) continue;  // -inf stays removed
+    mx = std::max(mx, v);
+    at_top += clamped(v) == static_cast<float>(kFloatMax) ? 1 : 0;
+  }
+  double shift = 0.0;
+  if (mx > kFloatMax && at_top >= 2)
+    shift = mx - kFloatMax;
+  else if (mx < -kFloatMax)
+    shift = mx;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (std::isfinite(values[i])) logits[i] = clamped(values[i] - shift);
+}
 
 std::string num(float v) {
   char buf[64];
@@ -41,19 +67,21 @@ void apply_repetition_penalty(std::vector<float>& logits, const std::vector<int>
     }
   }
   if (penalty == 1.0f) return;
+  std::vector<double> values(logits.begin(), logits.end());
   std::vector<char> done(vocab, 0);
   for (int id : context_ids) {
     const auto i = static_cast<size_t>(id);
     if (done[i]) continue;  // once per distinct token, however often it occurs
     done[i] = 1;
-    const float x = logits[i];
+    const double x = logits[i];
     if (!std::isfinite(x)) continue;  // -inf stays removed
-    if (x > 0.0f) {
-      logits[i] = clamp_to_float(static_cast<double>(x) / penalty);
-    } else if (x < 0.0f) {
-      logits[i] = clamp_to_float(static_cast<double>(x) * penalty);
+    if (x > 0.0) {
+      values[i] = x / penalty;
+    } else if (x < 0.0) {
+      values[i] = x * penalty;
     }
   }
+  store_keeping_order(logits, values);
 }
 
 void apply_temperature(std::vector<float>& logits, float temperature) {
@@ -61,9 +89,10 @@ void apply_temperature(std::vector<float>& logits, float temperature) {
     throw Error("temperature must be a finite number > 0 (got " + num(temperature) + ")");
   }
   if (temperature == 1.0f) return;
-  for (float& x : logits) {
-    if (std::isfinite(x)) x = clamp_to_float(static_cast<double>(x) / temperature);
-  }
+  std::vector<double> values(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i)
+    values[i] = static_cast<double>(logits[i]) / temperature;
+  store_keeping_order(logits, values);
 }
 
 void apply_top_k(std::vector<float>& logits, int k) {

@@ -25,6 +25,11 @@ LossReport evaluate_loss(Engine& engine, const std::vector<int>& tokens, int win
     const std::vector<float>& logits = r.outputs[0].logits;
     for (size_t i = 0; i + 1 < chunk.size(); ++i) {
       const float* row = logits.data() + i * v;
+      // The same refusal as generation: a loss from NaN or +inf logits means nothing.
+      for (int j = 0; j < v; ++j) {
+        if (std::isnan(row[j])) throw Error("evaluation: logits contain NaN");
+        if (std::isinf(row[j]) && row[j] > 0) throw Error("evaluation: logits contain +inf");
+      }
       // log-sum-exp in double, then the target's log-probability
       const float mx = *std::max_element(row, row + v);
       double sum = 0;
@@ -36,6 +41,8 @@ LossReport evaluate_loss(Engine& engine, const std::vector<int>& tokens, int win
   }
   if (report.predictions == 0) throw Error("evaluation text has fewer than 2 tokens");
   report.mean_nats = total / static_cast<double>(report.predictions);
+  if (!std::isfinite(report.mean_nats))
+    throw Error("evaluation: the mean loss is not finite (a target token has probability 0)");
   return report;
 }
 

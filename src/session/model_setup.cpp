@@ -1,10 +1,16 @@
 #include "session/model_setup.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <system_error>
 
 #include "engine/backend_factory.h"
+#include "model/config_json.h"
+#include "model/llmc_loader.h"
 #include "model/model_loader.h"
 #include "util/error.h"
 #include "util/paths.h"
@@ -22,28 +28,106 @@ fs::path default_model_path() {
   return dirs.empty() ? rel : dirs.front() / rel;
 }
 
+namespace {
+
+// The vocabulary file Tokenizer::load reads in dir, for messages.
+fs::path tokenizer_vocab_file(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / "vocab.json", ec) || fs::exists(dir / "merges.txt", ec))
+    return dir / "vocab.json";
+  return dir / "encoder.json";
+}
+
+bool has_tokenizer_files(const fs::path& dir) {
+  std::error_code ec;
+  for (const char* f : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+    if (fs::exists(dir / f, ec)) return true;
+  return false;
+}
+
+}  // namespace
+
 LoadedModel load_model_setup(const ModelSetupOptions& options) {
   LoadedModel out;
   out.path = options.model.empty() ? default_model_path() : options.model;
   std::error_code ec;
-  if (!fs::exists(out.path, ec)) {
+  const fs::file_status status = fs::status(out.path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)  // e.g. a symlink loop
+    throw Error(out.path.string() + ": " + ec.message());
+  if (!fs::exists(status)) {
     if (options.model.empty())
       throw Error("bundled model not found at " + out.path.string() +
                   ": pass --model DIR (an HF GPT-2 directory)");
     throw Error(out.path.string() + ": no such file or directory");
   }
+  const bool is_dir = fs::is_directory(status);
+  if (!is_dir && !fs::is_regular_file(status))
+    throw Error(out.path.string() +
+                ": not a regular file or directory (expected a Hugging Face GPT-2 directory "
+                "or an llm.c gpt2_*.bin file)");
   fs::path tok_dir = options.tokenizer;
-  if (tok_dir.empty()) tok_dir = fs::is_directory(out.path, ec) ? out.path : out.path.parent_path();
+  if (tok_dir.empty()) {
+    // A file's directory; "gpt2_124M.bin" (no directory part) is in ".".
+    tok_dir = is_dir ? out.path : out.path.parent_path();
+    if (tok_dir.empty()) tok_dir = ".";
+    if (!is_dir && !has_tokenizer_files(tok_dir)) {
+      if (is_llmc_checkpoint(out.path))
+        throw Error(out.path.string() +
+                    ": an llm.c checkpoint holds no tokenizer; pass --tokenizer DIR (a "
+                    "directory with GPT-2's vocab.json + merges.txt)");
+      throw Error(out.path.string() + ": no tokenizer files beside it in " + tok_dir.string() +
+                  "; pass --tokenizer DIR");
+    }
+  }
   out.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(tok_dir));
+  // A vocabulary mismatch names both sides: the model's config.json and the
+  // tokenizer's own file (which may be in another directory).
+  const fs::path config_path = is_dir ? out.path / "config.json" : fs::path();
+  if (is_dir && fs::exists(config_path, ec)) {
+    const ModelConfig cfg = load_config_json(config_path);
+    if (cfg.vocab_size != out.tokenizer->vocab_size())
+      throw Error(config_path.string() + ": vocab_size " + std::to_string(cfg.vocab_size) +
+                  " does not match the tokenizer " + tokenizer_vocab_file(tok_dir).string() + " (" +
+                  std::to_string(out.tokenizer->vocab_size()) + " tokens)");
+  }
   auto weights =
       std::make_shared<const ModelWeights>(load_model(out.path, out.tokenizer->vocab_size()));
   out.name = out.path.filename().string();
   if (out.name.empty()) out.name = out.path.parent_path().filename().string();
   BackendSelection sel = make_backend(options.device, weights, options.cpu_threads);
   out.backend_notice = sel.notice;
-  const int cache_tokens = weights->config.n_ctx * std::max(2, options.cache_sequences);
-  out.engine = std::make_shared<Engine>(weights, std::move(sel.backend), cache_tokens);
+  const KvCacheSize kv = kv_cache_size_for(weights->config, std::max(2, options.cache_sequences));
+  out.engine = std::make_shared<Engine>(weights, std::move(sel.backend), kv.tokens);
   return out;
+}
+
+KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int block_size) {
+  KvCacheSize size;
+  size.sequences = sequences;
+  const int64_t blocks_per_sequence = (int64_t{config.n_ctx} + block_size - 1) / block_size;
+  const int64_t blocks = blocks_per_sequence * sequences;
+  const int64_t tokens = blocks * block_size;
+  const int64_t bytes =
+      tokens * 2 * int64_t{config.n_embd} * config.n_layer * int64_t(sizeof(float));
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const int64_t physical = pages > 0 && page > 0 ? int64_t{pages} * page : 0;
+  auto gib = [](int64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1ll << 30));
+    return std::string(buf);
+  };
+  const std::string what = "KV cache for " + std::to_string(sequences) + " sequences of " +
+                           std::to_string(config.n_ctx) + " tokens";
+  if (sequences < 1 || tokens > INT_MAX || (physical > 0 && bytes > physical))
+    throw Error(what + " needs " + gib(bytes) + ", more than " +
+                (tokens > INT_MAX ? std::string("the cache can address")
+                                  : "this machine's " + gib(physical) + " of memory") +
+                "; use fewer lanes or beams");
+  size.blocks = static_cast<int>(blocks);
+  size.tokens = static_cast<int>(tokens);
+  size.bytes = bytes;
+  return size;
 }
 
 int cache_sequences_for(const std::vector<SamplingParams>& strategies) {

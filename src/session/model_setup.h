@@ -29,6 +29,20 @@ struct LoadedModel {
   std::string backend_notice;  // e.g. "no usable CUDA device (...); running on the CPU"
 };
 
+// A KV cache sized in blocks for its sequences' worst case: every sequence
+// may own ceil(n_ctx / block_size) blocks of its own (a context that is not a
+// multiple of the block size, or small, then still fits).
+struct KvCacheSize {
+  int sequences = 0;
+  int blocks = 0;
+  int tokens = 0;     // blocks * block_size: what Engine's cache_tokens takes
+  int64_t bytes = 0;  // keys + values over every layer
+};
+
+// Throws ts::Error up front, naming the figures, when the count overflows or
+// the cache would need more than the machine's physical memory.
+KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int block_size = 16);
+
 // KV capacity (in full contexts) that lanes with these strategies need: one
 // sequence per lane, one per beam of a beam lane, and two for scratch work.
 int cache_sequences_for(const std::vector<SamplingParams>& strategies);

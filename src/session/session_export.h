@@ -1,17 +1,36 @@
 #pragma once
 // The whole session as one JSON document: model, prompt, lanes, every step.
 #include <filesystem>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
 #include "session/session.h"
 #include "trace/json_export.h"
+#include "util/error.h"
 
 namespace ts {
 
 nlohmann::json session_to_json(const Session& session, const JsonExportOptions& options = {});
-// Throws ts::Error when the file cannot be written.
+
+struct SessionFileOptions {
+  bool interrupted = false;      // written as "interrupted": true (the run was stopped early)
+  std::function<bool()> cancel;  // asked between steps while writing; true stops the write
+};
+
+// Thrown by write_session_json when options.cancel() said stop; nothing was written.
+class ExportCancelled : public Error {
+ public:
+  ExportCancelled() : Error("export cancelled") {}
+};
+
+// Writes session_to_json's document plus "interrupted", one step at a time
+// (memory: one step's JSON, not the whole tree). A regular file is written
+// to a temporary file beside it and renamed into place when complete, so it
+// is never seen half-written; a device or FIFO is written directly. Throws
+// ts::Error (one line, with the reason) when the file cannot be written.
 void write_session_json(const Session& session, const std::filesystem::path& file,
-                        const JsonExportOptions& options = {});
+                        const JsonExportOptions& options = {},
+                        const SessionFileOptions& file_options = {});
 
 }  // namespace ts

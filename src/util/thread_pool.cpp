@@ -1,20 +1,47 @@
 #include "util/thread_pool.h"
 
+#include <string>
+#include <system_error>
+
+#include "util/error.h"
+
 namespace ts {
+
+int ThreadPool::max_threads() {
+  const int hw = static_cast<int>(std::thread::hardware_concurrency());
+  return 4 * (hw > 0 ? hw : 1);
+}
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads <= 0) threads = 1;
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  if (threads > max_threads())
+    throw Error("threads: " + std::to_string(threads) + " is out of range, at most " +
+                std::to_string(max_threads()) + " (4 x the hardware threads)");
+  try {
+    workers_.reserve(static_cast<size_t>(threads - 1));
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error& e) {
+    // Without this the members would be destroyed while workers still wait
+    // on them (a hang in the condition variable's destructor, or terminate).
+    const size_t started = workers_.size();
+    stop_workers();
+    throw Error("threads: the system refused to start thread " + std::to_string(started + 2) +
+                " of " + std::to_string(threads) + " (" + e.what() +
+                "); ask for fewer with --threads");
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
+  workers_.clear();
 }
 
 bool ThreadPool::claim(const Job& job, int& index) {

@@ -13,10 +13,17 @@ namespace ts {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads = 0);  // 0 = hardware concurrency
+  // 0 = hardware concurrency. Throws ts::Error (one line) for more than
+  // max_threads() or when the system refuses to start a thread; the threads
+  // already started are stopped and joined first.
+  explicit ThreadPool(int threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // 4 x the hardware threads: more only adds switching, and an unbounded
+  // count can exhaust the machine's process ids.
+  static int max_threads();
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
   // Calls fn(i) for i in [0, n) exactly once each; blocks until every call returned.
@@ -28,6 +35,7 @@ class ThreadPool {
     int size = 0;
     uint32_t generation = 0;
   };
+  void stop_workers();
   void worker_loop();
   void run_tasks(const Job& job);
   bool claim(const Job& job, int& index);

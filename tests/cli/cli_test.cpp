@@ -1,16 +1,21 @@
 // End-to-end tests of tokenscope-cli: the binary is run as a user runs it and
 // its exit code, standard output and standard error are checked.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -58,13 +63,22 @@ class RemoveScratch : public ::testing::Environment {
 };
 const auto* const kRemoveScratch = ::testing::AddGlobalTestEnvironment(new RemoveScratch);
 
-CliRun run_cli(const std::vector<std::string>& args) {
+// The program at `exe` run with `args`, standard input from `stdin_text`
+// when given (else the terminal's, never read by these runs).
+CliRun run_program(const std::string& exe, const std::vector<std::string>& args,
+                   const std::string* stdin_text = nullptr, const fs::path& cwd = {}) {
   const fs::path dir = scratch_dir();
-  std::string cmd = shell_quote(TS_CLI_PATH);
+  std::string cmd;
+  if (!cwd.empty()) cmd.append("cd ").append(shell_quote(cwd.string())).append(" && ");
+  cmd.append(shell_quote(exe));
   // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on " " + string.
   for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
   cmd.append(" >").append(shell_quote((dir / "out").string()));
   cmd.append(" 2>").append(shell_quote((dir / "err").string()));
+  if (stdin_text) {
+    std::ofstream(dir / "in", std::ios::binary) << *stdin_text;
+    cmd.append(" <").append(shell_quote((dir / "in").string()));
+  }
   const int status = std::system(cmd.c_str());
   CliRun r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -72,6 +86,11 @@ CliRun run_cli(const std::vector<std::string>& args) {
   r.err = read_file(dir / "err");
   return r;
 }
+
+CliRun run_cli(const std::vector<std::string>& args) { return run_program(TS_CLI_PATH, args); }
+
+// tokenscope-bench is built beside tokenscope-cli.
+fs::path bench_path() { return fs::path(TS_CLI_PATH).parent_path() / "tokenscope-bench"; }
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -255,6 +274,433 @@ TEST(Cli, EvalLossPrintsOneJsonRecord) {
   const double loss = result["mean_loss_nats"].get<double>();
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_GT(loss, 0.0);
+}
+
+// ------------------------------------------------------------ test models
+
+// The tiny fixture with its context cut to n_ctx (wpe keeps its first n_ctx
+// rows), and optionally every position embedding set to NaN (a model whose
+// every logit is NaN).
+fs::path tiny_variant(const std::string& name, int n_ctx, bool nan_positions = false) {
+  const fs::path src = fs::path(TS_FIXTURE_DIR) / "tiny";
+  const fs::path dir = scratch_dir() / name;
+  fs::create_directories(dir);
+  for (const char* f : {"vocab.json", "merges.txt"})
+    fs::copy_file(src / f, dir / f, fs::copy_options::overwrite_existing);
+  nlohmann::json cfg = nlohmann::json::parse(read_file(src / "config.json"));
+  const int old_ctx = cfg["n_positions"].get<int>();
+  cfg["n_ctx"] = n_ctx;
+  cfg["n_positions"] = n_ctx;
+  std::ofstream(dir / "config.json") << cfg.dump();
+
+  const std::string st = read_file(src / "model.safetensors");
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, st.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(st.substr(8, header_len));
+  const std::string data = st.substr(8 + header_len);
+  nlohmann::json out_header = nlohmann::json::object();
+  std::string out_data;
+  // Same tensors, data in the old order, wpe cut to n_ctx rows.
+  std::vector<std::pair<int64_t, std::string>> order;
+  for (auto it = header.begin(); it != header.end(); ++it)
+    if (it.key() != "__metadata__") order.emplace_back(it.value()["data_offsets"][0], it.key());
+  std::sort(order.begin(), order.end());
+  for (const auto& [begin, key] : order) {
+    nlohmann::json t = header[key];
+    const int64_t end = t["data_offsets"][1].get<int64_t>();
+    std::string bytes = data.substr(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+    if (key == "wpe.weight") {
+      bytes.resize(bytes.size() / old_ctx * n_ctx);
+      t["shape"][0] = n_ctx;
+      if (nan_positions) {
+        const float nan = std::nanf("");
+        for (size_t i = 0; i + 4 <= bytes.size(); i += 4) std::memcpy(&bytes[i], &nan, 4);
+      }
+    }
+    t["data_offsets"] = {out_data.size(), out_data.size() + bytes.size()};
+    out_header[key] = t;
+    out_data += bytes;
+  }
+  std::string h = out_header.dump();
+  while (h.size() % 8 != 0) h += ' ';
+  std::ofstream out(dir / "model.safetensors", std::ios::binary);
+  const uint64_t len = h.size();
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out << h << out_data;
+  return dir;
+}
+
+void expect_one_error_line(const CliRun& r, const std::string& program, const std::string& says,
+                           const std::string& what) {
+  EXPECT_EQ(r.exit_code, 2) << what << "\n" << r.err;
+  const std::vector<std::string> errs = error_lines(r);
+  ASSERT_EQ(errs.size(), 1u) << what << "\n" << r.err;
+  EXPECT_TRUE(starts_with(errs[0], program + ": ")) << errs[0];
+  EXPECT_NE(errs[0].find(says), std::string::npos) << what << "\n" << errs[0];
+}
+
+// ---------------------------------------------------------------- the CLI
+
+// More steps than the context holds run to the end of the context (the
+// count used to overflow into a single token); beyond int it is refused.
+TEST(Cli, HugeStepCountsRunToTheContextEnd) {
+  const CliRun r = run_cli(with_tiny({"--steps", "2147483647", "--quiet"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[context end"), std::string::npos) << r.out;
+  expect_one_error_line(run_cli(with_tiny({"--steps", "2147483648"})), "tokenscope-cli",
+                        "--steps: 2147483648 is out of range, at most 2147483647", "steps");
+}
+
+// Conflicting strategy flags are refused with one line naming both, in
+// whichever order they come.
+TEST(Cli, ConflictingFlagsAreRefusedNamingBoth) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string first, second;
+  };
+  const std::vector<Case> cases = {
+      {{"--temperature", "0.5", "--strategy", "top_k=5"}, "--temperature", "--strategy"},
+      {{"--greedy", "--temperature", "0.7"}, "--greedy", "--temperature"},
+      {{"--temperature", "0.7", "--greedy"}, "--temperature", "--greedy"},
+      {{"--seed", "5", "--strategy", "temperature=1,seed=0"}, "--seed", "--strategy"},
+      {{"--top-k", "5", "--compare", "greedy", "beams=2"}, "--top-k", "--compare"},
+      {{"--compare", "greedy", "--repetition-penalty", "1.2"}, "--compare", "--repetition-penalty"},
+      {{"--eval-loss", "x.txt", "--json", "f.json"}, "--eval-loss", "--json"},
+      {{"--interactive", "--eval-loss", "x.txt"}, "--eval-loss", "--interactive"},
+      {{"--eval-loss", "x.txt", "--compare", "greedy"}, "--eval-loss", "--compare"},
+      {{"--interactive", "--quiet"}, "--interactive", "--quiet"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = run_cli(with_tiny(c.args));
+    expect_one_error_line(r, "tokenscope-cli", c.first + " and " + c.second + " conflict",
+                          c.first + " " + c.second);
+  }
+  expect_one_error_line(run_cli(with_tiny({"--top-p", "0.5", "--top-p", "0.9"})), "tokenscope-cli",
+                        "--top-p is given twice", "twice");
+  // Flags that combine still do.
+  EXPECT_EQ(run_cli(with_tiny({"--temperature", "0.7", "--top-k", "5", "--repetition-penalty",
+                               "1.2", "--seed", "3", "--steps", "1", "--quiet"}))
+                .exit_code,
+            0);
+  EXPECT_EQ(
+      run_cli(with_tiny({"--greedy", "--repetition-penalty", "1.2", "--steps", "1", "--quiet"}))
+          .exit_code,
+      0);
+}
+
+// Values that used to be ignored without a word are refused with one line.
+TEST(Cli, IgnoredOrEmptyValuesAreRefused) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--eval-loss", "x.txt", "--eval-window", "0"}, "--eval-window: 0 is out of range"},
+      {{"--eval-loss", "x.txt", "--eval-window", "-5"}, "--eval-window: -5 is out of range"},
+      {{"--eval-window", "8"}, "--eval-window needs --eval-loss"},
+      {{"--eval-loss", ""}, "--eval-loss: the value is empty"},
+      {{"--json", ""}, "--json: the value is empty"},
+      {{"--model", ""}, "--model: the value is empty"},
+      {{"--json", "--quiet"}, "--json needs a value, got the option '--quiet'"},
+      {{"--json-full-logits"}, "--json-full-logits needs --json"},
+      {{"--seed", "3"}, "--seed needs a sampling flag"},
+      {{"--quiet=yes"}, "--quiet takes no value"},
+      {{"--threads", "100000"}, "--threads: 100000 is out of range, at most"},
+      {{"--device", "gpu"}, "--device: expected auto, cpu or cuda"},
+  };
+  for (const auto& [args, says] : cases) {
+    std::vector<std::string> full = args;
+    if (args.front() != "--model") full = with_tiny(args);
+    std::string joined;
+    for (const auto& a : args) joined += " '" + a + "'";
+    expect_one_error_line(run_cli(full), "tokenscope-cli", says, joined);
+  }
+}
+
+// --flag=value means --flag value; --help wins over a bad value beside it.
+TEST(Cli, EqualsFormAndHelpFirst) {
+  const CliRun spaced = run_cli(with_tiny({"--steps", "3", "--quiet"}));
+  const CliRun joined =
+      run_cli({"--model=" + std::string(TS_FIXTURE_DIR) + "/tiny", "--steps=3", "--quiet"});
+  ASSERT_EQ(spaced.exit_code, 0) << spaced.err;
+  ASSERT_EQ(joined.exit_code, 0) << joined.err;
+  EXPECT_EQ(spaced.out, joined.out);
+  const CliRun help = run_cli({"--help", "--steps", "-1"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("Usage: tokenscope-cli"), std::string::npos);
+  EXPECT_NE(help.out.find("Conflicting flags are refused"), std::string::npos);
+}
+
+// Beam search on contexts that are small or not a multiple of the KV block
+// size: the pool is sized in blocks for every beam's worst case, so the run
+// ends at the context instead of failing with "KV cache full" midway.
+TEST(Cli, BeamSearchFitsAnyContextLength) {
+  for (int n_ctx : {3, 8, 17, 20}) {
+    const fs::path model = tiny_variant("ctx" + std::to_string(n_ctx), n_ctx);
+    const CliRun r = run_cli({"--model", model.string(), "--prompt", "Hi", "--strategy", "beams=8",
+                              "--steps", "200", "--quiet"});
+    EXPECT_EQ(r.exit_code, 0) << "n_ctx " << n_ctx << "\n" << r.err;
+    EXPECT_EQ(r.err.find("KV cache full"), std::string::npos) << r.err;
+    const CliRun lanes = run_cli({"--model", model.string(), "--prompt", "Hi", "--compare",
+                                  "beams=8", "beams=4", "greedy", "--steps", "200", "--quiet"});
+    EXPECT_EQ(lanes.exit_code, 0) << "n_ctx " << n_ctx << "\n" << lanes.err;
+  }
+}
+
+// A model whose logits are NaN fails --eval-loss like generation does,
+// instead of printing "nan" inside JSON with exit code 0.
+TEST(Cli, EvalLossRefusesNaNAndEscapesTheFileName) {
+  const fs::path dir = scratch_dir();
+  const fs::path text = dir / "a \"quoted\" name\\.txt";
+  std::ofstream(text) << "The old man walked into the street and looked at the sky.\n";
+  const fs::path nan_model = tiny_variant("nan", 64, true);
+  expect_one_error_line(run_cli({"--model", nan_model.string(), "--eval-loss", text.string()}),
+                        "tokenscope-cli", "NaN", "nan model");
+  expect_one_error_line(run_cli({"--model", nan_model.string(), "--steps", "1"}), "tokenscope-cli",
+                        "NaN", "nan model generation");
+
+  const CliRun r = run_cli(with_tiny({"--eval-loss", text.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json result = nlohmann::json::parse(r.out);  // throws on bad JSON
+  EXPECT_EQ(result["file"].get<std::string>(), text.string());
+
+  expect_one_error_line(run_cli(with_tiny({"--eval-loss", dir.string()})), "tokenscope-cli",
+                        "is a directory", "directory");
+  expect_one_error_line(run_cli(with_tiny({"--eval-loss", "/dev/zero"})), "tokenscope-cli",
+                        "larger than the 64 MiB", "/dev/zero");
+}
+
+// --json: complete JSON marked not interrupted; a directory or a missing
+// parent gives one line with the reason; no temporary file is left behind.
+TEST(Cli, JsonFileIsCompleteAndErrorsSayWhy) {
+  const fs::path dir = scratch_dir();
+  const fs::path file = dir / "s.json";
+  std::ofstream(file) << "old content";
+  const CliRun r = run_cli(with_tiny({"--steps", "3", "--quiet", "--json", file.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(read_file(file));
+  EXPECT_EQ(j["interrupted"], false);
+  EXPECT_EQ(j["steps"].size(), 4u);
+  EXPECT_EQ(j["state"], "finished");
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  expect_one_error_line(run_cli(with_tiny({"--steps", "1", "--json", dir.string()})),
+                        "tokenscope-cli", "is a directory", "dir");
+  expect_one_error_line(
+      run_cli(with_tiny({"--steps", "1", "--json", (dir / "missing" / "x.json").string()})),
+      "tokenscope-cli", "No such file or directory", "missing parent");
+}
+
+// Ctrl-C in --interactive ends the session; the --json file then says so.
+TEST(Cli, InterruptedRunWritesAFileMarkedInterrupted) {
+  const fs::path dir = scratch_dir();
+  const fs::path file = dir / "s.json";
+  std::ofstream(file) << "{\"from\": \"an older run\"}";
+  int to_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  const fs::path out_path = dir / "out";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(to_child[0], 0);
+    ::close(to_child[1]);
+    const std::string out_s = out_path.string();
+    if (!std::freopen(out_s.c_str(), "w", stdout)) ::_exit(120);
+    const std::string model = std::string(TS_FIXTURE_DIR) + "/tiny";
+    const std::string json = file.string();
+    ::execl(TS_CLI_PATH, TS_CLI_PATH, "--model", model.c_str(), "--interactive", "--json",
+            json.c_str(), static_cast<char*>(nullptr));
+    ::_exit(121);
+  }
+  ::close(to_child[0]);
+  ASSERT_EQ(::write(to_child[1], "\n", 1), 1);  // the prefill
+  // Wait until the prefill was printed and the next prompt is waiting.
+  for (int i = 0; i < 200 && read_file(out_path).find("[prefill]") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  bool ended = false;
+  for (int i = 0; i < 200 && !(ended = ::waitpid(pid, &status, WNOHANG) == pid); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (!ended) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    ::close(to_child[1]);
+    FAIL() << "the CLI did not stop on SIGINT";
+  }
+  ::close(to_child[1]);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  const nlohmann::json j = nlohmann::json::parse(read_file(file));
+  EXPECT_EQ(j["interrupted"], true);
+  EXPECT_EQ(j["steps"].size(), 1u);
+}
+
+// The final text escapes control bytes like the step lines; the chosen
+// token's probability is printed before and after the filters, the latter
+// equal to the JSON's chosen_prob.
+TEST(Cli, FinalTextIsEscapedAndBothProbabilitiesPrinted) {
+  const CliRun r = run_cli(with_tiny({"--prompt", "\x1b[31mred\x07", "--steps", "1", "--quiet"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
+  EXPECT_EQ(r.out.find('\x07'), std::string::npos);
+  EXPECT_NE(r.out.find("\\x1b[31mred\\x07"), std::string::npos) << r.out;
+
+  const fs::path file = scratch_dir() / "s.json";
+  const CliRun s = run_cli(with_tiny({"--temperature", "1.5", "--top-k", "3", "--seed", "4",
+                                      "--steps", "0", "--json", file.string()}));
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const size_t at = s.out.find("after filters p ");
+  ASSERT_NE(at, std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("(model p "), std::string::npos) << s.out;
+  const double printed = std::stod(s.out.substr(at + 16, 5));
+  const nlohmann::json j = nlohmann::json::parse(read_file(file));
+  EXPECT_NEAR(printed, j["steps"][0]["lanes"][0]["chosen_prob"].get<double>(), 0.0006);
+}
+
+// --interactive: only Enter steps; anything else says what it accepts; end
+// of input ends the prompt line.
+TEST(Cli, InteractiveAcceptsOnlyItsCommands) {
+  const std::string in = "x\n";
+  const CliRun r = run_program(TS_CLI_PATH, with_tiny({"--interactive"}), &in);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("unknown command 'x'"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[prefill]"), std::string::npos) << r.out;
+  ASSERT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.back(), '\n');
+}
+
+// Compare columns line up with the separator row when labels hold "·".
+TEST(Cli, CompareHeaderAlignsWithMultibyteLabels) {
+  const CliRun r = run_cli(with_tiny(
+      {"--steps", "1", "--compare", "repetition_penalty=1.3", "top_p=0.9,temperature=0.8"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = lines_of(r.out);
+  auto columns = [](const std::string& l, char mark) {  // display columns of `mark`
+    std::vector<int> at;
+    int col = 0;
+    for (unsigned char c : l) {
+      if ((c & 0xC0) == 0x80) continue;
+      if (c == static_cast<unsigned char>(mark)) at.push_back(col);
+      ++col;
+    }
+    return at;
+  };
+  for (size_t i = 0; i + 1 < lines.size(); ++i)
+    if (starts_with(lines[i], "step ")) {
+      EXPECT_NE(lines[i].find("\u00b7"), std::string::npos) << lines[i];
+      EXPECT_EQ(columns(lines[i], '|'), columns(lines[i + 1], '+')) << lines[i];
+      return;
+    }
+  FAIL() << r.out;
+}
+
+// Model errors name the file really at fault and say what to do.
+TEST(Cli, ModelErrorsNameTheRightFile) {
+  const fs::path dir = scratch_dir();
+  // A tokenizer from another directory whose vocabulary does not match.
+  const std::string other_tok =
+      (fs::path(TS_FIXTURE_DIR).parent_path().parent_path() / "assets/models/tokenscope-tiny")
+          .string();
+  expect_one_error_line(run_cli(with_tiny({"--tokenizer", other_tok})), "tokenscope-cli",
+                        "does not match the tokenizer " + other_tok + "/vocab.json", "tokenizer");
+  // An llm.c checkpoint without --tokenizer, given relative to the working directory.
+  const fs::path llmc_dir = dir / "llmc";
+  fs::create_directories(llmc_dir);
+  {
+    std::ofstream bin(llmc_dir / "gpt2_124M.bin", std::ios::binary);
+    const int32_t header[256] = {20240326, 3};
+    bin.write(reinterpret_cast<const char*>(header), sizeof header);
+  }
+  expect_one_error_line(run_program(TS_CLI_PATH, {"--model", "gpt2_124M.bin"}, nullptr, llmc_dir),
+                        "tokenscope-cli",
+                        "gpt2_124M.bin: an llm.c checkpoint holds no tokenizer; "
+                        "pass --tokenizer DIR",
+                        "llm.c");
+  expect_one_error_line(run_cli({"--model", "/dev/null"}), "tokenscope-cli",
+                        "/dev/null: not a regular file or directory", "/dev/null");
+  fs::create_symlink(dir / "loop_b", dir / "loop_a");
+  fs::create_symlink(dir / "loop_a", dir / "loop_b");
+  expect_one_error_line(run_cli({"--model", (dir / "loop_a").string()}), "tokenscope-cli",
+                        "symbolic links", "symlink loop");
+}
+
+// ---------------------------------------------------------------- the bench
+
+CliRun run_bench(const std::vector<std::string>& args) {
+  return run_program(bench_path().string(), args);
+}
+
+// Every bad input: exit code 2 and one line; never an uncaught exception,
+// an allocation of gigabytes or a hang.
+TEST(Bench, BadInputGivesOneLineAndExitCodeTwo) {
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  const fs::path dir = scratch_dir();
+  const fs::path file = dir / "a_file";
+  std::ofstream(file) << "x";
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--write-random-124m", file.string()}, "exists and is not a directory"},
+      {{"--write-random-124m", "/dev/null"}, "exists and is not a directory"},
+      {{"--write-random-124m", "/proc/no/such/dir"}, "cannot create the directory"},
+      {{"--model", tiny, "--lanes", "1000"}, "--lanes: 1000 is out of range, at most 8"},
+      {{"--model", tiny, "--lanes", "2147483647"}, "at most 8"},
+      {{"--model", tiny, "--lanes", "8388608"}, "at most 8"},
+      {{"--model", tiny, "--lanes", "2x,4"}, "'2x' is not a whole number"},
+      {{"--model", tiny, "--lanes", ""}, "the list is empty"},
+      {{"--model", tiny, "--lanes", "1,,2"}, "empty item"},
+      {{"--model", tiny, "--threads", "100000"}, "--threads: 100000 is out of range, at most"},
+      {{"--model", tiny, "--context", "64"}, "--context: 64 is out of range"},
+      {{"--model", tiny, "--context", "99999999999"}, "out of range"},
+      {{"--model=" + tiny, "--decode-steps=0"}, "--decode-steps: 0 is out of range"},
+      {{"--model", tiny, "--device", "gpu"}, "--device: expected auto, cpu or cuda"},
+      {{"--model", ""}, "--model: the value is empty"},
+  };
+  for (const auto& [args, says] : cases) {
+    std::string joined;
+    for (const auto& a : args) joined += " '" + a + "'";
+    expect_one_error_line(run_bench(args), "tokenscope-bench", says, joined);
+  }
+}
+
+// ratio_to_one_lane divides by the 1-lane time, wherever 1 is in the list
+// and when it is not listed at all.
+TEST(Bench, RatioIsToTheOneLaneTime) {
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  const std::vector<std::string> base = {"--model",          tiny, "--context",      "16",
+                                         "--prefill-tokens", "16", "--decode-steps", "3"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--lanes", "4,1"});
+  const CliRun r = run_bench(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json lanes = nlohmann::json::parse(r.out)["lanes"];
+  ASSERT_EQ(lanes.size(), 2u);
+  EXPECT_EQ(lanes[1]["lanes"], 1);
+  EXPECT_DOUBLE_EQ(lanes[1]["ratio_to_one_lane"].get<double>(), 1.0);
+  EXPECT_NEAR(lanes[0]["ratio_to_one_lane"].get<double>(),
+              lanes[0]["ms_per_step"].get<double>() / lanes[1]["ms_per_step"].get<double>(), 1e-9);
+
+  args = base;
+  args.insert(args.end(), {"--lanes", "4,2"});
+  const CliRun r2 = run_bench(args);
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  const nlohmann::json lanes2 = nlohmann::json::parse(r2.out)["lanes"];
+  // The first entry is no longer the reference: its ratio is its time over
+  // a separately measured 1-lane time.
+  EXPECT_NE(lanes2[0]["ratio_to_one_lane"].get<double>(), 1.0);
+  EXPECT_NEAR(
+      lanes2[0]["ratio_to_one_lane"].get<double>() / lanes2[1]["ratio_to_one_lane"].get<double>(),
+      lanes2[0]["ms_per_step"].get<double>() / lanes2[1]["ms_per_step"].get<double>(), 1e-9);
+}
+
+// Eight lanes forked from a context of 8 tokens on a model whose context
+// (20) is not a multiple of the KV block size: every lane's copy-on-write
+// block must fit (the pool used to be sized in tokens and ran out).
+TEST(Bench, LanesFitAContextThatIsNotAMultipleOfTheBlockSize) {
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  const fs::path model = tiny_variant("ctx20", 20);
+  const CliRun r = run_bench({"--model", model.string(), "--context", "8", "--prefill-tokens", "8",
+                              "--decode-steps", "12", "--lanes", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["lanes"][0]["lanes"], 8);
 }
 
 }  // namespace

@@ -380,6 +380,59 @@ TEST(Temperature, TinyTemperatureStaysFiniteAndErrors) {
   }
 }
 
+// Extreme temperature and repetition penalty: dividing by 1e-38 or 1e-45
+// pushes several logits past FLT_MAX. The order must survive (the model's top
+// token keeps all the probability, as in exact arithmetic), not become a tie
+// that sampling draws from uniformly.
+TEST(Temperature, ExtremelySmallTemperatureActsAsArgmax) {
+  std::vector<float> l = {9.0f, -10.0f, 10.0f, 9.5f};
+  apply_temperature(l, 1e-38f);
+  EXPECT_EQ(l[2], std::numeric_limits<float>::max());
+  EXPECT_GT(l[2], l[3]);
+  EXPECT_GT(l[3], l[0]);
+  for (float x : l) EXPECT_TRUE(std::isfinite(x));
+  const std::vector<float> probs = softmax(l);
+  EXPECT_EQ(probs[2], 1.0f);
+
+  SamplingParams p;
+  p.do_sample = true;
+  p.temperature = 1e-38f;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    p.seed = seed;
+    const SamplingRecord r = sample_next({9.0f, -10.0f, 10.0f, 9.5f}, {}, p, 0);
+    ASSERT_EQ(r.draw.chosen_token, 2) << "seed " << seed;
+    EXPECT_EQ(r.final_probs[2], 1.0f);
+  }
+}
+
+TEST(RepetitionPenalty, ExtremelySmallPenaltyKeepsTheOrder) {
+  // Tokens 0 and 1 are in the context; 1e-45 multiplies them by 1e45.
+  std::vector<float> l = {2.0f, 1.0f, 3.0f, -1.0f};
+  apply_repetition_penalty(l, {0, 1}, 1e-45f);
+  EXPECT_EQ(l[0], std::numeric_limits<float>::max());
+  EXPECT_GT(l[0], l[1]);
+  for (float x : l) EXPECT_TRUE(std::isfinite(x));
+  // Every logit pushed below -FLT_MAX (they used to tie there): the least
+  // negative one stays the unique top and takes all the probability.
+  std::vector<float> neg = {-20.0f, -10.0f, -30.0f};
+  apply_repetition_penalty(neg, {0, 1, 2}, 3e38f);
+  EXPECT_GT(neg[1], neg[0]);
+  EXPECT_GT(neg[1], neg[2]);
+  EXPECT_EQ(softmax(neg)[1], 1.0f);
+
+  SamplingParams p;
+  p.do_sample = true;
+  p.repetition_penalty = 1e-45f;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    p.seed = seed;
+    const SamplingRecord r = sample_next({2.0f, 1.0f, 3.0f, -1.0f}, {0, 1}, p, 0);
+    ASSERT_EQ(r.draw.chosen_token, 0) << "seed " << seed;
+  }
+  SamplingParams greedy;
+  greedy.repetition_penalty = 1e-45f;
+  EXPECT_EQ(sample_next({1.0f, 2.0f, 3.0f}, {0, 1}, greedy, 0).draw.chosen_token, 1);
+}
+
 // ----------------------------------------------------------------------- top-k
 
 TEST(TopK, KeepsTiesAtTheBoundary) {

@@ -2,9 +2,17 @@
 // calls: a worker that wakes late for one call must not run tasks of the next.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
+#include "util/error.h"
 #include "util/thread_pool.h"
 
 namespace ts {
@@ -38,6 +46,61 @@ TEST(ThreadPool, OneThreadAndEmptyJobs) {
   pool.parallel_for(0, [&](int) { ++calls; });
   pool.parallel_for(5, [&](int) { ++calls; });
   EXPECT_EQ(calls, 5);
+}
+
+TEST(ThreadPool, RefusesMoreThanFourTimesTheHardwareThreads) {
+  EXPECT_EQ(ThreadPool::max_threads() % 4, 0);
+  try {
+    ThreadPool pool(ThreadPool::max_threads() + 1);
+    FAIL() << "a pool above the bound was created";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at most " + std::to_string(ThreadPool::max_threads())),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Bytes of address space this process uses now (VmSize in /proc/self/status).
+long long address_space_bytes() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmSize:", 0) == 0) return std::stoll(line.substr(7)) * 1024;
+  return -1;
+}
+
+// When the system refuses a thread (here: no address space left for its
+// stack), the constructor stops the workers it started and throws one
+// ts::Error; it used to hang in the cleanup or terminate. Run in a child
+// process: the limit must not reach the test runner.
+TEST(ThreadPool, AFailedThreadStartIsACleanError) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizers reserve address space beyond any small RLIMIT_AS";
+#else
+  const long long used = address_space_bytes();
+  ASSERT_GT(used, 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(30);  // a hang is killed by SIGALRM and reported below
+    // Room for about one thread stack (8 MiB by default), not for seven.
+    const rlimit lim{static_cast<rlim_t>(used + (12ll << 20)),
+                     static_cast<rlim_t>(used + (12ll << 20))};
+    if (::setrlimit(RLIMIT_AS, &lim) != 0) ::_exit(10);
+    try {
+      ThreadPool pool(ThreadPool::max_threads());
+      ::_exit(11);  // every thread started: the limit did not bite
+    } catch (const Error& e) {
+      ::_exit(std::strstr(e.what(), "refused to start thread") != nullptr ? 0 : 12);
+    } catch (...) {
+      ::_exit(13);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died with signal " << WTERMSIG(status);
+  if (WEXITSTATUS(status) == 11) GTEST_SKIP() << "threads started within the address-space limit";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: setrlimit failed, 12: wrong message, 13: not ts::Error";
+#endif
 }
 
 }  // namespace

@@ -1,0 +1,135 @@
+#include "session/model_flags.h"
+
+#include <charconv>
+#include <cmath>
+#include <system_error>
+
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace ts {
+
+FlagReader::FlagReader(int argc, const char* const* argv) : argc_(argc), argv_(argv) {}
+
+bool FlagReader::next() {
+  if (++i_ >= argc_) return false;
+  flag_ = argv_[i_];
+  has_inline_ = false;
+  inline_value_.clear();
+  if (flag_.rfind("--", 0) == 0) {
+    const size_t eq = flag_.find('=');
+    if (eq != std::string::npos) {
+      inline_value_ = flag_.substr(eq + 1);
+      flag_.resize(eq);
+      has_inline_ = true;
+    }
+  }
+  return true;
+}
+
+std::string FlagReader::value() {
+  if (has_inline_) return inline_value_;
+  if (i_ + 1 >= argc_) throw Error(flag_ + " needs a value (see --help)");
+  const std::string v = argv_[i_ + 1];
+  if (v.rfind("--", 0) == 0)
+    throw Error(flag_ + " needs a value, got the option '" + v + "' (write " + flag_ + "=" + v +
+                " for a value that starts with --)");
+  ++i_;
+  return v;
+}
+
+void FlagReader::no_value() const {
+  if (has_inline_) throw Error(flag_ + " takes no value (got '" + inline_value_ + "')");
+}
+
+std::vector<std::string> FlagReader::values_up_to_next_flag() {
+  std::vector<std::string> out;
+  if (has_inline_) {
+    out.push_back(inline_value_);
+    return out;
+  }
+  while (i_ + 1 < argc_ && std::string(argv_[i_ + 1]).rfind("--", 0) != 0)
+    out.emplace_back(argv_[++i_]);
+  return out;
+}
+
+long long parse_whole_number(const std::string& flag, const std::string& text, long long lo,
+                             long long hi) {
+  long long v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ptr != end || (ec != std::errc() && ec != std::errc::result_out_of_range))
+    throw Error(flag + ": '" + text + "' is not a whole number");
+  const bool negative = text[0] == '-';
+  if (ec == std::errc::result_out_of_range || v > hi || v < lo) {
+    if (negative || (ec != std::errc::result_out_of_range && v < lo))
+      throw Error(flag + ": " + text + " is out of range, at least " + std::to_string(lo));
+    throw Error(flag + ": " + text + " is out of range, at most " + std::to_string(hi));
+  }
+  return v;
+}
+
+float parse_decimal(const std::string& flag, const std::string& text) {
+  float v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ptr != end || ec == std::errc::invalid_argument)
+    throw Error(flag + ": '" + text + "' is not a number");
+  if (ec == std::errc::result_out_of_range || !std::isfinite(v))
+    throw Error(flag + ": " + text + " is out of the range of a float");
+  return v;
+}
+
+uint64_t parse_unsigned(const std::string& flag, const std::string& text) {
+  uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ptr != end || ec == std::errc::invalid_argument)
+    throw Error(flag + ": '" + text + "' is not a non-negative whole number");
+  if (ec == std::errc::result_out_of_range)
+    throw Error(flag + ": " + text + " is out of range, at most 18446744073709551615");
+  return v;
+}
+
+std::string non_empty(const std::string& flag, const std::string& text) {
+  if (text.empty()) throw Error(flag + ": the value is empty");
+  return text;
+}
+
+int max_cpu_threads() { return ThreadPool::max_threads(); }
+
+bool parse_model_flag(FlagReader& reader, ModelSetupOptions& setup) {
+  const std::string& f = reader.flag();
+  if (f == "--model") {
+    setup.model = non_empty(f, reader.value());
+  } else if (f == "--tokenizer") {
+    setup.tokenizer = non_empty(f, reader.value());
+  } else if (f == "--device") {
+    const std::string d = reader.value();
+    if (d != "auto" && d != "cpu" && d != "cuda")
+      throw Error("--device: expected auto, cpu or cuda, got '" + d + "'");
+    setup.device = d;
+  } else if (f == "--threads") {
+    setup.cpu_threads =
+        static_cast<int>(parse_whole_number(f, reader.value(), 0, max_cpu_threads()));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string model_flags_help() {
+  return "  --model PATH            HF GPT-2 directory (config.json, model.safetensors, "
+         "vocab.json,\n"
+         "                          merges.txt) or llm.c gpt2_*.bin (then also --tokenizer DIR);\n"
+         "                          default: the bundled model ($TOKENSCOPE_MODEL overrides it)\n"
+         "  --tokenizer DIR         directory with vocab.json + merges.txt (or encoder.json +\n"
+         "                          vocab.bpe); default: the model's directory\n"
+         "  --device auto|cpu|cuda  backend; auto takes CUDA when a device is usable\n"
+         "  --threads N             CPU threads, 0 = all hardware threads (default), at most " +
+         std::to_string(max_cpu_threads()) +
+         "\n"
+         "                          (4 x the hardware threads)\n";
+}
+
+}  // namespace ts
