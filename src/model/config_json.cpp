@@ -1,10 +1,9 @@
 #include "model/config_json.h"
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "model/mapped_file.h"
 #include "model/safetensors.h"  // printable
 #include "util/error.h"
 
@@ -119,16 +118,8 @@ ModelConfig load_config_json(const std::filesystem::path& path) {
   const std::string file = path.string();
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail(file, "not found");
-  if (std::filesystem::is_directory(path, ec)) fail(file, "is a directory, expected a file");
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > (16u << 20))
-    fail(file, "is " + std::to_string(size) + " bytes, too large for a config");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(file, "cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail(file, "read error");
-  return parse_config_json(ss.str(), file);
+  // Refuses FIFOs and devices before opening (a FIFO would block forever).
+  return parse_config_json(read_regular_file(path, 16u << 20, "a config"), file);
 }
 
 }  // namespace ts
