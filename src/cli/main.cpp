@@ -1,5 +1,6 @@
 // tokenscope-cli: the terminal front end of the step machine.
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -58,6 +59,13 @@ bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
   }
 }
 
+// "12.3": seconds as milliseconds with one decimal.
+std::string milliseconds(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", seconds * 1e3);
+  return buf;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,7 +91,10 @@ int main(int argc, char** argv) {
     if (!o.quiet)
       std::cout << "model " << model.name << " (" << model.engine->config().parameter_count()
                 << " parameters) on " << model.engine->backend().name() << ": "
-                << model.engine->backend().device_name() << "\n";
+                << model.engine->backend().device_name() << "\n"
+                << "loaded in " << milliseconds(model.load_seconds) << " ms, warm-up pass "
+                << milliseconds(model.warmup_seconds)
+                << " ms (neither is counted in any step's time)\n";
     if (o.interactive) {
       interactive_command(session, o);
     } else if (o.strategies.size() > 1 && !o.quiet) {
