@@ -59,7 +59,7 @@ for t in "${targets[@]}"; do
     echo "fuzz: $t FAILED; input(s) in $crashes/, log in $log" >&2
     grep -E "ERROR|FUZZ_CHECK|terminate|Test unit written" "$log" | head -5 >&2 || true
   fi
-  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^#[0-9]+.*DONE" "$log" || true
-  tail -n 20 "$log" | grep -E "cov: " | tail -n 1 || true
+  # Executions, coverage (cov: edges, ft: features), corpus size, peak memory.
+  grep -E "^#[0-9]+.*DONE|^stat::peak_rss_mb" "$log" || true
 done
 exit $status
