@@ -1,6 +1,7 @@
 #include "model/config_json.h"
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "model/mapped_file.h"
@@ -91,7 +92,15 @@ ModelConfig parse_config_json(const std::string& text, const std::string& file) 
       fail(file,
            "field layer_norm_epsilon is " + printable(it->dump(), 40) + ", must be in (0, 1)");
     }
-    c.layer_norm_epsilon = static_cast<float>(eps);
+    // The forward pass adds it in 32-bit floats: a value that rounds to 0
+    // (e.g. 1e-85) would divide by zero on a constant row, one that rounds to
+    // 1 is out of range.
+    const float eps32 = static_cast<float>(eps);
+    if (!(eps32 >= std::numeric_limits<float>::min() && eps32 < 1.0f)) {
+      fail(file, "field layer_norm_epsilon is " + printable(it->dump(), 40) +
+                     ", outside what a 32-bit float holds in (0, 1) (smallest 1.2e-38)");
+    }
+    c.layer_norm_epsilon = eps32;
   }
 
   if (auto it = root.find("activation_function"); it != root.end() && !it->is_null()) {
