@@ -8,6 +8,7 @@ packages=(
   libgtest-dev nlohmann-json3-dev
   libimgui-dev libglfw3-dev libstb-dev libgl1-mesa-dri xvfb xauth fonts-dejavu-core
   npm
+  clang libclang-rt-14-dev
 )
 if [ "${TS_WITH_TORCH:-0}" = 1 ]; then
   packages+=(python3-torch libopenblas0-pthread python3-regex python3-numpy python3-matplotlib)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command: installs what is missing, builds the release and the
-# two sanitizer configurations (ASan + UBSan, TSan), and runs every test (GUI
-# tests under Xvfb).
+# two sanitizer configurations (ASan + UBSan, TSan), runs every test (GUI
+# tests under Xvfb), then every fuzz target for 20 s (TS_FUZZ_SECONDS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${TS_JOBS:-$(nproc)}"
@@ -48,4 +48,8 @@ if [ -z "${DISPLAY:-}" ] && command -v xvfb-run >/dev/null 2>&1; then
 else
   "${tsan_tests[@]}" || status=1
 fi
+echo "== fuzz targets (20 s each)"
+# libFuzzer on every loader and parser (scripts/fuzz.sh); a crash fails CI
+# and leaves its input in build-fuzz/crashes/TARGET/.
+bash scripts/fuzz.sh all "${TS_FUZZ_SECONDS:-20}" || status=1
 exit $status

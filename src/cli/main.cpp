@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -100,6 +101,13 @@ bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
   }
 }
 
+// "12.3": seconds as milliseconds with one decimal.
+std::string milliseconds(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", seconds * 1e3);
+  return buf;
+}
+
 int run(int argc, char** argv) {
   const ts::cli::CliOptions o = ts::cli::parse_cli(argc, argv);
   if (o.help) {
@@ -125,7 +133,10 @@ int run(int argc, char** argv) {
   if (!o.quiet)
     std::cout << "model " << model.name << " (" << model.engine->config().parameter_count()
               << " parameters) on " << model.engine->backend().name() << ": "
-              << model.engine->backend().device_name() << "\n";
+              << model.engine->backend().device_name() << "\n"
+              << "loaded in " << milliseconds(model.load_seconds) << " ms, warm-up pass "
+              << milliseconds(model.warmup_seconds)
+              << " ms (neither is counted in any step's time)\n";
   // No SA_RESTART: a Ctrl-C also ends --interactive's wait for a line.
   struct sigaction sa {};
   sa.sa_handler = on_sigint;

@@ -1,10 +1,10 @@
 #include "model/config_json.h"
 
 #include <cmath>
-#include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "model/mapped_file.h"
 #include "model/safetensors.h"  // printable
 #include "util/error.h"
 
@@ -92,7 +92,15 @@ ModelConfig parse_config_json(const std::string& text, const std::string& file) 
       fail(file,
            "field layer_norm_epsilon is " + printable(it->dump(), 40) + ", must be in (0, 1)");
     }
-    c.layer_norm_epsilon = static_cast<float>(eps);
+    // The forward pass adds it in 32-bit floats: a value that rounds to 0
+    // (e.g. 1e-85) would divide by zero on a constant row, one that rounds to
+    // 1 is out of range.
+    const float eps32 = static_cast<float>(eps);
+    if (!(eps32 >= std::numeric_limits<float>::min() && eps32 < 1.0f)) {
+      fail(file, "field layer_norm_epsilon is " + printable(it->dump(), 40) +
+                     ", outside what a 32-bit float holds in (0, 1) (smallest 1.2e-38)");
+    }
+    c.layer_norm_epsilon = eps32;
   }
 
   if (auto it = root.find("activation_function"); it != root.end() && !it->is_null()) {
@@ -119,16 +127,8 @@ ModelConfig load_config_json(const std::filesystem::path& path) {
   const std::string file = path.string();
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail(file, "not found");
-  if (std::filesystem::is_directory(path, ec)) fail(file, "is a directory, expected a file");
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > (16u << 20))
-    fail(file, "is " + std::to_string(size) + " bytes, too large for a config");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(file, "cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail(file, "read error");
-  return parse_config_json(ss.str(), file);
+  // Refuses FIFOs and devices before opening (a FIFO would block forever).
+  return parse_config_json(read_regular_file(path, 16u << 20, "a config"), file);
 }
 
 }  // namespace ts

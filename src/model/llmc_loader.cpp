@@ -71,6 +71,9 @@ class ParamReader {
 }  // namespace
 
 bool is_llmc_checkpoint(const fs::path& file) {
+  // Only a regular file is opened: a FIFO would block open() forever.
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return false;
   std::ifstream in(file, std::ios::binary);
   uint8_t b[4] = {};
   if (!in.read(reinterpret_cast<char*>(b), 4)) return false;
@@ -78,14 +81,17 @@ bool is_llmc_checkpoint(const fs::path& file) {
 }
 
 ModelWeights load_llmc_checkpoint(const fs::path& path) {
-  const std::string file = path.string();
-  MappedFile mf(path);
-  if (mf.size() < kHeaderBytes) {
-    fail(file, "file is " + std::to_string(mf.size()) + " bytes, too short for the " +
+  const MappedFile mf(path, MappedFile::Populate::kYes);
+  return load_llmc_image(mf.data(), mf.size(), path.string());
+}
+
+ModelWeights load_llmc_image(const uint8_t* data, size_t size, const std::string& file) {
+  if (size < kHeaderBytes) {
+    fail(file, "file is " + std::to_string(size) + " bytes, too short for the " +
                    std::to_string(kHeaderBytes) + "-byte llm.c header (truncated or not llm.c)");
   }
   int32_t h[8];
-  for (int i = 0; i < 8; ++i) h[i] = read_le32(mf.data() + 4 * i);
+  for (int i = 0; i < 8; ++i) h[i] = read_le32(data + 4 * i);
 
   if (h[0] != kLlmcMagic) {
     fail(file, "bad magic " + std::to_string(h[0]) + " in header[0] (expected " +
@@ -129,11 +135,11 @@ ModelWeights load_llmc_checkpoint(const fs::path& path) {
   const uint64_t stored = Vp * C + T * C + L * per_layer + 2 * C;
   const uint64_t elem = bf16 ? 2 : 4;
   const uint64_t expected = kHeaderBytes + stored * elem;
-  if (mf.size() != expected) {
-    fail(file, "file is " + std::to_string(mf.size()) + " bytes but its header (version " +
+  if (size != expected) {
+    fail(file, "file is " + std::to_string(size) + " bytes but its header (version " +
                    std::to_string(h[1]) + ", " + std::to_string(stored) + " parameters) implies " +
                    std::to_string(expected) + " bytes" +
-                   (mf.size() < expected ? " (truncated)" : " (trailing data)"));
+                   (size < expected ? " (truncated)" : " (trailing data)"));
   }
 
   ModelConfig config;
@@ -156,7 +162,7 @@ ModelWeights load_llmc_checkpoint(const fs::path& path) {
   ModelWeights w;
   w.config = config;
   w.layers.resize(L);
-  ParamReader in(mf.data() + kHeaderBytes, bf16);
+  ParamReader in(data + kHeaderBytes, bf16);
   std::vector<float> scratch;
 
   float* wte = take(V * C);

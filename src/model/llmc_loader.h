@@ -14,8 +14,10 @@
 // Matmul weights are [out, in] (PyTorch Linear); they are transposed into the
 // [in, out] layout of ts::ModelWeights. wte keeps its first vocab_size rows.
 // The file length must match the header exactly.
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
 #include "model/weights.h"
 
@@ -30,5 +32,9 @@ inline constexpr int kLlmcHeaderInts = 256;
 bool is_llmc_checkpoint(const std::filesystem::path& file);
 
 ModelWeights load_llmc_checkpoint(const std::filesystem::path& file);
+
+// The same from the file's bytes (what load_llmc_checkpoint maps); `name`
+// is used in error messages. The weights are copied: data may go away.
+ModelWeights load_llmc_image(const uint8_t* data, size_t size, const std::string& name);
 
 }  // namespace ts

@@ -1,6 +1,11 @@
 #pragma once
 // A read-only memory map of a whole file (RAII). Failures to open, stat or map
 // throw ts::Error naming the path. An empty file maps to {nullptr, 0}.
+//
+// Only regular files are opened: a FIFO would block open() until a writer
+// appears (forever), and a device such as /dev/zero never ends. The type is
+// checked before opening and again on the descriptor (opened non-blocking, so
+// a file swapped for a FIFO in between cannot block either).
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -10,8 +15,13 @@ namespace ts {
 
 class MappedFile {
  public:
+  // kYes reads every page in at map time (MAP_POPULATE), so the first pass
+  // over the data does not pay the page faults: weights are resident after
+  // loading and the first timed forward pass costs what the later ones do.
+  enum class Populate { kNo, kYes };
+
   MappedFile() = default;
-  explicit MappedFile(const std::filesystem::path& path);
+  explicit MappedFile(const std::filesystem::path& path, Populate populate = Populate::kNo);
   ~MappedFile();
 
   MappedFile(const MappedFile&) = delete;
@@ -31,5 +41,12 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// Reads a whole regular file (same checks as MappedFile) into a string;
+// throws ts::Error naming the path when it is not a regular file, cannot be
+// read, or is larger than max_bytes (`what` names the kind of file in that
+// message, e.g. "a config").
+std::string read_regular_file(const std::filesystem::path& path, uint64_t max_bytes,
+                              const std::string& what);
 
 }  // namespace ts

@@ -255,7 +255,7 @@ SafetensorsHeader parse_safetensors(const uint8_t* data, size_t size, const std:
 }
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
-    : name_(path.string()), file_(path) {
+    : name_(path.string()), file_(path, MappedFile::Populate::kYes) {
   header_ = parse_safetensors(file_.data(), file_.size(), name_);
 }
 

@@ -63,7 +63,9 @@ inline constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;  // 100 MB
 // file name used in error messages. TensorInfo::data points into `data`.
 SafetensorsHeader parse_safetensors(const uint8_t* data, size_t size, const std::string& name);
 
-// A memory-mapped, validated safetensors file.
+// A memory-mapped, validated safetensors file. The map is populated at open
+// (MappedFile::Populate::kYes): every forward pass reads all the weights, so
+// loading pays the page faults once instead of the first timed step.
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::filesystem::path& path);

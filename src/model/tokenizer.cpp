@@ -2,11 +2,11 @@
 
 #include <climits>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_set>
 
+#include "model/mapped_file.h"
 #include "model/unicode_categories.h"
 #include "util/error.h"
 
@@ -82,19 +82,17 @@ std::string quote(std::string_view s) {
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// Tokenizer files are refused when they are not regular files (a FIFO would
+// block forever) or absurdly large (GPT-2's vocab.json is 1 MB).
+constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{1} << 28;
+
 std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path.string() + ": cannot open file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error(path.string() + ": read error");
-  return text.str();
+  return read_regular_file(path, kMaxTokenizerFileBytes, "a tokenizer file");
 }
 
 // Token string -> id, with the checks nlohmann does not make: duplicate keys
 // (it silently keeps the last) are reported instead of becoming a missing id.
-nlohmann::json parse_vocab_json(const fs::path& path) {
-  const std::string text = read_file(path);
+nlohmann::json parse_vocab_json(std::string_view text, const std::string& name) {
   std::unordered_set<std::string> keys;
   std::string duplicate;
   const auto on_event = [&](int depth, nlohmann::json::parse_event_t event,
@@ -113,12 +111,12 @@ nlohmann::json parse_vocab_json(const fs::path& path) {
     std::string what = e.what();
     const size_t tag_end = what.find("] ");
     if (tag_end != std::string::npos) what = what.substr(tag_end + 2);
-    throw Error(path.string() + ": invalid JSON: " + what);
+    throw Error(name + ": invalid JSON: " + what);
   }
   if (!vocab.is_object()) {
-    throw Error(path.string() + ": expected a JSON object mapping token strings to ids");
+    throw Error(name + ": expected a JSON object mapping token strings to ids");
   }
-  if (!duplicate.empty()) throw Error(path.string() + ": duplicate token " + quote(duplicate));
+  if (!duplicate.empty()) throw Error(name + ": duplicate token " + quote(duplicate));
   return vocab;
 }
 
@@ -204,11 +202,17 @@ Tokenizer Tokenizer::load(const fs::path& model_dir) {
 }
 
 Tokenizer Tokenizer::from_files(const fs::path& vocab_path, const fs::path& merges_path) {
+  const std::string vocab_text = read_file(vocab_path);
+  const std::string merges_text = read_file(merges_path);
+  return from_text(vocab_text, merges_text, vocab_path.string(), merges_path.string());
+}
+
+Tokenizer Tokenizer::from_text(std::string_view vocab_text, std::string_view merges_text,
+                               const std::string& vocab_name, const std::string& merges_name) {
   Tokenizer tok;
-  const std::string vocab_name = vocab_path.string();
 
   // --- vocabulary: dense ids 0..n-1, tokens in GPT-2's byte alphabet ---
-  const nlohmann::json vocab = parse_vocab_json(vocab_path);
+  const nlohmann::json vocab = parse_vocab_json(vocab_text, vocab_name);
   const size_t n = vocab.size();
   if (n == 0) throw Error(vocab_name + ": vocabulary is empty");
   if (n > size_t(INT_MAX)) throw Error(vocab_name + ": too many tokens");
@@ -256,10 +260,8 @@ Tokenizer Tokenizer::from_files(const fs::path& vocab_path, const fs::path& merg
   tok.eot_id_ = tok.find(kEndOfText).value_or(-1);
 
   // --- merges: "left right" per line, rank = order of appearance ---
-  const std::string merges_name = merges_path.string();
-  const std::string vocab_file = vocab_path.filename().string();
-  const std::string text = read_file(merges_path);
-  std::istringstream lines(text);
+  const std::string vocab_file = fs::path(vocab_name).filename().string();
+  std::istringstream lines{std::string(merges_text)};
   std::string line;
   int line_no = 0;
   int rank = 0;

@@ -38,6 +38,10 @@ class Tokenizer {
   static Tokenizer load(const std::filesystem::path& model_dir);
   static Tokenizer from_files(const std::filesystem::path& vocab_path,
                               const std::filesystem::path& merges_path);
+  // The same from the files' text (what from_files reads); the names are
+  // used in error messages only.
+  static Tokenizer from_text(std::string_view vocab_json, std::string_view merges_txt,
+                             const std::string& vocab_name, const std::string& merges_name);
 
   // "<|endoftext|>" written literally in the text becomes the special token.
   std::vector<TokenSpan> encode(std::string_view text) const;

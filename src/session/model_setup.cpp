@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -45,9 +46,28 @@ bool has_tokenizer_files(const fs::path& dir) {
   return false;
 }
 
+void warm_up(Engine& engine) {
+  const int n = std::min(5, engine.config().n_ctx - 1);
+  if (n < 1) return;
+  ForwardOptions o;
+  o.record_attention = true;
+  o.record_residuals = true;
+  const SeqId seq = engine.cache().create();
+  try {
+    engine.forward({ForwardRequest{seq, std::vector<int>(n, 0)}}, o);
+    engine.forward({ForwardRequest{seq, {0}}}, o);
+  } catch (...) {
+    engine.cache().release(seq);
+    throw;
+  }
+  engine.cache().release(seq);
+}
+
 }  // namespace
 
 LoadedModel load_model_setup(const ModelSetupOptions& options) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
   LoadedModel out;
   out.path = options.model.empty() ? default_model_path() : options.model;
   std::error_code ec;
@@ -98,6 +118,10 @@ LoadedModel load_model_setup(const ModelSetupOptions& options) {
   out.backend_notice = sel.notice;
   const KvCacheSize kv = kv_cache_size_for(weights->config, std::max(2, options.cache_sequences));
   out.engine = std::make_shared<Engine>(weights, std::move(sel.backend), kv.tokens);
+  const auto loaded = clock::now();
+  warm_up(*out.engine);
+  out.load_seconds = std::chrono::duration<double>(loaded - start).count();
+  out.warmup_seconds = std::chrono::duration<double>(clock::now() - loaded).count();
   return out;
 }
 

@@ -27,6 +27,11 @@ struct LoadedModel {
   std::filesystem::path path;  // what was loaded
   std::string name;            // directory or file name, for titles
   std::string backend_notice;  // e.g. "no usable CUDA device (...); running on the CPU"
+  // Wall time of loading (tokenizer, weights read into memory, backend set
+  // up) and of the untimed warm-up pass that follows it, in seconds. Shown
+  // on their own so that no step's time includes them.
+  double load_seconds = 0;
+  double warmup_seconds = 0;
 };
 
 // A KV cache sized in blocks for its sequences' worst case: every sequence
@@ -52,7 +57,15 @@ int cache_sequences_for(const std::vector<SamplingParams>& strategies);
 // share/tokenscope, or the build tree's link to assets/).
 std::filesystem::path default_model_path();
 
-// Throws ts::Error with one line naming the file at fault.
+// Throws ts::Error with one line naming the file at fault. After loading it
+// runs a short prefill and a decode step through a scratch sequence (then
+// released), so the thread pool, the backend's scratch buffers and the
+// weights' pages are warm before the first step a front end times.
 LoadedModel load_model_setup(const ModelSetupOptions& options);
+
+// The warm-up load_model_setup runs: a few-token prefill and one decode step
+// on a temporary KV sequence, recording what a session records. The cache is
+// left as it was.
+void warm_up(Engine& engine);
 
 }  // namespace ts

@@ -103,11 +103,22 @@ void SessionWorker::loop() {
       busy_ = true;
     }
     const std::vector<StepTracePtr> history_before = session_->history();
+    // Nothing may escape the worker thread (an exception leaving it would
+    // end the program): a refused command (ts::Error) reports its own line;
+    // anything else is a bug, reported as such rather than as bad input.
+    std::string error;
     try {
       job(*session_);
+    } catch (const Error& e) {
+      error = e.what();
     } catch (const std::exception& e) {
+      error = std::string("internal error: ") + e.what();
+    } catch (...) {
+      error = "internal error: unknown exception";
+    }
+    if (!error.empty()) {
       std::lock_guard<std::mutex> lock(mutex_);
-      last_error_ = e.what();
+      last_error_ = std::move(error);
       ++error_serial_;
       running_ = false;  // an error stops auto-stepping
     }
