@@ -1,6 +1,9 @@
 #include "app/analysis.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "app/view_model.h"
@@ -138,6 +141,10 @@ void AnalysisStore::export_json(SessionWorker& worker, const std::string& path) 
   worker.post([self = shared_from_this(), path](Session& s) {
     std::string message;
     try {
+      // Refused before the work, each with its reason.
+      if (path.empty()) throw Error("no file name given");
+      std::error_code ec;
+      if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory");
       nlohmann::json doc = session_to_json(s);
       nlohmann::json analysis;
       std::shared_ptr<const HardwareRoofs> roofs;
@@ -174,10 +181,16 @@ void AnalysisStore::export_json(SessionWorker& worker, const std::string& path) 
       analysis["logit_lens"] = lens;
       if (comparison) analysis["kv_cache_on_vs_off"] = cache_comparison_to_json(*comparison);
       doc["analysis"] = analysis;
+      errno = 0;
       std::ofstream out(path);
+      if (!out)
+        throw Error(path + ": cannot write" +
+                    (errno ? std::string(": ") + std::strerror(errno) : ""));
       out << doc.dump(1) << "\n";
       out.close();
-      if (!out) throw Error(path + ": cannot write");
+      if (!out)
+        throw Error(path + ": cannot write" +
+                    (errno ? std::string(": ") + std::strerror(errno) : ""));
       message = "wrote " + path;
     } catch (const std::exception& e) {
       message = std::string("export failed: ") + e.what();

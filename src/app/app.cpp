@@ -227,7 +227,9 @@ void App::sync_state() {
     if (!s.last_error.empty()) state_.error_text = s.last_error;
   }
   if (!state_.prompt_edit_synced) {
-    state_.prompt_edit = s.prompt_text;
+    // A prompt the model refused at load keeps its text in the editor, so
+    // that it can be trimmed (the Prompt panel marks where the context ends).
+    state_.prompt_edit = s.prompt_text.empty() ? ctl_.prompt_on_load : s.prompt_text;
     state_.prompt_edit_synced = true;
   }
   if (state_.pending_lane >= 0 && state_.pending_lane < static_cast<int>(s.lanes.size())) {
@@ -238,8 +240,20 @@ void App::sync_state() {
   if (state_.pending_lane >= 0 &&
       (state_.lane == state_.pending_lane || s.error_serial != state_.pending_error_serial))
     state_.pending_lane = -1;  // shown, or refused (the error says why)
-  if (!s.lanes.empty())
-    state_.lane = std::clamp(state_.lane, 0, static_cast<int>(s.lanes.size()) - 1);
+  if (!s.lanes.empty() && state_.lane >= static_cast<int>(s.lanes.size())) {
+    // The viewed lane is gone (Back removed a branch): show the lane it came
+    // from, and its strategy, not whichever lane the index now falls on.
+    int lane = state_.lane;
+    while (lane >= static_cast<int>(s.lanes.size()) &&
+           lane < static_cast<int>(lane_parents_.size()))
+      lane = lane_parents_[lane];
+    state_.lane = std::clamp(lane, 0, static_cast<int>(s.lanes.size()) - 1);
+    state_.strategy_synced = false;
+    state_.view_step = -1;
+  }
+  if (!s.lanes.empty()) state_.lane = std::max(state_.lane, 0);
+  lane_parents_.clear();
+  for (const Lane& l : s.lanes) lane_parents_.push_back(l.parent);
   if (!state_.strategy_synced) {
     if (!s.lanes.empty()) state_.strategy = s.lanes[state_.lane].params;
     state_.strategy_synced = true;
@@ -263,17 +277,42 @@ void App::back() {
 }
 
 void App::handle_keys() {
-  const ImGuiIO& io = ImGui::GetIO();
-  if (io.WantTextInput) return;
-  const bool busy = snap_ && snap_->busy;
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false)) advance();
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow), true) && !busy) advance();
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow), true) && !busy) back();
-  if (ImGui::IsKeyPressed(GLFW_KEY_F11, false))
-    state_.settings.presentation = !state_.settings.presentation;
+  // Every press since the last frame, from GLFW's key callback: a tap that
+  // begins and ends within one frame still counts.
+  const std::vector<Window::KeyPress> keys = window_->take_key_presses();
+  if (ImGui::GetIO().WantTextInput) return;  // typing in a field
+  for (const Window::KeyPress& k : keys) {
+    const bool busy = snap_ && snap_->busy;
+    switch (k.key) {
+      case GLFW_KEY_SPACE:
+        if (!k.repeat) advance();
+        break;
+      case GLFW_KEY_RIGHT:
+      case GLFW_KEY_PAGE_DOWN:  // what presentation clickers send for "next"
+        if (!k.repeat || !busy) advance();
+        break;
+      case GLFW_KEY_LEFT:
+      case GLFW_KEY_PAGE_UP:
+        if (!k.repeat || !busy) back();
+        break;
+      case GLFW_KEY_F11:
+        if (!k.repeat) state_.settings.presentation = !state_.settings.presentation;
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+bool App::request_panel_save(PanelId id) {
+  if (!saveable_[static_cast<int>(id)]) return false;
+  save_panel_ = static_cast<int>(id);
+  return true;
 }
 
 void App::draw_menu_bar() {
+  // The panels are drawn after the menu bar: offer those the previous frame drew.
+  for (int i = 0; i < kNumWindowPanels; ++i) saveable_[i] = shown_.drawn[i];
   if (!ImGui::BeginMainMenuBar()) return;
   if (ImGui::BeginMenu("File")) {
     if (ImGui::MenuItem("Load model...", nullptr, false, !ctl_.loading())) open_load_popup_ = true;
@@ -281,8 +320,8 @@ void App::draw_menu_bar() {
       open_export_popup_ = true;
     if (ImGui::BeginMenu("Save panel as PNG")) {
       for (int i = 0; i < kNumWindowPanels; ++i)
-        if (ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, false, record_.drawn[i]))
-          save_panel_ = i;
+        if (ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, false, saveable_[i]))
+          request_panel_save(static_cast<PanelId>(i));
       ImGui::EndMenu();
     }
     ImGui::Separator();
@@ -402,6 +441,8 @@ void App::frame() {
   window_->set_presentation(state_.settings.presentation);
   window_->set_light_theme(state_.settings.light_theme);
   window_->begin_frame();
+  // The menu bar is drawn before the panels: it reads what the previous frame drew.
+  shown_ = record_;
   record_ = FrameRecord{};
   record_.frame = ++frames_;
   snap_ = ctl_.snapshot();
@@ -455,6 +496,9 @@ void App::frame() {
   info.fps = fps_;
   status_.draw(ctx, info);
   if (state_.show_demo) ImGui::ShowDemoWindow(&state_.show_demo);
+  // An error replaces the last good news: dismissing it must not bring an
+  // older "wrote ..." back.
+  if (!state_.error_text.empty()) state_.notice.clear();
 
   if (!settings_equal(saved_settings_, state_.settings)) {
     saved_settings_ = state_.settings;
@@ -552,6 +596,13 @@ int run_screenshot(const AppOptions& options) {
     return 2;
   }
   app.frame();
+  // A prompt the model refused: the picture would show nothing; say why.
+  if (const SnapshotPtr s = app.controller().snapshot(); s && s->prompt_tokens.empty()) {
+    const std::string why = app.controller().error();
+    std::fprintf(stderr, "tokenscope: %s\n",
+                 why.empty() ? "no prompt to show (give one with --prompt)" : why.c_str());
+    return 2;
+  }
   if (o.steps >= 0) {
     app.controller().advance(app.state().strategies());  // prefill
     for (int i = 0; i < o.steps; ++i) app.controller().advance(app.state().strategies());
@@ -569,6 +620,10 @@ int run_screenshot(const AppOptions& options) {
     analysis->compare_cache(*worker, o.cache_compare, app.state().strategy);
   }
   app.settle(4, 200);
+  if (o.cache_compare > 0 && analysis)
+    if (const auto cmp = analysis->cache_comparison(); cmp && cmp->steps() < o.cache_compare)
+      std::fprintf(stderr, "tokenscope: note: --cache-compare %d: the context leaves room for %d\n",
+                   o.cache_compare, cmp->steps());
   if (!app.state().error_text.empty())
     std::fprintf(stderr, "tokenscope: note: %s\n", app.state().error_text.c_str());
   try {

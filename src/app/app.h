@@ -59,8 +59,16 @@ class App {
   AppState& state() { return state_; }
   Window& window() { return *window_; }
   const FrameRecord& last_frame() const { return record_; }
+  // File > Save panel as PNG: offered for the panels on screen; the file
+  // (tokenscope-KEY-stepN.png in the working directory) is written after the
+  // next frame renders. False when the panel is not on screen.
+  bool can_save_panel(PanelId id) const { return saveable_[static_cast<int>(id)]; }
+  bool request_panel_save(PanelId id);
   AttentionPanel& attention_panel() { return attention_; }
   SamplingPanel& sampling_panel() { return sampling_; }
+  PromptPanel& prompt_panel() { return prompt_; }
+  LogitsPanel& logits_panel() { return logits_; }
+  CacheComparePanel& cache_compare_panel() { return cache_compare_; }
   bool has_heatmap_renderer() const { return renderer_ != nullptr; }
   // Problems that do not stop the window (font, shaders).
   const std::string& notices() const { return notices_; }
@@ -82,6 +90,9 @@ class App {
   AppState state_;
   Settings saved_settings_;  // to notice changes that must reach imgui.ini
   FrameRecord record_;
+  FrameRecord shown_;                        // the previous frame's record (what is on screen now)
+  std::array<bool, kNumPanels> saveable_{};  // what the last menu bar offered to save
+  std::vector<int> lane_parents_;            // each lane's parent in the last snapshot seen
   uint64_t frames_ = 0;
   SnapshotPtr snap_;
   StepView view_;

@@ -16,7 +16,8 @@ const char* panel_help(PanelId id) {
              "KV cache. Then the model pauses.\n\nEach decode step feeds one token (the one "
              "chosen last), reads the keys and values of every earlier token from the cache, "
              "appends its own, and produces logits for the next token.\n\nKeys: Space = prefill "
-             "/ step, \u2192 = step, \u2190 = step back. Run steps on its own at the chosen speed.";
+             "/ step, \u2192 or Page Down = step, \u2190 or Page Up = step back (what a "
+             "presentation clicker sends). Run steps on its own at the chosen speed.";
     case PanelId::kAttention:
       return "Attention weights of one layer and head: row = the query token (the token "
              "being processed), column = the key token it looks at. Each row sums to 1.\n\n"

@@ -31,9 +31,25 @@ void panel_help_button(PanelId id) {
   help_button(panel_key(id), panel_title(id), ts::app::panel_help(id));
 }
 
+const char* branch_refusal(const SessionSnapshot* snap, const StepView& v) {
+  if (!snap || v.step < 0 || !v.record) return "nothing to branch from yet";
+  if (v.lane < 0 || v.lane >= static_cast<int>(snap->lanes.size())) return "no such lane";
+  const Lane& lane = snap->lanes[v.lane];
+  if (lane.beam_search()) return "a beam-search lane cannot branch (its beams are its branches)";
+  if (lane.closed) return "this lane is closed";
+  return nullptr;
+}
+
+const char* candidate_hint(const SessionSnapshot* snap, const StepView& v, int token) {
+  if (v.record && token == v.record->chosen_token)
+    return v.branched ? "chosen by you (a branch)" : "chosen by the strategy";
+  const char* refusal = branch_refusal(snap, v);
+  return refusal ? refusal : kBranchHint;
+}
+
 void branch_with_token(PanelContext& ctx, int token) {
   const StepView& v = ctx.view;
-  if (!ctx.snap || !ctx.ctl.worker() || v.step < 0 || !v.record) return;
+  if (!ctx.ctl.worker() || branch_refusal(ctx.snap, v)) return;
   if (token == v.record->chosen_token) return;  // that is the lane itself
   ctx.state.error_text.clear();
   ctx.state.pending_lane = static_cast<int>(ctx.snap->lanes.size());

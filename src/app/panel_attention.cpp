@@ -300,11 +300,14 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
     dl->AddLine(ImVec2(img.x, img.y + at), ImVec2(img.x + at, img.y + at),
                 with_alpha(ctx.pal.text, 0.5f), 1.0f);
   }
-  // The rows the viewed decode step added.
-  if (!synthetic_ && matrix_.first_new_row > 0) {
+  // The rows the viewed decode step added (never outside the map).
+  heatmap_box_ = {img.x, img.y, disp, disp};
+  new_rows_box_ = {};
+  if (!synthetic_ && matrix_.first_new_row > 0 && matrix_.first_new_row < n) {
     const float y0 = img.y + matrix_.first_new_row * cell;
     dl->AddRect(ImVec2(img.x - 1, y0 - 1), ImVec2(img.x + disp + 1, img.y + disp + 1),
                 ctx.pal.accent, 0, 0, thick);
+    new_rows_box_ = {img.x, y0, disp, img.y + disp - y0};
   }
   // The query chosen in the token strip.
   const int q_sel = ctx.state.attention.query;

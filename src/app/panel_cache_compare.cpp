@@ -38,6 +38,12 @@ void CacheComparePanel::draw(PanelContext& ctx) {
   const float font = ImGui::GetFontSize();
   const bool busy = analysis.comparing();
   const int room = snap.config.n_ctx - static_cast<int>(snap.prompt_tokens.size()) + 1;
+  // A comparison started elsewhere (--cache-compare, or one cut to the
+  // context) sets the field to what actually ran.
+  if (const auto cmp = analysis.cache_comparison(); cmp && cmp.get() != shown_) {
+    shown_ = cmp.get();
+    new_tokens_ = cmp->steps();
+  }
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("Generate");
   ImGui::SameLine();

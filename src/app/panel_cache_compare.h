@@ -10,10 +10,13 @@ namespace ts::app {
 class CacheComparePanel {
  public:
   void draw(PanelContext& ctx);
+  // The count in the "Generate N tokens" field (tests).
+  int new_tokens() const { return new_tokens_; }
 
  private:
   int new_tokens_ = 64;
-  bool cumulative_ = true;  // cumulative totals instead of per-step values
+  const void* shown_ = nullptr;  // the comparison the field was last set from
+  bool cumulative_ = true;       // cumulative totals instead of per-step values
 };
 
 }  // namespace ts::app

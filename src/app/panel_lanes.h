@@ -25,6 +25,10 @@ class LanesPanel {
   bool show_tree_ = true;
 };
 
+// How a lane chose its token at a step, in a few words for its column
+// ("argmax of 8,192", "branched: you chose ...").
+std::string stage_line(const SessionSnapshot& snap, const LaneStep& r);
+
 // Selects lane `lane` for the other panels; before prefill the Sampling
 // panel's controls switch to that lane's strategy.
 void select_lane(AppState& state, const SessionSnapshot* snap, int lane);

@@ -18,7 +18,7 @@ void LogitLensPanel::draw(PanelContext& ctx) {
   const std::string after = v.cached > 0 ? token_piece(snap, v.tokens[v.cached - 1]) : "";
   if (v.record)
     ImGui::Text("Next token after \u201C%s\u201D (position %d), layer by layer", after.c_str(),
-                v.cached);
+                v.cached - 1);
   else
     ImGui::TextUnformatted("What each layer would predict");
   panel_help_button(PanelId::kLogitLens);

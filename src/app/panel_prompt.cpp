@@ -17,15 +17,53 @@ void PromptPanel::draw(PanelContext& ctx) {
 void PromptPanel::draw_editor(PanelContext& ctx) {
   AppState& st = ctx.state;
   const float font = ImGui::GetFontSize();
+  // Live token count of what is typed (the tokenizer is shared and const),
+  // and where the model's context ends in it.
+  if (ctx.snap && ctx.snap->tokenizer && preview_text_ != st.prompt_edit) {
+    preview_text_ = st.prompt_edit;
+    preview_error_.clear();
+    over_context_.clear();
+    try {
+      const std::vector<TokenSpan> tokens = ctx.snap->tokenizer->encode(preview_text_);
+      preview_count_ = static_cast<int>(tokens.size());
+      const int n_ctx = ctx.snap->config.n_ctx;
+      if (n_ctx > 0 && preview_count_ > n_ctx) {
+        // The last words that fit, so the teacher knows where to cut.
+        const size_t end = tokens[n_ctx].byte_begin;
+        size_t begin = end > 40 ? end - 40 : 0;
+        while (begin > 0 && (static_cast<unsigned char>(preview_text_[begin]) & 0xC0) == 0x80)
+          --begin;
+        over_context_ = std::to_string(preview_count_) + " tokens: the model's context holds " +
+                        std::to_string(n_ctx) + ". It ends after \u201C" +
+                        (begin > 0 ? "\u2026" : "") + preview_text_.substr(begin, end - begin) +
+                        "\u201D; shorten the prompt.";
+      }
+    } catch (const std::exception& e) {
+      preview_count_ = -1;
+      preview_error_ = e.what();
+    }
+  }
+  const bool changed = ctx.snap && st.prompt_edit != ctx.snap->prompt_text;
+  std::string hint;
+  if (!preview_error_.empty())
+    hint = "invalid";
+  else if (ctx.snap && preview_count_ >= 0)
+    hint = std::to_string(preview_count_) + (preview_count_ == 1 ? " token" : " tokens") +
+           (changed && over_context_.empty() ? " (Enter)" : "");
+
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("Prompt");
   ImGui::SameLine();
-  const float button_w = ImGui::CalcTextSize("Set prompt").x + ImGui::GetStyle().FramePadding.x * 2;
-  const float input_w = ImGui::GetContentRegionAvail().x - button_w - font * 7.5f;
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float button_w = ImGui::CalcTextSize("Set prompt").x + style.FramePadding.x * 2;
+  const float help_w = ImGui::CalcTextSize("?").x + style.FramePadding.x * 2;
+  // The field takes what the button, the token count and "?" leave.
+  const float hint_w = hint.empty() ? 0 : ImGui::CalcTextSize(hint.c_str()).x + style.ItemSpacing.x;
+  const float input_w =
+      ImGui::GetContentRegionAvail().x - button_w - hint_w - help_w - style.ItemSpacing.x * 3;
   ImGui::SetNextItemWidth(std::max(input_w, font * 8));
   const bool enter =
       ImGui::InputText("##prompt", &st.prompt_edit, ImGuiInputTextFlags_EnterReturnsTrue);
-  const bool changed = ctx.snap && st.prompt_edit != ctx.snap->prompt_text;
   ImGui::SameLine();
   ImGui::BeginDisabled(!ctx.snap || !changed);
   const bool set = ImGui::Button("Set prompt");
@@ -36,24 +74,21 @@ void PromptPanel::draw_editor(PanelContext& ctx) {
     st.view_step = -1;
     st.attention.query = -1;
   }
-  // Live token count of what is typed (the tokenizer is shared and const).
-  if (ctx.snap && ctx.snap->tokenizer && preview_text_ != st.prompt_edit) {
-    preview_text_ = st.prompt_edit;
-    preview_error_.clear();
-    try {
-      preview_count_ = static_cast<int>(ctx.snap->tokenizer->encode(preview_text_).size());
-    } catch (const std::exception& e) {
-      preview_count_ = -1;
-      preview_error_ = e.what();
-    }
+  if (!hint.empty()) {
+    ImGui::SameLine();
+    const ImU32 col = !preview_error_.empty() || !over_context_.empty()
+                          ? ctx.pal.error
+                          : ImGui::GetColorU32(ImGuiCol_TextDisabled);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(col), "%s", hint.c_str());
   }
-  ImGui::SameLine();
-  if (!preview_error_.empty())
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.error), "invalid");
-  else if (preview_count_ >= 0)
-    ImGui::TextDisabled("%d token%s%s", preview_count_, preview_count_ == 1 ? "" : "s",
-                        changed ? " (Enter)" : "");
   panel_help_button(PanelId::kPrompt);
+  if (!over_context_.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(ctx.pal.error));
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(over_context_.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
 }
 
 void PromptPanel::draw_strip(PanelContext& ctx) {
@@ -125,7 +160,7 @@ void PromptPanel::draw_strip(PanelContext& ctx) {
   if (snap.tokenizer && static_cast<int>(v.tokens.size()) > v.prompt_len) {
     ImGui::Spacing();
     std::vector<int> gen(v.tokens.begin() + v.prompt_len, v.tokens.end());
-    const std::string text = snap.prompt_text + snap.tokenizer->decode(gen);
+    const std::string text = visible_edges(snap.prompt_text + snap.tokenizer->decode(gen));
     ImGui::PushTextWrapPos(0.0f);
     ImGui::TextDisabled("Text so far:");
     ImGui::SameLine();

@@ -12,6 +12,9 @@ namespace ts::app {
 class PromptPanel {
  public:
   void draw(PanelContext& ctx);
+  // Empty, or why the typed prompt does not fit the model's context and
+  // where the context ends in it (tests).
+  const std::string& over_context() const { return over_context_; }
 
  private:
   void draw_editor(PanelContext& ctx);
@@ -19,6 +22,7 @@ class PromptPanel {
   std::string preview_text_;  // the text preview_count_ was computed for
   int preview_count_ = -1;
   std::string preview_error_;
+  std::string over_context_;
 };
 
 }  // namespace ts::app

@@ -17,6 +17,8 @@ class SamplingPanel {
   void draw(PanelContext& ctx);
   // The record on show (tests).
   const std::optional<SamplingRecord>& record() const { return rec_; }
+  // The line that says what chose the token, as last drawn (tests).
+  const std::string& headline() const { return headline_; }
 
  private:
   void draw_controls(PanelContext& ctx);
@@ -33,6 +35,7 @@ class SamplingPanel {
   const StepTrace* rec_trace_ = nullptr;
   int rec_lane_ = -1;
   StepTracePtr kept_;
+  std::string headline_;
 };
 
 // "top-p 0.9" style label of a stage as this strategy configures it.

@@ -16,6 +16,8 @@ std::string TransportPanel::where_text(const SessionSnapshot& snap) {
       break;
   }
   const int n = static_cast<int>(snap.history.size());
+  if (snap.running)
+    return n <= 1 ? "Running: prefill done" : "Running: decode step " + std::to_string(n - 1);
   if (n <= 1) return "Paused after prefill";
   return "Paused after decode step " + std::to_string(n - 1);
 }

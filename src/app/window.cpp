@@ -72,6 +72,7 @@ Window::Window(const WindowOptions& o) {
   io.ConfigWindowsMoveFromTitleBarOnly = true;
 
   std::error_code ec;
+  bool font_loaded = false;
   if (!o.font_path.empty() && std::filesystem::exists(o.font_path, ec)) {
     ImFontConfig cfg;
     cfg.OversampleH = 2;
@@ -80,9 +81,9 @@ Window::Window(const WindowOptions& o) {
                                                 kGlyphRanges);
     font_large_ = io.Fonts->AddFontFromFileTTF(
         o.font_path.string().c_str(), kBaseFontSize * kPresentationScale, &cfg, kGlyphRanges);
-    font_loaded_ = font_normal_ && font_large_;
+    font_loaded = font_normal_ && font_large_;
   }
-  if (!font_loaded_) {
+  if (!font_loaded) {
     font_notice_ = "font " + o.font_path.string() +
                    " not found (install fonts-dejavu-core); non-ASCII token pieces may show as '?'";
     ImFontConfig cfg;
@@ -93,6 +94,9 @@ Window::Window(const WindowOptions& o) {
   }
   io.FontDefault = font_normal_;
 
+  // Installed before the ImGui backend, which keeps it and calls it from its own.
+  glfwSetWindowUserPointer(window_, this);
+  glfwSetKeyCallback(window_, &Window::on_key);
   if (!ImGui_ImplGlfw_InitForOpenGL(window_, true) ||
       !ImGui_ImplOpenGL3_Init("#version 330 core")) {
     ImGui::DestroyContext();
@@ -110,6 +114,19 @@ Window::~Window() {
   ImGui::DestroyContext();
   glfwDestroyWindow(window_);
   if (--g_glfw_users == 0) glfwTerminate();
+}
+
+void Window::on_key(GLFWwindow* window, int key, int, int action, int) {
+  auto* self = static_cast<Window*>(glfwGetWindowUserPointer(window));
+  if (!self || (action != GLFW_PRESS && action != GLFW_REPEAT)) return;
+  // Bounded: a stalled frame does not let a held key pile up steps.
+  if (self->key_presses_.size() < 64) self->key_presses_.push_back({key, action == GLFW_REPEAT});
+}
+
+std::vector<Window::KeyPress> Window::take_key_presses() {
+  std::vector<KeyPress> out;
+  out.swap(key_presses_);
+  return out;
 }
 
 bool Window::should_close() const { return glfwWindowShouldClose(window_); }

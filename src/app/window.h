@@ -50,12 +50,21 @@ class Window {
   // size, and returns its pixels top row first (RGBA). For screenshots.
   std::vector<uint8_t> capture(int& width, int& height);
 
+  // Key presses (and auto-repeats) since the last call, in order, as GLFW
+  // reported them. A press and its release can fall within one frame (a
+  // presentation clicker's tap); ImGui 1.86 then never sees the key down, so
+  // the step keys read this queue instead.
+  struct KeyPress {
+    int key = 0;          // GLFW_KEY_*
+    bool repeat = false;  // an auto-repeat of a held key
+  };
+  std::vector<KeyPress> take_key_presses();
+
   void set_presentation(bool on) { want_presentation_ = on; }
   void set_light_theme(bool on) { want_light_ = on; }
   bool presentation() const { return presentation_; }
   bool light_theme() const { return light_; }
   float ui_scale() const { return presentation_ ? kPresentationScale : 1.0f; }
-  bool font_loaded() const { return font_loaded_; }
   const std::string& font_notice() const { return font_notice_; }
   void framebuffer_size(int& w, int& h) const;
   GLFWwindow* handle() { return window_; }
@@ -66,12 +75,12 @@ class Window {
 
  private:
   void apply_style();
+  static void on_key(GLFWwindow* window, int key, int scancode, int action, int mods);
 
   GLFWwindow* window_ = nullptr;
   std::string ini_path_;
   ImFont* font_normal_ = nullptr;
   ImFont* font_large_ = nullptr;
-  bool font_loaded_ = false;
   std::string font_notice_;
   bool presentation_ = false, want_presentation_ = false;
   bool light_ = false, want_light_ = false;
@@ -80,6 +89,7 @@ class Window {
   double render_seconds_ = 0, swap_seconds_ = 0;
   std::string renderer_;
   gl::Framebuffer capture_fbo_;
+  std::vector<KeyPress> key_presses_;
 };
 
 }  // namespace ts::app

@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#define GLFW_INCLUDE_NONE
+#include <GLFW/glfw3.h>
 #include <imgui.h>
 #include <stb_image.h>
 #include <unistd.h>
@@ -325,6 +327,47 @@ TEST(Gui, ErrorsShowInTheWindowAndKeepThePreviousState) {
   EXPECT_EQ(snap(app)->history.size(), before->history.size() + 1);
 }
 
+TEST(Gui, APromptLongerThanTheContextKeepsItsTextAndSaysWhereTheContextEnds) {
+  REQUIRE_DISPLAY();
+  std::string too_long = "Once upon a time";
+  for (int i = 0; i < 200; ++i) too_long += " weather";  // more tokens than the fixture's context
+  AppOptions o = test_options();
+  o.prompt = too_long;
+  {
+    App app(o);
+    app.load_model_blocking();
+    app.settle();
+    EXPECT_NE(app.state().error_text.find("context holds"), std::string::npos)
+        << app.state().error_text;
+    // The editor keeps the text, and the panel says where the context ends.
+    EXPECT_EQ(app.state().prompt_edit, too_long);
+    const std::string& warning = app.prompt_panel().over_context();
+    const int n_ctx = snap(app)->config.n_ctx;
+    EXPECT_NE(warning.find("context holds " + std::to_string(n_ctx)), std::string::npos) << warning;
+    // It quotes the prompt up to the last byte of the last token that fits.
+    const std::vector<TokenSpan> tokens = snap(app)->tokenizer->encode(too_long);
+    ASSERT_GT(static_cast<int>(tokens.size()), n_ctx);
+    const size_t end = tokens[n_ctx].byte_begin;
+    EXPECT_NE(warning.find(too_long.substr(end - 12, 12) + "\u201D"), std::string::npos) << warning;
+    // Trimmed to fit: the warning goes away.
+    app.state().prompt_edit = "Once upon a time weather";
+    app.frame();
+    app.frame();
+    EXPECT_TRUE(app.prompt_panel().over_context().empty());
+  }
+  // Headless: no picture of an empty window; the cause and a non-zero exit.
+  const auto dir = temp_dir("too-long");
+  o.screenshot = (dir / "x.png").string();
+  o.steps = 2;
+  testing::internal::CaptureStderr();
+  const int rc = run_screenshot(o);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(err.find("context holds"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(o.screenshot));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Gui, AFailedModelLoadIsShownAndTheWindowKeepsWorking) {
   REQUIRE_DISPLAY();
   AppOptions o = test_options();
@@ -381,6 +424,44 @@ TEST(Gui, SpaceStepsAndLeftStepsBack) {
   app.settle(2, 50);
   EXPECT_EQ(snap(app)->history.size(), 2u);
   EXPECT_EQ(snap(app)->state, SessionState::kPaused);
+}
+
+// A key tapped the way a presentation clicker or xdotool does it: pressed
+// and released before the next frame, through the window's installed GLFW
+// key callback.
+void tap(App& app, int key) {
+  GLFWwindow* w = app.window().handle();
+  const GLFWkeyfun installed = glfwSetKeyCallback(w, nullptr);
+  glfwSetKeyCallback(w, installed);
+  ASSERT_NE(installed, nullptr);
+  installed(w, key, glfwGetKeyScancode(key), GLFW_PRESS, 0);
+  installed(w, key, glfwGetKeyScancode(key), GLFW_RELEASE, 0);
+}
+
+TEST(Gui, KeyTapsWithinOneFrameStepAndPageKeysStepAndGoBack) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  tap(app, GLFW_KEY_SPACE);  // prefill
+  app.settle(2, 100);
+  ASSERT_EQ(snap(app)->history.size(), 1u) << "a quick Space tap was lost";
+  tap(app, GLFW_KEY_PAGE_DOWN);
+  tap(app, GLFW_KEY_PAGE_DOWN);  // two taps before one frame: two steps
+  app.settle(2, 100);
+  EXPECT_EQ(snap(app)->history.size(), 3u);
+  tap(app, GLFW_KEY_RIGHT);
+  app.settle(2, 100);
+  EXPECT_EQ(snap(app)->history.size(), 4u);
+  tap(app, GLFW_KEY_PAGE_UP);
+  app.settle(2, 100);
+  EXPECT_EQ(snap(app)->history.size(), 3u);
+  tap(app, GLFW_KEY_LEFT);
+  app.settle(2, 100);
+  EXPECT_EQ(snap(app)->history.size(), 2u);
+  tap(app, GLFW_KEY_F11);
+  app.frame();
+  EXPECT_TRUE(app.state().settings.presentation);
 }
 
 TEST(Gui, PresentationModeScalesFonts) {
@@ -555,6 +636,253 @@ TEST(Gui, LanesStepTogetherShowTheirSummaryAndABranchBecomesTheViewedLane) {
   EXPECT_FALSE(app.state().error_text.empty());
   step(app);  // the branch steps with the others
   EXPECT_EQ(snap(app)->history.back()->lanes.size(), 4u);
+}
+
+// The second most likely token of `lane` at `step` (a token to branch with).
+int runner_up(const SessionSnapshot& s, int step, int lane) {
+  const LaneStep* r = lane_record(s, step, lane);
+  std::vector<float> logits = r->logits;
+  logits[r->chosen_token] = -1e30f;
+  return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+// Branches lane `lane` at `step` the way a click in Logits does and waits until
+// the window shows the new lane.
+void branch_and_show(App& app, int step, int lane, int token) {
+  const SnapshotPtr s = snap(app);
+  app.state().pending_lane = static_cast<int>(s->lanes.size());
+  app.state().pending_error_serial = s->error_serial;
+  app.controller().worker()->branch(step, lane, token);
+  app.settle(3, 100);
+}
+
+TEST(Gui, ABranchedLanesAttentionHasARowForEveryPositionOfItsContext) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  step(app);  // prefill
+  step(app);  // decode 1
+  const int other = runner_up(*snap(app), 1, 0);
+  branch_and_show(app, 1, 0, other);
+  ASSERT_EQ(app.state().lane, 1);
+  step(app);  // both lanes step
+  const SnapshotPtr s = snap(app);
+  ASSERT_EQ(s->history.size(), 3u);
+  const LaneStep* rec = lane_record(*s, 2, 1);
+  ASSERT_NE(rec, nullptr);
+  const AttentionMatrix& m = app.attention_panel().matrix();
+  // Rows = the lane's context: the prompt, lane 0's first token, the chosen
+  // branch token; the newest row is the one step 2 added.
+  ASSERT_EQ(m.n, rec->context());
+  EXPECT_TRUE(m.complete);
+  EXPECT_EQ(m.tokens, rec->context_ids);
+  EXPECT_EQ(m.tokens.back(), other);
+  EXPECT_EQ(m.first_new_row, m.n - 1);
+  // The branch step's row is the branched record's attention (its parent's).
+  const LaneStep* at_branch = lane_record(*s, 1, 1);
+  ASSERT_NE(at_branch, nullptr);
+  const int layer = app.state().attention.layer, head = app.state().attention.head;
+  ASSERT_TRUE(at_branch->attention[layer]);
+  const int row = at_branch->start_pos;
+  for (int k = 0; k <= row; ++k)
+    EXPECT_EQ(m.at(row, k),
+              (*at_branch->attention[layer])[static_cast<size_t>(head) * at_branch->context() + k]);
+  // The outline marks the newest row, inside the heatmap.
+  const PanelBox& map = app.attention_panel().heatmap_box();
+  const PanelBox& outline = app.attention_panel().new_rows_box();
+  ASSERT_GT(outline.w, 0.0f);
+  EXPECT_NEAR(outline.y, map.y + map.h * (m.n - 1) / m.n, 1.0f);
+  EXPECT_LE(outline.y + outline.h, map.y + map.h + 0.5f);
+}
+
+TEST(Gui, ABranchedStepSaysTheUserChoseItsToken) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  step(app);  // prefill
+  step(app);  // decode 1
+  const int other = runner_up(*snap(app), 1, 0);
+  branch_and_show(app, 1, 0, other);
+  ASSERT_EQ(app.state().lane, 1);
+  const SnapshotPtr s = snap(app);
+  const LaneStep* rec = lane_record(*s, 1, 1);
+  ASSERT_NE(rec, nullptr);
+  ASSERT_EQ(rec->chosen_token, other);
+  const std::string piece = token_piece(*s, other);
+  // Choosing: not "greedy argmax" (the strategy's own choice was another token).
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kSampling));
+  EXPECT_EQ(app.sampling_panel().headline(), "branched: you chose \u201C" + piece + "\u201D");
+  // Lanes: the branched lane's column says the same; lane 0's still says argmax.
+  EXPECT_EQ(stage_line(*s, *rec).rfind("branched: you chose \u201C" + piece + "\u201D", 0), 0u)
+      << stage_line(*s, *rec);
+  EXPECT_EQ(stage_line(*s, *lane_record(*s, 1, 0)).rfind("argmax of", 0), 0u);
+  // The prompt panel's chips of the branched lane select a query row.
+  app.state().attention.query = rec->start_pos;
+  app.settle(2, 50);
+  EXPECT_EQ(app.attention_panel().matrix().n, rec->context());
+  EXPECT_LT(app.state().attention.query, app.attention_panel().matrix().n);
+  // After a step of its own, the lane's record is its strategy's choice again.
+  step(app);
+  EXPECT_EQ(app.sampling_panel().headline().rfind("greedy argmax", 0), 0u)
+      << app.sampling_panel().headline();
+}
+
+TEST(Gui, WhenBackRemovesTheViewedBranchTheControlsShowTheLaneItCameFrom) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.compare = {"greedy", "repetition_penalty=1.3"};
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < 3; ++i) step(app);  // prefill + 2 decode steps
+  branch_and_show(app, 2, 0, runner_up(*snap(app), 2, 0));
+  ASSERT_EQ(snap(app)->lanes.size(), 3u);
+  ASSERT_EQ(app.state().lane, 2);
+  step(app);
+  for (int i = 0; i < 4 && snap(app)->lanes.size() == 3; ++i) {
+    app.frame();
+    app.back();
+    app.settle(2, 50);
+  }
+  const SnapshotPtr s = snap(app);
+  ASSERT_EQ(s->lanes.size(), 2u) << "Back did not remove the branch";
+  EXPECT_EQ(app.state().lane, 0) << "the branch came from lane 0";
+  // The controls show the viewed lane's own strategy, and what the next
+  // command sends is every lane's own strategy.
+  EXPECT_EQ(app.state().strategy, s->lanes[app.state().lane].params);
+  const std::vector<SamplingParams> sent = app.state().strategies();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0], s->lanes[0].params);
+  EXPECT_EQ(sent[1], s->lanes[1].params);
+  EXPECT_FLOAT_EQ(sent[1].repetition_penalty, 1.3f);
+}
+
+TEST(Gui, SavePanelAsPngOffersThePanelsOnScreenAndWritesOne) {
+  REQUIRE_DISPLAY();
+  const auto dir = temp_dir("save-panel");
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  {
+    App app(test_options());
+    app.load_model_blocking();
+    app.settle();
+    step(app);
+    EXPECT_TRUE(app.can_save_panel(PanelId::kAttention));
+    EXPECT_TRUE(app.can_save_panel(PanelId::kLogits));
+    EXPECT_FALSE(app.can_save_panel(PanelId::kRoofline));  // not open in this layout
+    EXPECT_FALSE(app.request_panel_save(PanelId::kRoofline));
+    ASSERT_TRUE(app.request_panel_save(PanelId::kLogits));
+    app.frame();
+    const auto png = dir / "tokenscope-logits-step0.png";
+    ASSERT_TRUE(std::filesystem::exists(png)) << app.state().error_text;
+    EXPECT_EQ(app.state().notice, "wrote tokenscope-logits-step0.png");
+    int w = 0, h = 0, n = 0;
+    unsigned char* px = stbi_load(png.string().c_str(), &w, &h, &n, 4);
+    ASSERT_NE(px, nullptr);
+    stbi_image_free(px);
+    const PanelBox& box = app.last_frame().boxes[static_cast<int>(PanelId::kLogits)];
+    EXPECT_NEAR(w, box.w, 1.0);
+    EXPECT_NEAR(h, box.h, 1.0);
+  }
+  std::filesystem::current_path(cwd);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Gui, ABeamLaneDoesNotOfferToBranch) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.compare = {"greedy", "beams=2"};
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  step(app);
+  const SnapshotPtr s = snap(app);
+  const StepView greedy = make_step_view(*s, -1, 0);
+  const StepView beam = make_step_view(*s, -1, 1);
+  ASSERT_TRUE(beam.record && beam.record->beam);
+  const int other = runner_up(*s, 1, 0);
+  EXPECT_EQ(branch_refusal(s.get(), greedy), nullptr);
+  EXPECT_STREQ(candidate_hint(s.get(), greedy, other), kBranchHint);
+  ASSERT_NE(branch_refusal(s.get(), beam), nullptr);
+  EXPECT_STRNE(candidate_hint(s.get(), beam, other), kBranchHint);
+  EXPECT_NE(std::string(candidate_hint(s.get(), beam, other)).find("beam"), std::string::npos);
+}
+
+TEST(Gui, SmallThingsSayWhatIsTrue) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.layout = "cost";
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  step(app);
+  // Logits and Attention number a token the same way: the newest row of
+  // Attention is the position of the token whose successor Logits scores.
+  app.state().layout_request = "classroom";
+  app.settle(3, 50);
+  const int newest = app.attention_panel().matrix().n - 1;
+  EXPECT_NE(app.logits_panel().heading().find("(position " + std::to_string(newest) + ")"),
+            std::string::npos)
+      << app.logits_panel().heading();
+
+  // Run mode says it runs.
+  app.controller().run(50.0, {SamplingParams{}});
+  for (int i = 0; i < 2000 && !snap(app)->running; ++i) app.frame();
+  EXPECT_EQ(TransportPanel::where_text(*snap(app)).rfind("Running", 0), 0u)
+      << TransportPanel::where_text(*snap(app));
+  app.controller().pause();
+  app.settle(2, 50);
+  EXPECT_EQ(TransportPanel::where_text(*snap(app)).rfind("Paused", 0), 0u);
+
+  // Export errors give their reason; an error replaces an older "wrote ...".
+  AnalysisStore* analysis = app.controller().analysis();
+  SessionWorker* worker = app.controller().worker();
+  const auto dir = temp_dir("export-errors");
+  app.state().notice = "wrote an-older-file.json";
+  analysis->export_json(*worker, dir.string());
+  worker->wait_idle();
+  EXPECT_EQ(analysis->export_message(), "export failed: " + dir.string() + ": is a directory");
+  app.frame();
+  EXPECT_EQ(app.state().error_text, analysis->export_message());
+  EXPECT_TRUE(app.state().notice.empty()) << app.state().notice;
+  app.state().error_text.clear();  // dismissed
+  app.frame();
+  EXPECT_TRUE(app.state().notice.empty()) << app.state().notice;
+  analysis->export_json(*worker, "");
+  worker->wait_idle();
+  EXPECT_EQ(analysis->export_message(), "export failed: no file name given");
+  analysis->export_json(*worker, (dir / "missing" / "x.json").string());
+  worker->wait_idle();
+  EXPECT_NE(analysis->export_message().find("No such file or directory"), std::string::npos)
+      << analysis->export_message();
+  std::filesystem::remove_all(dir);
+
+  // A comparison started elsewhere (--cache-compare): the panel's field says
+  // what ran, also when the context cut it short.
+  app.state().layout_request = "cost";
+  app.settle(2, 50);
+  analysis->compare_cache(*worker, 24, app.state().strategy);
+  app.settle(4, 400);
+  ASSERT_TRUE(analysis->cache_comparison()) << analysis->comparison_error();
+  EXPECT_EQ(app.cache_compare_panel().new_tokens(), 24);
+  analysis->compare_cache(*worker, 300, app.state().strategy);
+  app.settle(4, 400);
+  const auto cmp = analysis->cache_comparison();
+  ASSERT_TRUE(cmp) << analysis->comparison_error();
+  EXPECT_LT(cmp->steps(), 300);
+  EXPECT_EQ(app.cache_compare_panel().new_tokens(), cmp->steps());
+}
+
+TEST(Gui, TextSoFarShowsWhitespaceAtItsEdges) {
+  // No display needed.
+  EXPECT_EQ(visible_edges("   "), "\u2423\u2423\u2423");
+  EXPECT_EQ(visible_edges("  a b \n"), "\u2423\u2423a b\u2423\u21B5");
+  EXPECT_EQ(visible_edges("plain text"), "plain text");
+  EXPECT_EQ(visible_edges(""), "");
 }
 
 TEST(Gui, EverySingleLayoutShowsItsPanel) {
