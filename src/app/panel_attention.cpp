@@ -13,25 +13,6 @@ uint64_t mix(uint64_t h, uint64_t v) {
   return h * 0xBF58476D1CE4E5B9ull;
 }
 
-// Cuts s to at most max_w pixels, on a UTF-8 character boundary, adding "…".
-std::string fit_text(const std::string& s, float max_w) {
-  if (ImGui::CalcTextSize(s.c_str()).x <= max_w) return s;
-  std::string cut = s;
-  while (!cut.empty()) {
-    do {
-      cut.pop_back();
-    } while (!cut.empty() && (static_cast<unsigned char>(cut.back()) & 0xC0) == 0x80);
-    if (!cut.empty()) {
-      // Drop a trailing lead byte whose continuation was removed.
-      const unsigned char last = static_cast<unsigned char>(cut.back());
-      if (last >= 0xC0) cut.pop_back();
-    }
-    const std::string t = cut + "\u2026";
-    if (ImGui::CalcTextSize(t.c_str()).x <= max_w) return t;
-  }
-  return "\u2026";
-}
-
 HeatmapTheme theme_for(bool light) {
   HeatmapTheme t;
   if (light) {

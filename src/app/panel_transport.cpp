@@ -51,10 +51,19 @@ void TransportPanel::draw(PanelContext& ctx) {
   panel_help_button(PanelId::kTransport);
   ImGui::TextDisabled("Next:");
   ImGui::SameLine();
-  ImGui::PushTextWrapPos(0.0f);
-  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s",
-                     snap.next_action.c_str());
-  ImGui::PopTextWrapPos();
+  if (snap.state == SessionState::kFinished) {
+    // Why each lane stopped can be long (eight lanes): one line, the rest on
+    // hover, so the controls below stay in view.
+    const std::string line = fit_text(snap.next_action, ImGui::GetContentRegionAvail().x);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s", line.c_str());
+    if (line != snap.next_action && ImGui::IsItemHovered())
+      ImGui::SetTooltip("%s", snap.next_action.c_str());
+  } else {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s",
+                       snap.next_action.c_str());
+    ImGui::PopTextWrapPos();
+  }
 
   // Buttons.
   const bool can_step = snap.state == SessionState::kReady || snap.state == SessionState::kPaused;

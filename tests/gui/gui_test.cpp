@@ -885,6 +885,25 @@ TEST(Gui, TextSoFarShowsWhitespaceAtItsEdges) {
   EXPECT_EQ(visible_edges(""), "");
 }
 
+TEST(Gui, RoofProbesThatDisagreeAreReportedAndTheBestIsKept) {
+  // No display needed.
+  HardwareRoofs a, b;
+  a.peak_flops = 82e9;
+  a.bandwidth = 7e9;
+  b.peak_flops = 250e9;
+  b.bandwidth = 7.5e9;
+  std::string warning;
+  HardwareRoofs r = combine_roof_probes({a, b}, warning);
+  EXPECT_EQ(r.peak_flops, 250e9);
+  EXPECT_EQ(r.bandwidth, 7.5e9);
+  EXPECT_NE(warning.find("82\u2013250 GFLOP/s"), std::string::npos) << warning;
+  EXPECT_EQ(warning.find("GB/s"), std::string::npos) << warning;  // bandwidth agreed
+  b.peak_flops = 90e9;
+  r = combine_roof_probes({a, b}, warning);
+  EXPECT_EQ(r.peak_flops, 90e9);
+  EXPECT_TRUE(warning.empty()) << warning;
+}
+
 TEST(Gui, EverySingleLayoutShowsItsPanel) {
   REQUIRE_DISPLAY();
   App app(test_options());
