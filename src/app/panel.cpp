@@ -1,6 +1,6 @@
 #include "app/panel.h"
 
-#include "app/help_text.h"
+#include "app/panel_table.h"
 
 namespace ts::app {
 
@@ -10,7 +10,7 @@ bool begin_panel(PanelContext& ctx, PanelId id, ImGuiWindowFlags flags) {
   if (!open) return false;
   const PanelRect& r = ctx.layout.rects[index];
   if (r.set) {
-    const ImGuiCond cond = ctx.layout.force ? ImGuiCond_Always : ImGuiCond_FirstUseEver;
+    const ImGuiCond cond = ctx.layout.force || r.force ? ImGuiCond_Always : ImGuiCond_FirstUseEver;
     ImGui::SetNextWindowPos(r.pos, cond);
     ImGui::SetNextWindowSize(r.size, cond);
   }

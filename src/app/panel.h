@@ -10,6 +10,15 @@
 
 namespace ts::app {
 
+struct PanelContext;
+
+// A window panel. Each is declared once, by a row in panel_list.h.
+class Panel {
+ public:
+  virtual ~Panel() = default;
+  virtual void draw(PanelContext& ctx) = 0;
+};
+
 struct PanelContext {
   AppState& state;
   Controller& ctl;

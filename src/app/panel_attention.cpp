@@ -6,6 +6,15 @@
 
 namespace ts::app {
 
+const char* const AttentionPanel::kHelp =
+    "Attention weights of one layer and head: row = the query token (the token "
+    "being processed), column = the key token it looks at. Each row sums to 1.\n\n"
+    "Hatched cells are masked: a token may not look at tokens that come after it "
+    "(causal mask). After prefill every prompt row is there at once; each decode "
+    "step adds one new row at the bottom (outlined).\n\nThe small grid shows every "
+    "layer \u00D7 head; click one to show it. 'avg' averages the heads of a layer. A log "
+    "scale makes small weights visible.";
+
 namespace {
 
 uint64_t mix(uint64_t h, uint64_t v) {

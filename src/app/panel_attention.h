@@ -12,11 +12,12 @@
 
 namespace ts::app {
 
-class AttentionPanel {
+class AttentionPanel : public Panel {
  public:
   // renderer may be null (shaders missing): the panel then says so.
   void set_renderer(HeatmapRenderer* renderer) { renderer_ = renderer; }
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
 
   // What is on screen, for tests and the benchmark.
   const AttentionMatrix& matrix() const { return matrix_; }

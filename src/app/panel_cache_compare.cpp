@@ -5,6 +5,15 @@
 
 namespace ts::app {
 
+const char* const CacheComparePanel::kHelp =
+    "Why the KV cache exists, measured: the same prompt and strategy generate N "
+    "tokens twice on this machine, once with the cache (each decode step feeds one "
+    "token) and once without (each step feeds the whole sequence again, as a naive "
+    "loop does).\n\nThe tokens and logits must be the same both ways: the cache only "
+    "avoids recomputing keys and values that do not change. The cost is not the same: "
+    "without the cache every step redoes all earlier tokens, so the work grows with "
+    "the square of the length.";
+
 namespace {
 
 void totals_row(const char* name, const CacheRun& run, ImU32 color) {

@@ -7,9 +7,10 @@
 
 namespace ts::app {
 
-class CacheComparePanel {
+class CacheComparePanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
   // The count in the "Generate N tokens" field (tests).
   int new_tokens() const { return new_tokens_; }
 

@@ -10,6 +10,19 @@
 
 namespace ts::app {
 
+const char* const LanesPanel::kHelp =
+    "Several decoding strategies over the same prompt. The prompt is processed once "
+    "(one prefill); every lane forks its KV cache sequence, so the prompt's blocks are "
+    "shared, and each decode step feeds one token per lane in a single batched "
+    "forward pass: the weights are read once for all lanes.\n\nEach column shows a "
+    "lane's text, each step's token with the model's probability of it, and a summary: "
+    "log p (how likely the model finds the text), perplexity, distinct 2-grams "
+    "(repetition) and speed, and how each lane chose at the step shown (\"chosen by\"). "
+    "The highlighted row is where the lanes first choose differently.\n\nBeam search "
+    "keeps the num_beams most likely sequences; its tree "
+    "shows the beams kept, finished and pruned at every step. Click a token in the "
+    "Logits panel to branch a new lane with that token at the viewed step.";
+
 namespace {
 
 struct Preset {

@@ -10,9 +10,10 @@
 
 namespace ts::app {
 
-class LanesPanel {
+class LanesPanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
 
  private:
   void draw_setup(PanelContext& ctx);

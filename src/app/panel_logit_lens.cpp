@@ -5,6 +5,13 @@
 
 namespace ts::app {
 
+const char* const LogitLensPanel::kHelp =
+    "The logit lens reads the model's mind layer by layer: the residual stream after "
+    "each block goes through the final layer norm and the unembedding, as if the "
+    "model stopped there. Each row lists the five tokens that partial model would "
+    "predict next, with their probabilities.\n\nThe last row is the model's real "
+    "output. Watch where the final answer first appears, and how sure each layer is.";
+
 void LogitLensPanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kLogitLens)) return;
   const StepView& v = ctx.view;

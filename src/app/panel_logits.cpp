@@ -8,6 +8,13 @@
 
 namespace ts::app {
 
+const char* const LogitsPanel::kHelp =
+    "The model's output for the next position: one score (logit) per token of the "
+    "vocabulary. Softmax turns logits into probabilities that sum to 1.\n\n"
+    "Entropy measures how unsure the model is: 0 nats = certain; e^entropy is the "
+    "number of equally likely tokens that would be as uncertain. The small plot shows "
+    "every token of the vocabulary ranked by probability.";
+
 void compute_logits_view(const LaneStep& record, LogitsView& out) {
   out.ranked = top_n(record.logits, static_cast<int>(record.logits.size()));
   out.probs = softmax(record.logits);

@@ -20,9 +20,10 @@ struct LogitsView {
 };
 void compute_logits_view(const LaneStep& record, LogitsView& out);
 
-class LogitsPanel {
+class LogitsPanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
   // The line naming the token whose successor is scored, as last drawn (tests).
   const std::string& heading() const { return heading_; }
 

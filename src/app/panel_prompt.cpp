@@ -1,10 +1,21 @@
 #include "app/panel_prompt.h"
 
+#include <cstdio>
+
 #include <imgui_stdlib.h>
 
 #include "model/token_display.h"
+#include "model/unicode_categories.h"
 
 namespace ts::app {
+
+const char* const PromptPanel::kHelp =
+    "The prompt is cut into tokens by GPT-2's byte-level BPE tokenizer. Each chip is "
+    "one token: its text on top (a space shows as \u2423, a newline as \u21B5) and its "
+    "id in the vocabulary below.\n\nBlue chips are the prompt, orange chips were "
+    "generated. The dashed chip is the token the last step chose: it is not in the KV "
+    "cache yet; the next decode step feeds it through the model.\n\nClick a chip to see "
+    "what that token attends to in the Attention panel.";
 
 void PromptPanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kPrompt)) return;
@@ -43,6 +54,31 @@ void PromptPanel::draw_editor(PanelContext& ctx) {
       preview_error_ = e.what();
     }
   }
+  // Characters this Dear ImGui cannot hold (beyond U+FFFF: it keeps 16-bit
+  // characters, and editing such text turns them into U+FFFD) and characters
+  // the font has no glyph for (drawn as U+FFFD; the model still gets them).
+  if (scanned_text_ != st.prompt_edit) {
+    scanned_text_ = st.prompt_edit;
+    beyond_bmp_ = 0;
+    no_glyph_.clear();
+    int listed = 0;
+    for (size_t pos = 0; pos < scanned_text_.size();) {
+      const Utf8Char c = decode_utf8(scanned_text_, pos);
+      pos += c.len;
+      if (!c.valid) continue;
+      const bool beyond = c.cp > 0xFFFF;
+      beyond_bmp_ += beyond ? 1 : 0;
+      if (beyond || !ImGui::GetFont()->FindGlyphNoFallback(static_cast<ImWchar>(c.cp))) {
+        char b[16];
+        std::snprintf(b, sizeof(b), "U+%04X", static_cast<unsigned>(c.cp));
+        if (no_glyph_.find(b) != std::string::npos) continue;
+        if (++listed <= 6)
+          no_glyph_ += (no_glyph_.empty() ? "" : " ") + std::string(b);
+        else if (listed == 7)
+          no_glyph_ += " \u2026";
+      }
+    }
+  }
   const bool changed = ctx.snap && st.prompt_edit != ctx.snap->prompt_text;
   std::string hint;
   if (!preview_error_.empty())
@@ -62,8 +98,9 @@ void PromptPanel::draw_editor(PanelContext& ctx) {
   const float input_w =
       ImGui::GetContentRegionAvail().x - button_w - hint_w - help_w - style.ItemSpacing.x * 3;
   ImGui::SetNextItemWidth(std::max(input_w, font * 8));
-  const bool enter =
-      ImGui::InputText("##prompt", &st.prompt_edit, ImGuiInputTextFlags_EnterReturnsTrue);
+  const bool enter = ImGui::InputText(
+      "##prompt", &st.prompt_edit,
+      ImGuiInputTextFlags_EnterReturnsTrue | (beyond_bmp_ > 0 ? ImGuiInputTextFlags_ReadOnly : 0));
   ImGui::SameLine();
   ImGui::BeginDisabled(!ctx.snap || !changed);
   const bool set = ImGui::Button("Set prompt");
@@ -82,6 +119,23 @@ void PromptPanel::draw_editor(PanelContext& ctx) {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(col), "%s", hint.c_str());
   }
   panel_help_button(PanelId::kPrompt);
+  if (beyond_bmp_ > 0) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(ctx.pal.warning));
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::Text(
+        "Read-only: %d character%s beyond U+FFFF (emoji) that this text field would damage. "
+        "The model gets the prompt exactly as given; to type another, clear it.",
+        beyond_bmp_, beyond_bmp_ == 1 ? "" : "s");
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+    ImGui::SameLine();
+    if (ImGui::SmallButton("Clear")) st.prompt_edit.clear();
+  }
+  if (!no_glyph_.empty())
+    dim_text_wrapped(
+        "Drawn as \uFFFD (no glyph in this font): %s. The tokens hold the real "
+        "characters.",
+        no_glyph_.c_str());
   if (!over_context_.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(ctx.pal.error));
     ImGui::PushTextWrapPos(0.0f);

@@ -6,6 +6,17 @@
 
 namespace ts::app {
 
+const char* const RooflinePanel::kHelp =
+    "The roofline: how fast a step could possibly run on this machine. x = "
+    "arithmetic intensity (FLOPs per byte moved from memory, from the step's analytic "
+    "cost); y = achieved FLOP/s (FLOPs over the measured wall time). The roof is the "
+    "lower of two limits measured at start-up: memory bandwidth x intensity (the "
+    "slope) and peak compute (the flat top).\n\nDecode reads every weight to "
+    "process one token per lane, so it sits far left, under the slope: memory bound. "
+    "Prefill reuses each weight for every prompt token and moves right, towards the "
+    "compute roof. More lanes share one weight read, so their decode steps move "
+    "right too.";
+
 namespace {
 
 std::string step_label(const StepTrace& t) {

@@ -9,6 +9,15 @@
 
 namespace ts::app {
 
+const char* const SamplingPanel::kHelp =
+    "How the decoding strategy turns the logits into one token, stage by stage "
+    "(Hugging Face order): repetition penalty, temperature, top-k, top-p, min-p, then "
+    "the draw. Greyed tokens were removed by that stage.\n\nGreedy takes the most "
+    "likely token. Sampling draws a random number u in [0, 1) from the seed and picks "
+    "the token where the cumulative probability passes u.\n\nChanging a control "
+    "re-chooses the newest step's token from the same logits: same logits, different "
+    "token.";
+
 std::string stage_label(const StageRecord& stage, const SamplingParams& p) {
   char b[64];
   const std::string& n = stage.name;

@@ -12,9 +12,10 @@
 
 namespace ts::app {
 
-class SamplingPanel {
+class SamplingPanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
   // The record on show (tests).
   const std::optional<SamplingRecord>& record() const { return rec_; }
   // The line that says what chose the token, as last drawn (tests).

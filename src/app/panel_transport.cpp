@@ -4,6 +4,14 @@
 
 namespace ts::app {
 
+const char* const TransportPanel::kHelp =
+    "Prefill runs the whole prompt through the model in one parallel pass and fills the "
+    "KV cache. Then the model pauses.\n\nEach decode step feeds one token (the one "
+    "chosen last), reads the keys and values of every earlier token from the cache, "
+    "appends its own, and produces logits for the next token.\n\nKeys: Space = prefill "
+    "/ step, \u2192 or Page Down = step, \u2190 or Page Up = step back (what a "
+    "presentation clicker sends). Run steps on its own at the chosen speed.";
+
 std::string TransportPanel::where_text(const SessionSnapshot& snap) {
   switch (snap.state) {
     case SessionState::kNoPrompt:

@@ -97,6 +97,7 @@ Window::Window(const WindowOptions& o) {
   // Installed before the ImGui backend, which keeps it and calls it from its own.
   glfwSetWindowUserPointer(window_, this);
   glfwSetKeyCallback(window_, &Window::on_key);
+  glfwSetCharCallback(window_, &Window::on_char);
   if (!ImGui_ImplGlfw_InitForOpenGL(window_, true) ||
       !ImGui_ImplOpenGL3_Init("#version 330 core")) {
     ImGui::DestroyContext();
@@ -121,6 +122,19 @@ void Window::on_key(GLFWwindow* window, int key, int, int action, int) {
   if (!self || (action != GLFW_PRESS && action != GLFW_REPEAT)) return;
   // Bounded: a stalled frame does not let a held key pile up steps.
   if (self->key_presses_.size() < 64) self->key_presses_.push_back({key, action == GLFW_REPEAT});
+}
+
+void Window::on_char(GLFWwindow* window, unsigned int codepoint) {
+  auto* self = static_cast<Window*>(glfwGetWindowUserPointer(window));
+  if (!self || codepoint <= 0xFFFF) return;
+  ++self->refused_chars_;
+  ++self->refused_queued_;
+}
+
+int Window::take_refused_characters() {
+  const int n = refused_chars_;
+  refused_chars_ = 0;
+  return n;
 }
 
 std::vector<Window::KeyPress> Window::take_key_presses() {
@@ -158,6 +172,16 @@ void Window::apply_style() {
 
 void Window::begin_frame() {
   glfwPollEvents();
+  // Each character beyond U+FFFF reached ImGui as U+FFFD (after on_char
+  // counted it): take those out, newest first, so no edit turns an emoji
+  // into a replacement character.
+  ImVector<ImWchar>& queue = ImGui::GetIO().InputQueueCharacters;
+  for (int i = queue.Size - 1; i >= 0 && refused_queued_ > 0; --i)
+    if (queue[i] == 0xFFFD) {
+      queue.erase(queue.Data + i);
+      --refused_queued_;
+    }
+  refused_queued_ = 0;
   if (want_presentation_ != presentation_ || want_light_ != light_ || style_dirty_) {
     presentation_ = want_presentation_;
     light_ = want_light_;

@@ -59,6 +59,10 @@ class Window {
     bool repeat = false;  // an auto-repeat of a held key
   };
   std::vector<KeyPress> take_key_presses();
+  // Characters beyond U+FFFF typed since the last call (emoji). This ImGui
+  // stores characters in 16 bits and would insert U+FFFD for each; the
+  // window takes them out of ImGui's input instead and counts them here.
+  int take_refused_characters();
 
   void set_presentation(bool on) { want_presentation_ = on; }
   void set_light_theme(bool on) { want_light_ = on; }
@@ -76,6 +80,7 @@ class Window {
  private:
   void apply_style();
   static void on_key(GLFWwindow* window, int key, int scancode, int action, int mods);
+  static void on_char(GLFWwindow* window, unsigned int codepoint);
 
   GLFWwindow* window_ = nullptr;
   std::string ini_path_;
@@ -90,6 +95,8 @@ class Window {
   std::string renderer_;
   gl::Framebuffer capture_fbo_;
   std::vector<KeyPress> key_presses_;
+  int refused_chars_ = 0;   // since the last take_refused_characters()
+  int refused_queued_ = 0;  // of those, still to take out of ImGui's input queue
 };
 
 }  // namespace ts::app

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "app/app.h"
+#include "app/panel_table.h"
 #include "app/view_model.h"
 #include "util/error.h"
 
@@ -368,6 +369,47 @@ TEST(Gui, APromptLongerThanTheContextKeepsItsTextAndSaysWhereTheContextEnds) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Gui, APromptWithEmojiIsNeverDamagedAndUndrawableCharactersAreNamed) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.prompt = "Hi \xF0\x9F\x98\x80 there \xE6\x97\xA5";  // an emoji and a CJK character
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  EXPECT_EQ(snap(app)->prompt_text, o.prompt);
+  EXPECT_EQ(app.state().prompt_edit, o.prompt);
+  // The field is read-only (editing would turn the emoji into U+FFFD), and
+  // the panel names what the font cannot draw.
+  EXPECT_EQ(app.prompt_panel().beyond_bmp(), 1);
+  EXPECT_NE(app.prompt_panel().no_glyph().find("U+1F600"), std::string::npos)
+      << app.prompt_panel().no_glyph();
+  EXPECT_NE(app.prompt_panel().no_glyph().find("U+65E5"), std::string::npos)
+      << app.prompt_panel().no_glyph();
+  // An emoji typed on the keyboard is refused with a reason, not inserted as U+FFFD.
+  GLFWwindow* w = app.window().handle();
+  const GLFWcharfun installed = glfwSetCharCallback(w, nullptr);
+  glfwSetCharCallback(w, installed);
+  ASSERT_NE(installed, nullptr);
+  installed(w, 0x1F600);
+  EXPECT_EQ(ImGui::GetIO().InputQueueCharacters.Size, 1);  // ImGui's U+FFFD
+  app.frame();
+  EXPECT_NE(app.state().error_text.find("beyond U+FFFF"), std::string::npos)
+      << app.state().error_text;
+  EXPECT_EQ(app.state().prompt_edit, o.prompt);
+  // What the model receives is what was given, byte for byte, with no NUL.
+  step(app);
+  const SnapshotPtr s = snap(app);
+  std::vector<int> ids;
+  for (const TokenSpan& t : s->prompt_tokens) ids.push_back(t.id);
+  EXPECT_EQ(s->tokenizer->decode(ids), o.prompt);
+  EXPECT_EQ(s->prompt_text.find('\0'), std::string::npos);
+  // Cleared, the field is editable again.
+  app.state().prompt_edit = "plain";
+  app.frame();
+  EXPECT_EQ(app.prompt_panel().beyond_bmp(), 0);
+  EXPECT_TRUE(app.prompt_panel().no_glyph().empty());
+}
+
 TEST(Gui, AFailedModelLoadIsShownAndTheWindowKeepsWorking) {
   REQUIRE_DISPLAY();
   AppOptions o = test_options();
@@ -464,6 +506,95 @@ TEST(Gui, KeyTapsWithinOneFrameStepAndPageKeysStepAndGoBack) {
   EXPECT_TRUE(app.state().settings.presentation);
 }
 
+// Every drawn panel's box, and checks that each lies inside w x h (above the
+// status bar) and that no two classroom panels overlap.
+void expect_panels_inside(App& app, float w, float h) {
+  const FrameRecord& r = app.last_frame();
+  const float bottom = h - StatusBar::height();
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    if (!r.drawn[i]) continue;
+    const PanelBox& b = r.boxes[i];
+    const char* key = panel_key(static_cast<PanelId>(i));
+    EXPECT_GE(b.x, -0.5f) << key;
+    EXPECT_GE(b.y, -0.5f) << key;
+    EXPECT_LE(b.x + b.w, w + 0.5f) << key;
+    EXPECT_LE(b.y + b.h, bottom + 0.5f) << key;
+    for (int j = i + 1; j < kNumWindowPanels; ++j) {
+      if (!r.drawn[j]) continue;
+      const PanelBox& c = r.boxes[j];
+      const float ox = std::min(b.x + b.w, c.x + c.w) - std::max(b.x, c.x);
+      const float oy = std::min(b.y + b.h, c.y + c.h) - std::max(b.y, c.y);
+      EXPECT_FALSE(ox > 2 && oy > 2) << key << " overlaps " << panel_key(static_cast<PanelId>(j));
+    }
+  }
+}
+
+// Resizes the (hidden) window and draws until ImGui sees the new size.
+void resize(App& app, int w, int h) {
+  glfwSetWindowSize(app.window().handle(), w, h);
+  for (int i = 0; i < 200; ++i) {
+    app.frame();
+    const ImVec2 size = ImGui::GetMainViewport()->Size;
+    if (size.x == w && size.y == h) break;
+  }
+  app.frame();
+  app.frame();
+  ASSERT_EQ(ImGui::GetMainViewport()->Size.x, w);
+  ASSERT_EQ(ImGui::GetMainViewport()->Size.y, h);
+}
+
+TEST(Gui, PanelsFollowTheWindowSizeAndComeBackWhenItGrows) {
+  REQUIRE_DISPLAY();
+  const auto dir = temp_dir("resize");
+  AppOptions o = test_options();
+  o.width = 1600;
+  o.height = 900;
+  o.save_layout = true;
+  o.config_dir = dir;
+  std::array<PanelBox, kNumPanels> before{};
+  {
+    App app(o);
+    app.load_model_blocking();
+    app.settle();
+    step(app);
+    before = app.last_frame().boxes;
+    expect_panels_inside(app, 1600, 900);
+    resize(app, 1024, 768);  // a projector
+    expect_panels_inside(app, 1024, 768);
+    EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kStatusBar));
+    resize(app, 800, 600);
+    expect_panels_inside(app, 800, 600);
+    resize(app, 1600, 900);
+    for (int i = 0; i < kNumWindowPanels; ++i) {
+      if (!app.last_frame().drawn[i]) continue;
+      const PanelBox& a = before[i];
+      const PanelBox& b = app.last_frame().boxes[i];
+      const char* key = panel_key(static_cast<PanelId>(i));
+      EXPECT_NEAR(a.x, b.x, 2.0f) << key;
+      EXPECT_NEAR(a.y, b.y, 2.0f) << key;
+      EXPECT_NEAR(a.w, b.w, 2.0f) << key;
+      EXPECT_NEAR(a.h, b.h, 2.0f) << key;
+    }
+    resize(app, 1024, 768);  // saved at this size
+  }
+  // The next launch, in a larger window, scales the saved arrangement to fit it.
+  o.layout.clear();
+  {
+    App app(o);
+    app.load_model_blocking();
+    app.settle(4, 50);
+    expect_panels_inside(app, 1600, 900);
+    for (int i = 0; i < kNumWindowPanels; ++i) {
+      if (!app.last_frame().drawn[i]) continue;
+      EXPECT_NEAR(before[i].w, app.last_frame().boxes[i].w, 3.0f)
+          << panel_key(static_cast<PanelId>(i));
+      EXPECT_NEAR(before[i].h, app.last_frame().boxes[i].h, 3.0f)
+          << panel_key(static_cast<PanelId>(i));
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Gui, PresentationModeScalesFonts) {
   REQUIRE_DISPLAY();
   App app(test_options());
@@ -505,6 +636,90 @@ TEST(Gui, LayoutAndSettingsAreSavedAndRestored) {
     app.frame();
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(Gui, OpenPanelsAreSavedByKeySoTheirOrderDoesNotMatter) {
+  REQUIRE_DISPLAY();
+  const auto dir = temp_dir("ini-keys");
+  AppOptions o = test_options();
+  o.save_layout = true;
+  o.config_dir = dir;
+  o.layout.clear();
+  auto write_ini = [&](const std::string& text) {
+    std::ofstream out(dir / "imgui.ini");
+    out << "[TokenScope][Settings]\n" << text << "\n";
+  };
+  // Saved in an order unlike the code's, with a panel this build lacks.
+  write_ini(
+      "Open.help=1\nOpen.timeline=0\nOpen.a-panel-from-elsewhere=1\nOpen.lanes=1\n"
+      "Open.attention=1\n");
+  {
+    App app(o);
+    Settings& s = app.state().settings;
+    EXPECT_TRUE(s.panel_open(PanelId::kHelp));
+    EXPECT_FALSE(s.panel_open(PanelId::kTimeline));
+    EXPECT_TRUE(s.panel_open(PanelId::kLanes));
+    EXPECT_TRUE(s.panel_open(PanelId::kAttention));
+    EXPECT_TRUE(s.panel_open(PanelId::kPrompt));     // not in the file: the default
+    EXPECT_FALSE(s.panel_open(PanelId::kRoofline));  // likewise
+    app.frame();
+    s.panel_open(PanelId::kRoofline) = true;
+    app.frame();
+  }
+  std::stringstream saved;
+  saved << std::ifstream(dir / "imgui.ini").rdbuf();
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    const PanelId id = static_cast<PanelId>(i);
+    const bool open =
+        id != PanelId::kTimeline && (panel_open_in_classroom(id) || id == PanelId::kHelp ||
+                                     id == PanelId::kLanes || id == PanelId::kRoofline);
+    EXPECT_NE(saved.str().find(std::string("Open.") + panel_key(id) + "=" + (open ? "1" : "0")),
+              std::string::npos)
+        << panel_key(id) << "\n"
+        << saved.str();
+  }
+  // The one-digit-per-panel line of earlier versions still reads in its own order.
+  write_ini("Open=001000000011\n");
+  {
+    App app(o);
+    const Settings& s = app.state().settings;
+    for (int i = 0; i < kNumWindowPanels; ++i) {
+      const PanelId id = static_cast<PanelId>(i);
+      EXPECT_EQ(app.state().settings.open[i],
+                id == PanelId::kAttention || id == PanelId::kLanes || id == PanelId::kHelp)
+          << panel_key(id);
+    }
+    (void)s;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Gui, EveryPanelOfTheTableIsInTheMenusLayoutsAndHelp) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  std::set<std::string> keys, titles;
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    const PanelId id = static_cast<PanelId>(i);
+    keys.insert(panel_key(id));
+    titles.insert(panel_title(id));
+    PanelId parsed;
+    ASSERT_TRUE(parse_panel_key(panel_key(id), parsed));
+    EXPECT_EQ(parsed, id);
+    EXPECT_TRUE(is_layout_name(panel_key(id))) << panel_key(id);
+    EXPECT_GT(std::string(panel_help(id)).size(), 40u) << panel_key(id);
+    const Classroom r = panel_classroom_rect(id);
+    EXPECT_LT(r.x0, r.x1);
+    EXPECT_LT(r.y0, r.y1);
+    app.state().settings.panel_open(id) = true;
+  }
+  EXPECT_EQ(keys.size(), static_cast<size_t>(kNumWindowPanels));
+  EXPECT_EQ(titles.size(), static_cast<size_t>(kNumWindowPanels));
+  app.settle(2, 50);
+  for (int i = 0; i < kNumWindowPanels; ++i)
+    EXPECT_TRUE(app.last_frame().drawn[i]) << panel_key(static_cast<PanelId>(i));
 }
 
 TEST(Gui, AnalysisPanelsShowRoofsCacheComparisonAndLogitLens) {
