@@ -1,7 +1,7 @@
 #pragma once
 // Timeline: prefill and every decode step with its measured wall time and
 // analytic FLOPs, bytes moved and FLOPs per byte, on the backend that ran it.
-// Charts take extra series (issue 7 overlays cache-off runs the same way).
+// Charts take extra series (a cache-off run could be overlaid the same way).
 #include "app/panel.h"
 
 namespace ts::app {
