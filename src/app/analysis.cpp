@@ -1,6 +1,10 @@
 #include "app/analysis.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "app/view_model.h"
@@ -8,6 +12,33 @@
 #include "util/error.h"
 
 namespace ts::app {
+
+HardwareRoofs combine_roof_probes(const std::vector<HardwareRoofs>& probes, std::string& warning) {
+  warning.clear();
+  if (probes.empty()) return {};
+  HardwareRoofs best = probes.front();
+  double flops_lo = best.peak_flops, bw_lo = best.bandwidth;
+  for (const HardwareRoofs& p : probes) {
+    best.peak_flops = std::max(best.peak_flops, p.peak_flops);
+    best.bandwidth = std::max(best.bandwidth, p.bandwidth);
+    best.working_set_bandwidth = std::max(best.working_set_bandwidth, p.working_set_bandwidth);
+    flops_lo = std::min(flops_lo, p.peak_flops);
+    bw_lo = std::min(bw_lo, p.bandwidth);
+  }
+  auto range = [](double lo, double hi, double unit, const char* name) {
+    char b[96];
+    std::snprintf(b, sizeof(b), "%.3g\u2013%.3g %s", lo / unit, hi / unit, name);
+    return std::string(b);
+  };
+  std::string spread;
+  if (flops_lo < 0.75 * best.peak_flops) spread = range(flops_lo, best.peak_flops, 1e9, "GFLOP/s");
+  if (bw_lo < 0.75 * best.bandwidth)
+    spread += (spread.empty() ? "" : ", ") + range(bw_lo, best.bandwidth, 1e9, "GB/s");
+  if (!spread.empty())
+    warning = std::to_string(probes.size()) + " probes disagreed (" + spread +
+              "): the machine is busy, so the roofs (the best seen) are rough";
+  return best;
+}
 
 std::shared_ptr<const HardwareRoofs> AnalysisStore::roofs(SessionWorker& worker) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -17,10 +48,15 @@ std::shared_ptr<const HardwareRoofs> AnalysisStore::roofs(SessionWorker& worker)
       try {
         const double weight_bytes =
             4.0 * static_cast<double>(s.engine().config().parameter_count());
-        auto r = std::make_shared<const HardwareRoofs>(
-            measure_roofs(s.engine().backend(), 0, weight_bytes));
+        // Two probes: one alone cannot tell a busy machine from a slow one.
+        std::vector<HardwareRoofs> probes;
+        for (int i = 0; i < 2; ++i)
+          probes.push_back(measure_roofs(s.engine().backend(), 0, weight_bytes));
+        std::string warning;
+        auto r = std::make_shared<const HardwareRoofs>(combine_roof_probes(probes, warning));
         std::lock_guard<std::mutex> l(self->mutex_);
         self->roofs_ = std::move(r);
+        self->roofs_warning_ = warning;
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> l(self->mutex_);
         self->roofs_error_ = std::string("roofs not measured: ") + e.what();
@@ -28,6 +64,11 @@ std::shared_ptr<const HardwareRoofs> AnalysisStore::roofs(SessionWorker& worker)
     });
   }
   return roofs_;
+}
+
+std::string AnalysisStore::roofs_warning() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return roofs_warning_;
 }
 
 std::string AnalysisStore::roofs_error() const {
@@ -138,6 +179,10 @@ void AnalysisStore::export_json(SessionWorker& worker, const std::string& path) 
   worker.post([self = shared_from_this(), path](Session& s) {
     std::string message;
     try {
+      // Refused before the work, each with its reason.
+      if (path.empty()) throw Error("no file name given");
+      std::error_code ec;
+      if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory");
       nlohmann::json doc = session_to_json(s);
       nlohmann::json analysis;
       std::shared_ptr<const HardwareRoofs> roofs;
@@ -174,10 +219,16 @@ void AnalysisStore::export_json(SessionWorker& worker, const std::string& path) 
       analysis["logit_lens"] = lens;
       if (comparison) analysis["kv_cache_on_vs_off"] = cache_comparison_to_json(*comparison);
       doc["analysis"] = analysis;
+      errno = 0;
       std::ofstream out(path);
+      if (!out)
+        throw Error(path + ": cannot write" +
+                    (errno ? std::string(": ") + std::strerror(errno) : ""));
       out << doc.dump(1) << "\n";
       out.close();
-      if (!out) throw Error(path + ": cannot write");
+      if (!out)
+        throw Error(path + ": cannot write" +
+                    (errno ? std::string(": ") + std::strerror(errno) : ""));
       message = "wrote " + path;
     } catch (const std::exception& e) {
       message = std::string("export failed: ") + e.what();

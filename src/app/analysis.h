@@ -19,12 +19,19 @@
 
 namespace ts::app {
 
+// The roofs from several probes of one machine: the best of each (a busy
+// machine only makes a probe slower). `warning` says when they disagree by
+// more than a quarter, with the range seen.
+HardwareRoofs combine_roof_probes(const std::vector<HardwareRoofs>& probes, std::string& warning);
+
 class AnalysisStore : public std::enable_shared_from_this<AnalysisStore> {
  public:
   // The roofs of the machine the session runs on; queues the probe on the
   // first call. Null until measured (or when the probe failed: see roofs_error()).
   std::shared_ptr<const HardwareRoofs> roofs(SessionWorker& worker);
   std::string roofs_error() const;
+  // Non-empty when the roof probes disagreed (a busy machine): the roofs are rough.
+  std::string roofs_warning() const;
 
   // Runs the current prompt for new_tokens steps with and without the cache,
   // with `params`, on the worker. The result replaces the previous one.
@@ -58,6 +65,7 @@ class AnalysisStore : public std::enable_shared_from_this<AnalysisStore> {
   std::shared_ptr<const HardwareRoofs> roofs_;
   bool roofs_queued_ = false;
   std::string roofs_error_;
+  std::string roofs_warning_;
   std::shared_ptr<const CacheComparison> comparison_;
   bool comparing_ = false;
   std::string comparison_error_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -59,10 +60,25 @@ void settings_read_line(ImGuiContext*, ImGuiSettingsHandler*, void* entry, const
     s.logit_view = static_cast<LogitView>(std::clamp(i, 0, 2));
   else if (std::sscanf(line, "TopN=%d", &i) == 1)
     s.top_n = std::clamp(i, 3, 40);
-  else if (std::sscanf(line, "RunSpeed=%f", &f) == 1)
+  else if (float w = 0, h = 0; std::sscanf(line, "WorkArea=%fx%f", &w, &h) == 2) {
+    s.work_w = w;
+    s.work_h = h;
+  } else if (std::sscanf(line, "RunSpeed=%f", &f) == 1)
     s.run_speed = std::clamp(f, 0.25f, 20.0f);
-  else if (std::sscanf(line, "Open=%63s", name) == 1) {
-    for (int p = 0; p < kNumWindowPanels && name[p]; ++p) s.open[p] = name[p] == '1';
+  else if (std::sscanf(line, "Open.%63[^=]=%d", name, &i) == 2) {
+    // One line per panel, by its stable key: the order of panels in the
+    // code does not matter, and a key this build does not know is skipped.
+    PanelId id;
+    if (parse_panel_key(name, id) && static_cast<int>(id) < kNumWindowPanels)
+      s.panel_open(id) = i != 0;
+  } else if (std::sscanf(line, "Open=%63s", name) == 1) {
+    // Earlier versions saved one digit per panel in this order.
+    static constexpr const char* kLegacyOrder[] = {"prompt", "transport", "attention", "kv",
+                                                   "logits", "sampling",  "timeline",  "roofline",
+                                                   "lens",   "cache",     "lanes",     "help"};
+    PanelId id;
+    for (int p = 0; p < 12 && name[p]; ++p)
+      if (parse_panel_key(kLegacyOrder[p], id)) s.panel_open(id) = name[p] == '1';
   }
 }
 
@@ -77,16 +93,17 @@ void settings_write(ImGuiContext*, ImGuiSettingsHandler* h, ImGuiTextBuffer* buf
   buf->appendf("LogitView=%d\n", static_cast<int>(s.logit_view));
   buf->appendf("TopN=%d\n", s.top_n);
   buf->appendf("RunSpeed=%.3g\n", s.run_speed);
-  char open[kNumWindowPanels + 1] = {0};
-  for (int p = 0; p < kNumWindowPanels; ++p) open[p] = s.open[p] ? '1' : '0';
-  buf->appendf("Open=%s\n\n", open);
+  buf->appendf("WorkArea=%.0fx%.0f\n", s.work_w, s.work_h);
+  for (int p = 0; p < kNumWindowPanels; ++p)
+    buf->appendf("Open.%s=%d\n", panel_key(static_cast<PanelId>(p)), s.open[p] ? 1 : 0);
+  buf->append("\n");
 }
 
 bool settings_equal(const Settings& a, const Settings& b) {
   return a.presentation == b.presentation && a.light_theme == b.light_theme &&
          a.colormap == b.colormap && a.scale == b.scale && a.show_thumbnails == b.show_thumbnails &&
          a.logit_view == b.logit_view && a.top_n == b.top_n && a.run_speed == b.run_speed &&
-         a.open == b.open;
+         a.open == b.open && a.work_w == b.work_w && a.work_h == b.work_h;
 }
 
 }  // namespace
@@ -116,7 +133,7 @@ App::App(const AppOptions& options) : options_(options) {
   } catch (const Error& e) {
     notices_ += (notices_.empty() ? "" : "; ") + std::string(e.what());
   }
-  attention_.set_renderer(renderer_.get());
+  attention_panel().set_renderer(renderer_.get());
 
   register_settings_handler();
   std::error_code ec;
@@ -147,7 +164,7 @@ App::App(const AppOptions& options) : options_(options) {
 App::~App() {
   // Write the layout while the ImGui context still exists.
   if (!ini_path_.empty()) ImGui::SaveIniSettingsToDisk(ini_path_.c_str());
-  attention_ = AttentionPanel();
+  panels_ = {};  // their GL textures go before the renderer and the context
   renderer_.reset();
 }
 
@@ -207,7 +224,9 @@ void App::sync_state() {
     if (!s.last_error.empty()) state_.error_text = s.last_error;
   }
   if (!state_.prompt_edit_synced) {
-    state_.prompt_edit = s.prompt_text;
+    // A prompt the model refused at load keeps its text in the editor, so
+    // that it can be trimmed (the Prompt panel marks where the context ends).
+    state_.prompt_edit = s.prompt_text.empty() ? ctl_.prompt_on_load : s.prompt_text;
     state_.prompt_edit_synced = true;
   }
   if (state_.pending_lane >= 0 && state_.pending_lane < static_cast<int>(s.lanes.size())) {
@@ -218,8 +237,20 @@ void App::sync_state() {
   if (state_.pending_lane >= 0 &&
       (state_.lane == state_.pending_lane || s.error_serial != state_.pending_error_serial))
     state_.pending_lane = -1;  // shown, or refused (the error says why)
-  if (!s.lanes.empty())
-    state_.lane = std::clamp(state_.lane, 0, static_cast<int>(s.lanes.size()) - 1);
+  if (!s.lanes.empty() && state_.lane >= static_cast<int>(s.lanes.size())) {
+    // The viewed lane is gone (Back removed a branch): show the lane it came
+    // from, and its strategy, not whichever lane the index now falls on.
+    int lane = state_.lane;
+    while (lane >= static_cast<int>(s.lanes.size()) &&
+           lane < static_cast<int>(lane_parents_.size()))
+      lane = lane_parents_[lane];
+    state_.lane = std::clamp(lane, 0, static_cast<int>(s.lanes.size()) - 1);
+    state_.strategy_synced = false;
+    state_.view_step = -1;
+  }
+  if (!s.lanes.empty()) state_.lane = std::max(state_.lane, 0);
+  lane_parents_.clear();
+  for (const Lane& l : s.lanes) lane_parents_.push_back(l.parent);
   if (!state_.strategy_synced) {
     if (!s.lanes.empty()) state_.strategy = s.lanes[state_.lane].params;
     state_.strategy_synced = true;
@@ -243,17 +274,42 @@ void App::back() {
 }
 
 void App::handle_keys() {
-  const ImGuiIO& io = ImGui::GetIO();
-  if (io.WantTextInput) return;
-  const bool busy = snap_ && snap_->busy;
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false)) advance();
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow), true) && !busy) advance();
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow), true) && !busy) back();
-  if (ImGui::IsKeyPressed(GLFW_KEY_F11, false))
-    state_.settings.presentation = !state_.settings.presentation;
+  // Every press since the last frame, from GLFW's key callback: a tap that
+  // begins and ends within one frame still counts.
+  const std::vector<Window::KeyPress> keys = window_->take_key_presses();
+  if (ImGui::GetIO().WantTextInput) return;  // typing in a field
+  for (const Window::KeyPress& k : keys) {
+    const bool busy = snap_ && snap_->busy;
+    switch (k.key) {
+      case GLFW_KEY_SPACE:
+        if (!k.repeat) advance();
+        break;
+      case GLFW_KEY_RIGHT:
+      case GLFW_KEY_PAGE_DOWN:  // what presentation clickers send for "next"
+        if (!k.repeat || !busy) advance();
+        break;
+      case GLFW_KEY_LEFT:
+      case GLFW_KEY_PAGE_UP:
+        if (!k.repeat || !busy) back();
+        break;
+      case GLFW_KEY_F11:
+        if (!k.repeat) state_.settings.presentation = !state_.settings.presentation;
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+bool App::request_panel_save(PanelId id) {
+  if (!saveable_[static_cast<int>(id)]) return false;
+  save_panel_ = static_cast<int>(id);
+  return true;
 }
 
 void App::draw_menu_bar() {
+  // The panels are drawn after the menu bar: offer those the previous frame drew.
+  for (int i = 0; i < kNumWindowPanels; ++i) saveable_[i] = shown_.drawn[i];
   if (!ImGui::BeginMainMenuBar()) return;
   if (ImGui::BeginMenu("File")) {
     if (ImGui::MenuItem("Load model...", nullptr, false, !ctl_.loading())) open_load_popup_ = true;
@@ -261,8 +317,8 @@ void App::draw_menu_bar() {
       open_export_popup_ = true;
     if (ImGui::BeginMenu("Save panel as PNG")) {
       for (int i = 0; i < kNumWindowPanels; ++i)
-        if (ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, false, record_.drawn[i]))
-          save_panel_ = i;
+        if (ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, false, saveable_[i]))
+          request_panel_save(static_cast<PanelId>(i));
       ImGui::EndMenu();
     }
     ImGui::Separator();
@@ -376,18 +432,89 @@ void App::save_requested_panel() {
   }
 }
 
+bool App::follow_window_size(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size) {
+  if (!arranged_) {  // saved positions: taken with the same menu bar
+    arranged_pos_ = work_pos;
+    arranged_ = true;
+  }
+  const ImVec2 old_size(state_.settings.work_w, state_.settings.work_h);
+  if (old_size.x <= 0 || old_size.y <= 0) {
+    arranged_pos_ = work_pos;
+    return true;  // nothing known to scale from (a first launch places every panel)
+  }
+  const bool same = old_size.x == work_size.x && old_size.y == work_size.y &&
+                    arranged_pos_.x == work_pos.x && arranged_pos_.y == work_pos.y;
+  std::array<ImGuiWindow*, kNumWindowPanels> windows{};
+  for (int i = 0; i < kNumWindowPanels; ++i)
+    windows[i] = ImGui::FindWindowByName(panel_title(static_cast<PanelId>(i)));
+  auto near = [](ImVec2 a, ImVec2 b) {
+    return std::abs(a.x - b.x) <= 1.5f && std::abs(a.y - b.y) <= 1.5f;
+  };
+  if (same) {
+    // A panel the user moved or resized since it was last placed takes its
+    // share of the work area from where it is now.
+    for (int i = 0; i < kNumWindowPanels; ++i)
+      if (windows[i] && shares_[i].set &&
+          !(near(windows[i]->Pos, placed_[i].pos) && near(windows[i]->SizeFull, placed_[i].size)))
+        shares_[i].set = false;
+    return true;
+  }
+  // The window (or the menu bar, in presentation mode) changed size: every
+  // panel keeps its share of the work area, so none is left outside the
+  // window or on top of another, and shrinking then growing gives back the
+  // same arrangement (the shares are kept, not re-read from rounded pixels).
+  // Panels ImGui has not created yet (the first frame after launch) are
+  // scaled one frame later; closed ones that were shown before move too.
+  for (int i = 0; i < kNumWindowPanels; ++i)
+    if (!windows[i] && state_.settings.open[i]) return false;
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    const ImGuiWindow* w = windows[i];
+    if (!w) continue;
+    PanelRect& share = shares_[i];
+    if (!share.set) {
+      share.set = true;
+      share.pos = ImVec2((w->Pos.x - arranged_pos_.x) / old_size.x,
+                         (w->Pos.y - arranged_pos_.y) / old_size.y);
+      share.size = ImVec2(w->SizeFull.x / old_size.x, w->SizeFull.y / old_size.y);
+    }
+    PanelRect& r = plan.rects[i];
+    r.set = true;
+    r.force = true;
+    r.size = ImVec2(std::min(share.size.x * work_size.x, work_size.x),
+                    std::min(share.size.y * work_size.y, work_size.y));
+    r.pos = ImVec2(work_pos.x + share.pos.x * work_size.x, work_pos.y + share.pos.y * work_size.y);
+    // Inside the work area, whatever the rounding.
+    r.pos.x = std::clamp(r.pos.x, work_pos.x, work_pos.x + work_size.x - r.size.x);
+    r.pos.y = std::clamp(r.pos.y, work_pos.y, work_pos.y + work_size.y - r.size.y);
+    placed_[i] = r;
+    if (!state_.settings.open[i]) {  // not drawn this frame: move the window itself
+      const char* title = panel_title(static_cast<PanelId>(i));
+      ImGui::SetWindowPos(title, r.pos);
+      ImGui::SetWindowSize(title, r.size);
+    }
+  }
+  arranged_pos_ = work_pos;
+  return true;
+}
+
 void App::frame() {
   const auto t0 = std::chrono::steady_clock::now();
   ctl_.poll();
   window_->set_presentation(state_.settings.presentation);
   window_->set_light_theme(state_.settings.light_theme);
   window_->begin_frame();
+  // The menu bar is drawn before the panels: it reads what the previous frame drew.
+  shown_ = record_;
   record_ = FrameRecord{};
   record_.frame = ++frames_;
   snap_ = ctl_.snapshot();
   sync_state();
   view_ = snap_ ? make_step_view(*snap_, state_.view_step, state_.lane) : StepView{};
   handle_keys();
+  if (const int refused = window_->take_refused_characters(); refused > 0)
+    state_.error_text =
+        "emoji and other characters beyond U+FFFF cannot be typed here (this Dear ImGui keeps "
+        "16-bit characters); give such a prompt with --prompt";
   draw_menu_bar();
   draw_load_model_popup();
   draw_export_popup();
@@ -402,8 +529,17 @@ void App::frame() {
     plan = make_layout(state_.layout_request, work_pos, work_size, &state_.settings);
     plan.force = true;
     state_.layout_request.clear();
+    arranged_pos_ = work_pos;
+    arranged_ = true;
+    shares_ = {};
+    state_.settings.work_w = work_size.x;
+    state_.settings.work_h = work_size.y;
   } else {
     plan = make_layout("classroom", work_pos, work_size, nullptr);
+    if (follow_window_size(plan, work_pos, work_size)) {
+      state_.settings.work_w = work_size.x;
+      state_.settings.work_h = work_size.y;
+    }
   }
   ImFont* heading = nullptr;
   if (!window_->presentation() && ImGui::GetIO().Fonts->Fonts.Size > 1)
@@ -417,24 +553,16 @@ void App::frame() {
                    palette(window_->light_theme()),
                    window_->ui_scale(),
                    heading};
-  prompt_.draw(ctx);
-  transport_.draw(ctx);
-  attention_.draw(ctx);
-  logits_.draw(ctx);
-  sampling_.draw(ctx);
-  kv_.draw(ctx);
-  timeline_.draw(ctx);
-  roofline_.draw(ctx);
-  lens_.draw(ctx);
-  cache_compare_.draw(ctx);
-  lanes_.draw(ctx);
-  help_.draw(ctx);
+  for (const std::unique_ptr<Panel>& panel : panels_) panel->draw(ctx);
   StatusInfo info;
   info.renderer = window_->renderer();
   info.notices = notices_;
   info.fps = fps_;
   status_.draw(ctx, info);
   if (state_.show_demo) ImGui::ShowDemoWindow(&state_.show_demo);
+  // An error replaces the last good news: dismissing it must not bring an
+  // older "wrote ..." back.
+  if (!state_.error_text.empty()) state_.notice.clear();
 
   if (!settings_equal(saved_settings_, state_.settings)) {
     saved_settings_ = state_.settings;
@@ -459,7 +587,7 @@ void App::settle(int min_frames, int max_frames) {
     if (i + 1 < min_frames) continue;
     const SnapshotPtr s = ctl_.snapshot();
     const bool worker_idle = !s || !s->busy;
-    if (worker_idle && !ctl_.loading() && attention_.settled()) {
+    if (worker_idle && !ctl_.loading() && attention_panel().settled()) {
       if (ctl_.worker()) ctl_.worker()->wait_idle();
       frame();  // one more with everything in place
       return;
@@ -478,8 +606,8 @@ int App::run() {
     const ImGuiIO& io = ImGui::GetIO();
     const bool input = io.MouseDelta.x != 0 || io.MouseDelta.y != 0 || io.MouseDown[0] ||
                        io.WantTextInput || io.InputQueueCharacters.Size > 0;
-    const bool active =
-        ctl_.loading() || (snap_ && (snap_->busy || snap_->running)) || !attention_.settled();
+    const bool active = ctl_.loading() || (snap_ && (snap_->busy || snap_->running)) ||
+                        !attention_panel().settled();
     idle_frames_ = input || active ? 0 : idle_frames_ + 1;
     if (idle_frames_ > 30) glfwWaitEventsTimeout(0.1);
     frame();
@@ -532,6 +660,13 @@ int run_screenshot(const AppOptions& options) {
     return 2;
   }
   app.frame();
+  // A prompt the model refused: the picture would show nothing; say why.
+  if (const SnapshotPtr s = app.controller().snapshot(); s && s->prompt_tokens.empty()) {
+    const std::string why = app.controller().error();
+    std::fprintf(stderr, "tokenscope: %s\n",
+                 why.empty() ? "no prompt to show (give one with --prompt)" : why.c_str());
+    return 2;
+  }
   if (o.steps >= 0) {
     app.controller().advance(app.state().strategies());  // prefill
     for (int i = 0; i < o.steps; ++i) app.controller().advance(app.state().strategies());
@@ -549,6 +684,10 @@ int run_screenshot(const AppOptions& options) {
     analysis->compare_cache(*worker, o.cache_compare, app.state().strategy);
   }
   app.settle(4, 200);
+  if (o.cache_compare > 0 && analysis)
+    if (const auto cmp = analysis->cache_comparison(); cmp && cmp->steps() < o.cache_compare)
+      std::fprintf(stderr, "tokenscope: note: --cache-compare %d: the context leaves room for %d\n",
+                   o.cache_compare, cmp->steps());
   if (!app.state().error_text.empty())
     std::fprintf(stderr, "tokenscope: note: %s\n", app.state().error_text.c_str());
   try {

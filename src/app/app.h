@@ -22,6 +22,7 @@
 #include "app/panel_prompt.h"
 #include "app/panel_roofline.h"
 #include "app/panel_sampling.h"
+#include "app/panel_table.h"
 #include "app/panel_timeline.h"
 #include "app/panel_transport.h"
 #include "app/window.h"
@@ -59,14 +60,29 @@ class App {
   AppState& state() { return state_; }
   Window& window() { return *window_; }
   const FrameRecord& last_frame() const { return record_; }
-  AttentionPanel& attention_panel() { return attention_; }
-  SamplingPanel& sampling_panel() { return sampling_; }
+  // File > Save panel as PNG: offered for the panels on screen; the file
+  // (tokenscope-KEY-stepN.png in the working directory) is written after the
+  // next frame renders. False when the panel is not on screen.
+  bool can_save_panel(PanelId id) const { return saveable_[static_cast<int>(id)]; }
+  bool request_panel_save(PanelId id);
+  // The panels, for tests (each is the class its row in panel_list.h names).
+  AttentionPanel& attention_panel() { return panel<AttentionPanel>(PanelId::kAttention); }
+  SamplingPanel& sampling_panel() { return panel<SamplingPanel>(PanelId::kSampling); }
+  PromptPanel& prompt_panel() { return panel<PromptPanel>(PanelId::kPrompt); }
+  LogitsPanel& logits_panel() { return panel<LogitsPanel>(PanelId::kLogits); }
+  CacheComparePanel& cache_compare_panel() {
+    return panel<CacheComparePanel>(PanelId::kCacheCompare);
+  }
   bool has_heatmap_renderer() const { return renderer_ != nullptr; }
   // Problems that do not stop the window (font, shaders).
   const std::string& notices() const { return notices_; }
 
  private:
   void sync_state();
+  // Rescales the open panels when the work area changed size since their
+  // positions were taken (a resized window, a projector, another launch).
+  // Returns false when it must wait a frame (panels not created yet).
+  bool follow_window_size(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size);
   void handle_keys();
   void draw_menu_bar();
   void draw_load_model_popup();
@@ -82,6 +98,15 @@ class App {
   AppState state_;
   Settings saved_settings_;  // to notice changes that must reach imgui.ini
   FrameRecord record_;
+  FrameRecord shown_;                        // the previous frame's record (what is on screen now)
+  std::array<bool, kNumPanels> saveable_{};  // what the last menu bar offered to save
+  std::vector<int> lane_parents_;
+  ImVec2 arranged_pos_{0, 0};  // the work area's corner the panels' positions belong to
+  bool arranged_ = false;
+  // Each panel's share of the work area (fractions; set: known) and where it
+  // was last placed from it, in pixels.
+  std::array<PanelRect, kNumWindowPanels> shares_{},
+      placed_{};  // each lane's parent in the last snapshot seen
   uint64_t frames_ = 0;
   SnapshotPtr snap_;
   StepView view_;
@@ -98,18 +123,11 @@ class App {
   std::string export_message_seen_;
   int save_panel_ = -1;  // File > Save panel as PNG: written after this frame renders
 
-  PromptPanel prompt_;
-  TransportPanel transport_;
-  AttentionPanel attention_;
-  KvCachePanel kv_;
-  LogitsPanel logits_;
-  SamplingPanel sampling_;
-  TimelinePanel timeline_;
-  RooflinePanel roofline_;
-  LogitLensPanel lens_;
-  CacheComparePanel cache_compare_;
-  LanesPanel lanes_;
-  HelpPanel help_;
+  template <typename T>
+  T& panel(PanelId id) {
+    return static_cast<T&>(*panels_[static_cast<int>(id)]);
+  }
+  std::array<std::unique_ptr<Panel>, kNumWindowPanels> panels_ = make_panels();
   StatusBar status_;
 };
 

@@ -2,68 +2,49 @@
 
 namespace ts::app {
 
+namespace {
+
+struct Row {
+  const char* key;
+  const char* title;
+  Classroom classroom;
+  bool open;
+};
+constexpr Row kRows[] = {
+#define TS_PANEL_ROW(id, key, title, cls, classroom, open) {key, title, classroom, open},
+    TS_PANEL_LIST(TS_PANEL_ROW)
+#undef TS_PANEL_ROW
+};
+static_assert(sizeof(kRows) / sizeof(kRows[0]) == kNumWindowPanels);
+
+}  // namespace
+
 const char* panel_title(PanelId id) {
-  switch (id) {
-    case PanelId::kPrompt:
-      return "Prompt & tokens";
-    case PanelId::kTransport:
-      return "Step control";
-    case PanelId::kAttention:
-      return "Attention";
-    case PanelId::kKvCache:
-      return "KV cache";
-    case PanelId::kLogits:
-      return "Logits";
-    case PanelId::kSampling:
-      return "Choosing the next token";
-    case PanelId::kTimeline:
-      return "Timeline";
-    case PanelId::kRoofline:
-      return "Roofline";
-    case PanelId::kLogitLens:
-      return "Logit lens";
-    case PanelId::kCacheCompare:
-      return "KV cache on vs off";
-    case PanelId::kLanes:
-      return "Lanes: strategies side by side";
-    case PanelId::kHelp:
-      return "Help";
-    case PanelId::kStatusBar:
-      return "##status";
-  }
-  return "?";
+  const int i = static_cast<int>(id);
+  if (i >= 0 && i < kNumWindowPanels) return kRows[i].title;
+  return id == PanelId::kStatusBar ? "##status" : "?";
 }
 
 const char* panel_key(PanelId id) {
-  switch (id) {
-    case PanelId::kPrompt:
-      return "prompt";
-    case PanelId::kTransport:
-      return "transport";
-    case PanelId::kAttention:
-      return "attention";
-    case PanelId::kKvCache:
-      return "kv";
-    case PanelId::kLogits:
-      return "logits";
-    case PanelId::kSampling:
-      return "sampling";
-    case PanelId::kTimeline:
-      return "timeline";
-    case PanelId::kRoofline:
-      return "roofline";
-    case PanelId::kLogitLens:
-      return "lens";
-    case PanelId::kCacheCompare:
-      return "cache";
-    case PanelId::kLanes:
-      return "lanes";
-    case PanelId::kHelp:
-      return "help";
-    case PanelId::kStatusBar:
-      return "status";
-  }
-  return "?";
+  const int i = static_cast<int>(id);
+  if (i >= 0 && i < kNumWindowPanels) return kRows[i].key;
+  return id == PanelId::kStatusBar ? "status" : "?";
+}
+
+Classroom panel_classroom_rect(PanelId id) {
+  const int i = static_cast<int>(id);
+  return i >= 0 && i < kNumWindowPanels ? kRows[i].classroom : Classroom(0, 0, 1, 1);
+}
+
+bool panel_open_in_classroom(PanelId id) {
+  const int i = static_cast<int>(id);
+  return i >= 0 && i < kNumWindowPanels && kRows[i].open;
+}
+
+std::array<bool, kNumWindowPanels> Settings::classroom_open() {
+  std::array<bool, kNumWindowPanels> open{};
+  for (int i = 0; i < kNumWindowPanels; ++i) open[i] = kRows[i].open;
+  return open;
 }
 
 bool parse_panel_key(const std::string& key, PanelId& out) {

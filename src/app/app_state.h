@@ -8,32 +8,33 @@
 #include <vector>
 
 #include "app/colormap.h"
+#include "app/panel_list.h"
 #include "sampling/sampling_params.h"
 
 namespace ts::app {
 
+// The window panels (one row each in panel_list.h), then the status bar.
 enum class PanelId {
-  kPrompt,
-  kTransport,
-  kAttention,
-  kKvCache,
-  kLogits,
-  kSampling,
-  kTimeline,
-  kRoofline,
-  kLogitLens,
-  kCacheCompare,
-  kLanes,
-  kHelp,
-  kStatusBar,
+#define TS_PANEL_ID(id, key, title, cls, classroom, open) k##id,
+  TS_PANEL_LIST(TS_PANEL_ID)
+#undef TS_PANEL_ID
+      kStatusBar,
 };
-inline constexpr int kNumPanels = 13;
 // Panels that are windows the user can open and close (the status bar is not).
-inline constexpr int kNumWindowPanels = 12;
+inline constexpr int kNumWindowPanels = static_cast<int>(PanelId::kStatusBar);
+inline constexpr int kNumPanels = kNumWindowPanels + 1;
 
-const char* panel_title(PanelId id);  // window title, also the imgui.ini key
-const char* panel_key(PanelId id);    // short name for --layout: "attention", "kv", ...
+const char* panel_title(PanelId id);  // window title
+const char* panel_key(PanelId id);    // stable key: imgui.ini, --layout, file names
 bool parse_panel_key(const std::string& key, PanelId& out);
+// Where the classroom layout puts the panel (fractions of the work area) and
+// whether it opens there.
+struct Classroom {
+  float x0 = 0, y0 = 0, x1 = 1, y1 = 1;
+  constexpr Classroom(float a, float b, float c, float d) : x0(a), y0(b), x1(c), y1(d) {}
+};
+Classroom panel_classroom_rect(PanelId id);
+bool panel_open_in_classroom(PanelId id);
 
 enum class LogitView { kProbability = 0, kLogit = 1, kLogProb = 2 };
 
@@ -47,11 +48,15 @@ struct Settings {
   LogitView logit_view = LogitView::kProbability;
   int top_n = 12;
   float run_speed = 2.0f;  // steps per second in Run mode
-  // The classroom layout opens the first seven; the analysis panels and Help
-  // open from the View menu or their own layouts.
-  std::array<bool, kNumWindowPanels> open{true, true,  true,  true,  true,  true,
-                                          true, false, false, false, false, false};
+  // The work area (window minus menu and status bars) the saved panel
+  // positions belong to; 0: unknown. A different window size at the next
+  // launch scales them to fit.
+  float work_w = 0, work_h = 0;
+  // Which panels are open, by PanelId (saved by key); at first as the
+  // classroom layout opens them.
+  std::array<bool, kNumWindowPanels> open = classroom_open();
   bool& panel_open(PanelId id) { return open[static_cast<int>(id)]; }
+  static std::array<bool, kNumWindowPanels> classroom_open();
 };
 
 struct AttentionSelection {

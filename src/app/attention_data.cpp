@@ -13,7 +13,9 @@ AttentionLayer WorkerAttentionSource::get(const SessionSnapshot& snap, int step,
   if (step < 0 || step >= static_cast<int>(snap.history.size())) return nullptr;
   const StepTrace& trace = *snap.history[step];
   const int wanted = trace.phase == Phase::kPrefill ? 0 : lane;
-  const LaneStep* ls = find_lane_step(trace, wanted);
+  // A branched lane's early steps are its parent's records (and the branch
+  // record at the step it replaced): ask the session's rule, not the trace.
+  const LaneStep* ls = lane_record(snap, step, wanted);
   if (ls && layer >= 0 && layer < static_cast<int>(ls->attention.size()) && ls->attention[layer])
     return ls->attention[layer];
   const auto key = std::make_tuple(&trace, wanted, layer);
@@ -48,7 +50,7 @@ bool collect_rows(const SessionSnapshot& snap, int step, int lane, int layer, in
   const int last = std::min(step, static_cast<int>(snap.history.size()) - 1);
   for (int s = 0; s <= last; ++s) {
     const StepTrace& trace = *snap.history[s];
-    const LaneStep* ls = find_lane_step(trace, trace.phase == Phase::kPrefill ? 0 : lane);
+    const LaneStep* ls = lane_record(snap, s, trace.phase == Phase::kPrefill ? 0 : lane);
     if (!ls) break;  // the lane had stopped
     AttentionLayer data = source.get(snap, s, lane, layer);
     const int rows = ls->rows(), ctx = ls->context();

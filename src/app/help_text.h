@@ -1,11 +1,8 @@
 #pragma once
-// The built-in help: a short text per panel (its "?" button) and the topics
-// of the Help window. Plain strings; no GL, no ImGui.
-#include "app/app_state.h"
+// The topics of the Help window (each panel's own short text is its
+// kHelp). Plain strings; no GL, no ImGui.
 
 namespace ts::app {
-
-const char* panel_help(PanelId id);
 
 struct HelpTopic {
   const char* title;

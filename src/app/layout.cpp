@@ -59,30 +59,16 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
       for (int i = 0; i < kNumWindowPanels; ++i) settings->open[i] = i == static_cast<int>(single);
     return plan;
   }
-  // Classroom: what the class reads first (tokens, what happens next) on top;
-  // attention as tall as possible on the left; logits and the choice in the
-  // middle; the cache and the cost of each step below them.
-  const float top = 0.22f, mid = 0.67f, left = 0.37f, split = 0.635f;
-  put(PanelId::kPrompt, 0, 0, split, top);
-  put(PanelId::kTransport, split, 0, 1, top);
-  put(PanelId::kAttention, 0, top, left, 1);
-  put(PanelId::kLogits, left, top, split, mid);
-  put(PanelId::kSampling, split, top, 1, mid);
-  put(PanelId::kKvCache, left, mid, split, 1);
-  put(PanelId::kTimeline, split, mid, 1, 1);
-  put(PanelId::kHelp, 0.25f, 0.1f, 0.75f, 0.9f);
-  // The analysis panels float over the middle when opened from the View menu.
-  put(PanelId::kRoofline, 0.2f, 0.15f, 0.8f, 0.85f);
-  put(PanelId::kLogitLens, 0.3f, 0.2f, 0.8f, 0.8f);
-  put(PanelId::kCacheCompare, 0.2f, 0.15f, 0.8f, 0.85f);
-  put(PanelId::kLanes, 0.15f, 0.15f, 0.85f, 0.85f);
-  if (settings)
-    for (int i = 0; i < kNumWindowPanels; ++i) {
-      const PanelId id = static_cast<PanelId>(i);
-      settings->open[i] = id != PanelId::kHelp && id != PanelId::kRoofline &&
-                          id != PanelId::kLogitLens && id != PanelId::kCacheCompare &&
-                          id != PanelId::kLanes;
-    }
+  // Classroom: every panel where its row in panel_list.h puts it (what the
+  // class reads first on top, attention tall on the left, logits and the
+  // choice in the middle, the cache and the cost below; the analysis panels
+  // float over the middle when opened from the View menu).
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    const PanelId id = static_cast<PanelId>(i);
+    const Classroom r = panel_classroom_rect(id);
+    put(id, r.x0, r.y0, r.x1, r.y1);
+  }
+  if (settings) settings->open = Settings::classroom_open();
   return plan;
 }
 

@@ -15,6 +15,7 @@ namespace ts::app {
 
 struct PanelRect {
   bool set = false;
+  bool force = false;  // apply now even when the plan as a whole is not forced
   ImVec2 pos, size;
 };
 

@@ -1,6 +1,6 @@
 #include "app/panel.h"
 
-#include "app/help_text.h"
+#include "app/panel_table.h"
 
 namespace ts::app {
 
@@ -10,7 +10,7 @@ bool begin_panel(PanelContext& ctx, PanelId id, ImGuiWindowFlags flags) {
   if (!open) return false;
   const PanelRect& r = ctx.layout.rects[index];
   if (r.set) {
-    const ImGuiCond cond = ctx.layout.force ? ImGuiCond_Always : ImGuiCond_FirstUseEver;
+    const ImGuiCond cond = ctx.layout.force || r.force ? ImGuiCond_Always : ImGuiCond_FirstUseEver;
     ImGui::SetNextWindowPos(r.pos, cond);
     ImGui::SetNextWindowSize(r.size, cond);
   }
@@ -31,9 +31,25 @@ void panel_help_button(PanelId id) {
   help_button(panel_key(id), panel_title(id), ts::app::panel_help(id));
 }
 
+const char* branch_refusal(const SessionSnapshot* snap, const StepView& v) {
+  if (!snap || v.step < 0 || !v.record) return "nothing to branch from yet";
+  if (v.lane < 0 || v.lane >= static_cast<int>(snap->lanes.size())) return "no such lane";
+  const Lane& lane = snap->lanes[v.lane];
+  if (lane.beam_search()) return "a beam-search lane cannot branch (its beams are its branches)";
+  if (lane.closed) return "this lane is closed";
+  return nullptr;
+}
+
+const char* candidate_hint(const SessionSnapshot* snap, const StepView& v, int token) {
+  if (v.record && token == v.record->chosen_token)
+    return v.branched ? "chosen by you (a branch)" : "chosen by the strategy";
+  const char* refusal = branch_refusal(snap, v);
+  return refusal ? refusal : kBranchHint;
+}
+
 void branch_with_token(PanelContext& ctx, int token) {
   const StepView& v = ctx.view;
-  if (!ctx.snap || !ctx.ctl.worker() || v.step < 0 || !v.record) return;
+  if (!ctx.ctl.worker() || branch_refusal(ctx.snap, v)) return;
   if (token == v.record->chosen_token) return;  // that is the lane itself
   ctx.state.error_text.clear();
   ctx.state.pending_lane = static_cast<int>(ctx.snap->lanes.size());

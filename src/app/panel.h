@@ -10,6 +10,15 @@
 
 namespace ts::app {
 
+struct PanelContext;
+
+// A window panel. Each is declared once, by a row in panel_list.h.
+class Panel {
+ public:
+  virtual ~Panel() = default;
+  virtual void draw(PanelContext& ctx) = 0;
+};
+
 struct PanelContext {
   AppState& state;
   Controller& ctl;
@@ -35,6 +44,12 @@ void panel_help_button(PanelId id);
 // chosen there (a click on a candidate in the Logits or Sampling panel); the
 // new lane becomes the viewed lane once it exists.
 void branch_with_token(PanelContext& ctx, int token);
+// Why the viewed lane cannot branch at the viewed step (a beam-search or a
+// closed lane, no step yet), or null when a click would branch.
+const char* branch_refusal(const SessionSnapshot* snap, const StepView& view);
+// The tooltip line for a candidate token: "chosen by ...", the branch hint,
+// or why a click does nothing here.
+const char* candidate_hint(const SessionSnapshot* snap, const StepView& view, int token);
 // The tooltip line that says a click branches.
 inline constexpr const char* kBranchHint = "click: branch a new lane with this token here";
 

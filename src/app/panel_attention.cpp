@@ -6,30 +6,20 @@
 
 namespace ts::app {
 
+const char* const AttentionPanel::kHelp =
+    "Attention weights of one layer and head: row = the query token (the token "
+    "being processed), column = the key token it looks at. Each row sums to 1.\n\n"
+    "Hatched cells are masked: a token may not look at tokens that come after it "
+    "(causal mask). After prefill every prompt row is there at once; each decode "
+    "step adds one new row at the bottom (outlined).\n\nThe small grid shows every "
+    "layer \u00D7 head; click one to show it. 'avg' averages the heads of a layer. A log "
+    "scale makes small weights visible.";
+
 namespace {
 
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   return h * 0xBF58476D1CE4E5B9ull;
-}
-
-// Cuts s to at most max_w pixels, on a UTF-8 character boundary, adding "…".
-std::string fit_text(const std::string& s, float max_w) {
-  if (ImGui::CalcTextSize(s.c_str()).x <= max_w) return s;
-  std::string cut = s;
-  while (!cut.empty()) {
-    do {
-      cut.pop_back();
-    } while (!cut.empty() && (static_cast<unsigned char>(cut.back()) & 0xC0) == 0x80);
-    if (!cut.empty()) {
-      // Drop a trailing lead byte whose continuation was removed.
-      const unsigned char last = static_cast<unsigned char>(cut.back());
-      if (last >= 0xC0) cut.pop_back();
-    }
-    const std::string t = cut + "\u2026";
-    if (ImGui::CalcTextSize(t.c_str()).x <= max_w) return t;
-  }
-  return "\u2026";
 }
 
 HeatmapTheme theme_for(bool light) {
@@ -300,11 +290,14 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
     dl->AddLine(ImVec2(img.x, img.y + at), ImVec2(img.x + at, img.y + at),
                 with_alpha(ctx.pal.text, 0.5f), 1.0f);
   }
-  // The rows the viewed decode step added.
-  if (!synthetic_ && matrix_.first_new_row > 0) {
+  // The rows the viewed decode step added (never outside the map).
+  heatmap_box_ = {img.x, img.y, disp, disp};
+  new_rows_box_ = {};
+  if (!synthetic_ && matrix_.first_new_row > 0 && matrix_.first_new_row < n) {
     const float y0 = img.y + matrix_.first_new_row * cell;
     dl->AddRect(ImVec2(img.x - 1, y0 - 1), ImVec2(img.x + disp + 1, img.y + disp + 1),
                 ctx.pal.accent, 0, 0, thick);
+    new_rows_box_ = {img.x, y0, disp, img.y + disp - y0};
   }
   // The query chosen in the token strip.
   const int q_sel = ctx.state.attention.query;

@@ -12,16 +12,21 @@
 
 namespace ts::app {
 
-class AttentionPanel {
+class AttentionPanel : public Panel {
  public:
   // renderer may be null (shaders missing): the panel then says so.
   void set_renderer(HeatmapRenderer* renderer) { renderer_ = renderer; }
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
 
   // What is on screen, for tests and the benchmark.
   const AttentionMatrix& matrix() const { return matrix_; }
   const HeatmapImage& image() const { return image_; }
   const HeatmapStyle& style() const { return style_; }
+  // Where the last frame drew the heatmap and the outline of the rows the
+  // viewed step added (w = 0: no outline), in window coordinates.
+  const PanelBox& heatmap_box() const { return heatmap_box_; }
+  const PanelBox& new_rows_box() const { return new_rows_box_; }
   // True when every attention row the view needs has arrived.
   bool settled() const { return matrix_.complete && (atlas_.complete || atlas_.layers == 0); }
   // Benchmark: show this matrix instead of the session's; rerender_every_frame
@@ -52,6 +57,7 @@ class AttentionPanel {
   HeatmapImage image_, thumbs_, legend_, mask_swatch_;
   uint64_t image_key_ = 0, thumbs_key_ = 0, legend_key_ = 0, swatch_key_ = 0;
 
+  PanelBox heatmap_box_, new_rows_box_;
   bool synthetic_ = false;
   bool rerender_every_frame_ = false;
 };

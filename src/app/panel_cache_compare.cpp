@@ -5,6 +5,15 @@
 
 namespace ts::app {
 
+const char* const CacheComparePanel::kHelp =
+    "Why the KV cache exists, measured: the same prompt and strategy generate N "
+    "tokens twice on this machine, once with the cache (each decode step feeds one "
+    "token) and once without (each step feeds the whole sequence again, as a naive "
+    "loop does).\n\nThe tokens and logits must be the same both ways: the cache only "
+    "avoids recomputing keys and values that do not change. The cost is not the same: "
+    "without the cache every step redoes all earlier tokens, so the work grows with "
+    "the square of the length.";
+
 namespace {
 
 void totals_row(const char* name, const CacheRun& run, ImU32 color) {
@@ -38,6 +47,12 @@ void CacheComparePanel::draw(PanelContext& ctx) {
   const float font = ImGui::GetFontSize();
   const bool busy = analysis.comparing();
   const int room = snap.config.n_ctx - static_cast<int>(snap.prompt_tokens.size()) + 1;
+  // A comparison started elsewhere (--cache-compare, or one cut to the
+  // context) sets the field to what actually ran.
+  if (const auto cmp = analysis.cache_comparison(); cmp && cmp.get() != shown_) {
+    shown_ = cmp.get();
+    new_tokens_ = cmp->steps();
+  }
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("Generate");
   ImGui::SameLine();

@@ -7,13 +7,17 @@
 
 namespace ts::app {
 
-class CacheComparePanel {
+class CacheComparePanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
+  // The count in the "Generate N tokens" field (tests).
+  int new_tokens() const { return new_tokens_; }
 
  private:
   int new_tokens_ = 64;
-  bool cumulative_ = true;  // cumulative totals instead of per-step values
+  const void* shown_ = nullptr;  // the comparison the field was last set from
+  bool cumulative_ = true;       // cumulative totals instead of per-step values
 };
 
 }  // namespace ts::app

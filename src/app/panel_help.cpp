@@ -1,9 +1,13 @@
 #include "app/panel_help.h"
 
 #include "app/help_text.h"
+#include "app/panel_table.h"
 #include "app/panel_transport.h"
 
 namespace ts::app {
+
+const char* const HelpPanel::kHelp =
+    "Short explanations of prefill, decode, the KV cache and each decoding strategy.";
 
 void HelpPanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kHelp)) return;

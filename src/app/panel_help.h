@@ -7,9 +7,10 @@
 
 namespace ts::app {
 
-class HelpPanel {
+class HelpPanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
 };
 
 struct StatusInfo {

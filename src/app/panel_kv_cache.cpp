@@ -6,6 +6,14 @@
 
 namespace ts::app {
 
+const char* const KvCachePanel::kHelp =
+    "The KV cache keeps each token's keys and values so that a decode step does not "
+    "recompute them. It is paged: memory is handed out in fixed-size blocks, and each "
+    "lane has a block table listing its blocks in order.\n\nOrange slots were written "
+    "by the step you are looking at: prefill writes the whole prompt at once, a "
+    "decode step one slot per lane. Blocks shared by several lanes show their "
+    "reference count.";
+
 namespace {
 
 // Physical slots the viewed step wrote, for every lane.

@@ -6,9 +6,10 @@
 
 namespace ts::app {
 
-class KvCachePanel {
+class KvCachePanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
 
  private:
   void draw_legend(PanelContext& ctx);

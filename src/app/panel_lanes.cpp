@@ -10,6 +10,19 @@
 
 namespace ts::app {
 
+const char* const LanesPanel::kHelp =
+    "Several decoding strategies over the same prompt. The prompt is processed once "
+    "(one prefill); every lane forks its KV cache sequence, so the prompt's blocks are "
+    "shared, and each decode step feeds one token per lane in a single batched "
+    "forward pass: the weights are read once for all lanes.\n\nEach column shows a "
+    "lane's text, each step's token with the model's probability of it, and a summary: "
+    "log p (how likely the model finds the text), perplexity, distinct 2-grams "
+    "(repetition) and speed, and how each lane chose at the step shown (\"chosen by\"). "
+    "The highlighted row is where the lanes first choose differently.\n\nBeam search "
+    "keeps the num_beams most likely sequences; its tree "
+    "shows the beams kept, finished and pruned at every step. Click a token in the "
+    "Logits panel to branch a new lane with that token at the viewed step.";
+
 namespace {
 
 struct Preset {
@@ -40,10 +53,14 @@ int first_divergence(const SessionSnapshot& snap) {
 
 // One line on how the lane's strategy chose this token (the compact view
 // of its sampling stages; the Choosing panel has the full one).
-std::string stage_summary(const LaneStep& r) {
+std::string stage_summary(const SessionSnapshot& snap, const LaneStep& r) {
   char b[256];
   const int vocab = static_cast<int>(r.logits.size());
-  if (r.beam)
+  if (is_branch_record(snap, &r))
+    std::snprintf(b, sizeof(b), "%s\nbranched: you chose \u201C%s\u201D\np = %s, entropy %.2f nats",
+                  describe(r.params).c_str(), token_piece(snap, r.chosen_token).c_str(),
+                  format_percent(r.chosen_prob).c_str(), r.entropy);
+  else if (r.beam)
     std::snprintf(b, sizeof(b), "%s\nbest beam's token; %zu candidates ranked",
                   describe(r.params).c_str(), r.beam->candidates.size());
   else if (r.params.do_sample)
@@ -58,11 +75,22 @@ std::string stage_summary(const LaneStep& r) {
   return b;
 }
 
+std::string lane_status(const Lane& lane) {
+  if (lane.closed) return "closed";
+  if (lane.running()) return "running";
+  return lane.stop_reason;
+}
+
+}  // namespace
+
 // The same in a few words, short enough for a lane's column.
-std::string stage_line(const LaneStep& r) {
+std::string stage_line(const SessionSnapshot& snap, const LaneStep& r) {
   char b[96];
   const int vocab = static_cast<int>(r.logits.size());
-  if (r.beam)
+  if (is_branch_record(snap, &r))
+    std::snprintf(b, sizeof(b), "branched: you chose \u201C%s\u201D (p %s)",
+                  token_piece(snap, r.chosen_token).c_str(), format_percent(r.chosen_prob).c_str());
+  else if (r.beam)
     std::snprintf(b, sizeof(b), "best of %zu beam candidates", r.beam->candidates.size());
   else if (r.params.do_sample)
     std::snprintf(b, sizeof(b), "drew u=%.3f, %s kept", r.uniform,
@@ -72,14 +100,6 @@ std::string stage_line(const LaneStep& r) {
                   format_count(r.kept_tokens > 0 ? r.kept_tokens : vocab).c_str());
   return b;
 }
-
-std::string lane_status(const Lane& lane) {
-  if (lane.closed) return "closed";
-  if (lane.running()) return "running";
-  return lane.stop_reason;
-}
-
-}  // namespace
 
 void select_lane(AppState& state, const SessionSnapshot* snap, int lane) {
   if (lane == state.lane) return;
@@ -111,8 +131,17 @@ void LanesPanel::draw(PanelContext& ctx) {
   const SessionSnapshot& snap = *ctx.snap;
   int open = 0;
   for (const Lane& l : snap.lanes) open += l.closed ? 0 : 1;
-  ImGui::Text("%d lanes share one prefill of %d tokens", static_cast<int>(snap.lanes.size()),
-              static_cast<int>(snap.prompt_tokens.size()));
+  const int closed = static_cast<int>(snap.lanes.size()) - open;
+  if (open == 1)
+    ImGui::Text("1 lane after one prefill of %d tokens",
+                static_cast<int>(snap.prompt_tokens.size()));
+  else
+    ImGui::Text("%d lanes share one prefill of %d tokens", open,
+                static_cast<int>(snap.prompt_tokens.size()));
+  if (closed > 0) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("(%d closed)", closed);
+  }
   ImGui::SameLine();
   ImGui::TextDisabled("each step decodes every running lane in one batched forward");
   panel_help_button(PanelId::kLanes);
@@ -244,6 +273,12 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height, int diverge) {
         describe(lane.params).c_str());
     if (lane.parent >= 0)
       ImGui::TextDisabled("branch of lane %d at step %d", lane.parent, lane.branch_step);
+    if (lane.beam_search()) {
+      // Its rows and its text can disagree: a step's best beam may be pruned later.
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::TextDisabled("text: the best beam now; steps: each step's best beam then");
+      ImGui::PopTextWrapPos();
+    }
     ImGui::TextDisabled("%s", lane_status(lane).c_str());
     if (!lane.closed && ctx.ctl.worker()) {
       ImGui::BeginDisabled(snap.busy || snap.running);
@@ -310,9 +345,9 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height, int diverge) {
       ImGui::TableNextColumn();
       if (const LaneStep* r = has_step ? lane_record(snap, ctx.view.step, l) : nullptr) {
         ImGui::PushTextWrapPos(0.0f);
-        ImGui::TextUnformatted(stage_line(*r).c_str());
+        ImGui::TextUnformatted(stage_line(snap, *r).c_str());
         ImGui::PopTextWrapPos();
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stage_summary(*r).c_str());
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stage_summary(snap, *r).c_str());
       }
     }
   }
@@ -323,7 +358,11 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height, int diverge) {
       ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1, with_alpha(ctx.pal.accent, 0.18f));
     ImGui::TableNextColumn();
     char label[48];
-    std::snprintf(label, sizeof(label), s == 0 ? "prefill" : "step %d", s);
+    // The divergence mark goes with the step's label, not after the last lane.
+    if (s == diverge)
+      std::snprintf(label, sizeof(label), s == 0 ? "prefill \u25C6" : "step %d \u25C6", s);
+    else
+      std::snprintf(label, sizeof(label), s == 0 ? "prefill" : "step %d", s);
     ImGui::PushID(s + 1000);
     if (ImGui::Selectable(label, ctx.view.step == s && !ctx.view.latest)) ctx.state.view_step = s;
     ImGui::PopID();
@@ -343,11 +382,7 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height, int diverge) {
       ImGui::SameLine();
       ImGui::TextDisabled("%s", format_percent(r->chosen_prob).c_str());
       ImGui::EndGroup();
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stage_summary(*r).c_str());
-    }
-    if (s == diverge) {
-      ImGui::SameLine();
-      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "\u25C6");
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stage_summary(snap, *r).c_str());
     }
   }
   if (ctx.state.view_step < 0) ImGui::SetScrollHereY(1.0f);

@@ -10,9 +10,10 @@
 
 namespace ts::app {
 
-class LanesPanel {
+class LanesPanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
 
  private:
   void draw_setup(PanelContext& ctx);
@@ -24,6 +25,10 @@ class LanesPanel {
   int editing_ = -1;  // the lane whose strategy is being typed
   bool show_tree_ = true;
 };
+
+// How a lane chose its token at a step, in a few words for its column
+// ("argmax of 8,192", "branched: you chose ...").
+std::string stage_line(const SessionSnapshot& snap, const LaneStep& r);
 
 // Selects lane `lane` for the other panels; before prefill the Sampling
 // panel's controls switch to that lane's strategy.

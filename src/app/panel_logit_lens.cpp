@@ -5,6 +5,13 @@
 
 namespace ts::app {
 
+const char* const LogitLensPanel::kHelp =
+    "The logit lens reads the model's mind layer by layer: the residual stream after "
+    "each block goes through the final layer norm and the unembedding, as if the "
+    "model stopped there. Each row lists the five tokens that partial model would "
+    "predict next, with their probabilities.\n\nThe last row is the model's real "
+    "output. Watch where the final answer first appears, and how sure each layer is.";
+
 void LogitLensPanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kLogitLens)) return;
   const StepView& v = ctx.view;
@@ -18,7 +25,7 @@ void LogitLensPanel::draw(PanelContext& ctx) {
   const std::string after = v.cached > 0 ? token_piece(snap, v.tokens[v.cached - 1]) : "";
   if (v.record)
     ImGui::Text("Next token after \u201C%s\u201D (position %d), layer by layer", after.c_str(),
-                v.cached);
+                v.cached - 1);
   else
     ImGui::TextUnformatted("What each layer would predict");
   panel_help_button(PanelId::kLogitLens);

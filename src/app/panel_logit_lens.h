@@ -7,9 +7,10 @@
 
 namespace ts::app {
 
-class LogitLensPanel {
+class LogitLensPanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
 };
 
 }  // namespace ts::app

@@ -8,6 +8,13 @@
 
 namespace ts::app {
 
+const char* const LogitsPanel::kHelp =
+    "The model's output for the next position: one score (logit) per token of the "
+    "vocabulary. Softmax turns logits into probabilities that sum to 1.\n\n"
+    "Entropy measures how unsure the model is: 0 nats = certain; e^entropy is the "
+    "number of equally likely tokens that would be as uncertain. The small plot shows "
+    "every token of the vocabulary ranked by probability.";
+
 void compute_logits_view(const LaneStep& record, LogitsView& out) {
   out.ranked = top_n(record.logits, static_cast<int>(record.logits.size()));
   out.probs = softmax(record.logits);
@@ -46,8 +53,11 @@ void LogitsPanel::draw(PanelContext& ctx) {
     kept_ = ctx.snap->history[v.step];
   }
   const std::string after = v.cached > 0 ? token_piece(*ctx.snap, v.tokens[v.cached - 1]) : "";
-  dim_text_wrapped("Scores for the token after \u201C%s\u201D (position %d)", after.c_str(),
-                   v.cached);
+  // Numbered like the token strip and Attention: the position of the token
+  // they follow.
+  heading_ = "Scores for the token after \u201C" + after + "\u201D (position " +
+             std::to_string(v.cached - 1) + ")";
+  dim_text_wrapped("%s", heading_.c_str());
   ImGui::Text("Entropy %.2f nats", lv_.entropy);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
@@ -101,7 +111,7 @@ void LogitsPanel::draw_bars(PanelContext& ctx, float height) {
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip("rank %d \u00B7 id %d\nlogit %.3f\nprobability %.4f\nlog-prob %.3f\n%s",
                           i + 1, id, v.record->logits[id], lv_.probs[id], lv_.logprobs[id],
-                          id == chosen ? "chosen by the strategy" : kBranchHint);
+                          candidate_hint(ctx.snap, v, id));
       ImGui::TableNextColumn();
       const double val = value(id);
       const float frac = static_cast<float>((val - lo) / std::max(vmax - lo, 1e-12));

@@ -9,9 +9,18 @@
 
 namespace ts::app {
 
-class PromptPanel {
+class PromptPanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
+  // Empty, or why the typed prompt does not fit the model's context and
+  // where the context ends in it (tests).
+  const std::string& over_context() const { return over_context_; }
+  // The prompt field is read-only while its text has characters beyond
+  // U+FFFF (editing would replace them); these say how many, and which
+  // characters the font cannot draw (tests).
+  int beyond_bmp() const { return beyond_bmp_; }
+  const std::string& no_glyph() const { return no_glyph_; }
 
  private:
   void draw_editor(PanelContext& ctx);
@@ -19,6 +28,10 @@ class PromptPanel {
   std::string preview_text_;  // the text preview_count_ was computed for
   int preview_count_ = -1;
   std::string preview_error_;
+  std::string over_context_;
+  std::string scanned_text_;  // the text beyond_bmp_ and no_glyph_ describe
+  int beyond_bmp_ = 0;
+  std::string no_glyph_;  // code points, e.g. U+1F600 U+65E5
 };
 
 }  // namespace ts::app

@@ -6,6 +6,17 @@
 
 namespace ts::app {
 
+const char* const RooflinePanel::kHelp =
+    "The roofline: how fast a step could possibly run on this machine. x = "
+    "arithmetic intensity (FLOPs per byte moved from memory, from the step's analytic "
+    "cost); y = achieved FLOP/s (FLOPs over the measured wall time). The roof is the "
+    "lower of two limits measured at start-up: memory bandwidth x intensity (the "
+    "slope) and peak compute (the flat top).\n\nDecode reads every weight to "
+    "process one token per lane, so it sits far left, under the slope: memory bound. "
+    "Prefill reuses each weight for every prompt token and moves right, towards the "
+    "compute roof. More lanes share one weight read, so their decode steps move "
+    "right too.";
+
 namespace {
 
 std::string step_label(const StepTrace& t) {
@@ -105,6 +116,13 @@ void RooflinePanel::draw(PanelContext& ctx) {
                              .c_str()
                        : "",
                    ridge);
+  if (const std::string warning = analysis.roofs_warning(); !warning.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(ctx.pal.warning));
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::Text("\u25B2 %s", warning.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
 
   // Axes: every point, the ridge, and some room on either side.
   double x_lo = ridge / 100, x_hi = ridge * 10, y_lo = roofs->peak_flops / 1000;
@@ -171,6 +189,13 @@ void RooflinePanel::draw(PanelContext& ctx) {
   // When the weights fit in the CPU's caches, main memory's slope is drawn
   // thin below the one that really bounds the steps.
   dl->PushClipRect(p0, p1, true);
+  // The roofs' labels, so that the viewed step's label can keep off them.
+  std::vector<std::pair<ImVec2, ImVec2>> labels;
+  auto label_at = [&](ImVec2 pos, ImU32 color, const std::string& text) {
+    dl->AddText(pos, color, text.c_str());
+    const ImVec2 size = ImGui::CalcTextSize(text.c_str());
+    labels.push_back({pos, ImVec2(pos.x + size.x, pos.y + size.y)});
+  };
   const double xr = std::clamp(ridge, xa, xb);
   const float thick = 2.5f * ctx.scale;
   if (roofs->working_set_bandwidth > roofs->bandwidth) {
@@ -179,20 +204,19 @@ void RooflinePanel::draw(PanelContext& ctx) {
                 ImVec2(to_x(xm), to_y(roofs->bandwidth * xm)), ctx.pal.text_dim, 1.0f * ctx.scale);
     const std::string dram = "main memory " + si(roofs->bandwidth, "B/s");
     const double xd = std::max(xa * 1.3, xm / 30);
-    dl->AddText(ImVec2(to_x(xd) + 4, to_y(roofs->bandwidth * xd) + 2), ctx.pal.text_dim,
-                dram.c_str());
+    label_at(ImVec2(to_x(xd) + 4, to_y(roofs->bandwidth * xd) + 2), ctx.pal.text_dim, dram);
   }
   dl->AddLine(ImVec2(to_x(xa), to_y(bw * xa)), ImVec2(to_x(xr), to_y(bw * xr)), ctx.pal.text,
               thick);
   dl->AddLine(ImVec2(to_x(xr), to_y(roofs->peak_flops)), ImVec2(to_x(xb), to_y(roofs->peak_flops)),
               ctx.pal.text, thick);
   const std::string peak_label = "peak compute " + si(roofs->peak_flops, "FLOP/s");
-  dl->AddText(ImVec2(std::min(to_x(xr) + 6, p1.x - ImGui::CalcTextSize(peak_label.c_str()).x - 4),
-                     to_y(roofs->peak_flops) - font * 1.2f),
-              ctx.pal.text, peak_label.c_str());
+  label_at(ImVec2(std::min(to_x(xr) + 6, p1.x - ImGui::CalcTextSize(peak_label.c_str()).x - 4),
+                  to_y(roofs->peak_flops) - font * 1.2f),
+           ctx.pal.text, peak_label);
   const std::string bw_label = "memory bound: " + si(bw, "B/s") + " x intensity";
   const double xl = std::max(xa * 1.3, xr / 300);
-  dl->AddText(ImVec2(to_x(xl) + 4, to_y(bw * xl) - font * 1.3f), ctx.pal.text, bw_label.c_str());
+  label_at(ImVec2(to_x(xl) + 4, to_y(bw * xl) - font * 1.3f), ctx.pal.text, bw_label);
 
   // Points; the viewed step is outlined and its label drawn.
   const ImVec2 mouse = ImGui::GetIO().MousePos;
@@ -221,8 +245,22 @@ void RooflinePanel::draw(PanelContext& ctx) {
     std::snprintf(b, sizeof(b), "%s: %.0f%% of the roof", p.label.c_str(),
                   100.0 * p.flops_per_s / roof);
     const float w = ImGui::CalcTextSize(b).x;
-    dl->AddText(ImVec2(std::clamp(c.x - w / 2, p0.x + 2, p1.x - w - 2), c.y + r * 2.2f),
-                ctx.pal.text, b);
+    // Below the point, else above it, else beside it: wherever no roof label is.
+    const float x = std::clamp(c.x - w / 2, p0.x + 2, p1.x - w - 2);
+    const ImVec2 tries[] = {ImVec2(x, c.y + r * 2.2f), ImVec2(x, c.y - r * 2.2f - font),
+                            ImVec2(std::min(c.x + r * 2.5f, p1.x - w - 2), c.y - font * 0.5f)};
+    ImVec2 at = tries[0];
+    for (const ImVec2& t : tries) {
+      const bool clear = std::none_of(labels.begin(), labels.end(), [&](const auto& l) {
+        return t.x < l.second.x && t.x + w > l.first.x && t.y < l.second.y &&
+               t.y + font > l.first.y;
+      });
+      if (clear) {
+        at = t;
+        break;
+      }
+    }
+    dl->AddText(at, ctx.pal.text, b);
   }
   dl->PopClipRect();
   if (hovered >= 0) {

@@ -19,9 +19,10 @@ struct RooflinePoint {
 // The points of a session's history (steps with a measured time only).
 std::vector<RooflinePoint> history_points(const SessionSnapshot& snap, const Palette& pal);
 
-class RooflinePanel {
+class RooflinePanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
 };
 
 }  // namespace ts::app

@@ -9,6 +9,15 @@
 
 namespace ts::app {
 
+const char* const SamplingPanel::kHelp =
+    "How the decoding strategy turns the logits into one token, stage by stage "
+    "(Hugging Face order): repetition penalty, temperature, top-k, top-p, min-p, then "
+    "the draw. Greyed tokens were removed by that stage.\n\nGreedy takes the most "
+    "likely token. Sampling draws a random number u in [0, 1) from the seed and picks "
+    "the token where the cumulative probability passes u.\n\nChanging a control "
+    "re-chooses the newest step's token from the same logits: same logits, different "
+    "token.";
+
 std::string stage_label(const StageRecord& stage, const SamplingParams& p) {
   char b[64];
   const std::string& n = stage.name;
@@ -63,9 +72,11 @@ void SamplingPanel::update(PanelContext& ctx) {
   for (int id : final_top)
     if (std::find(candidates_.begin(), candidates_.end(), id) == candidates_.end())
       candidates_.push_back(id);
-  const int chosen = rec_->draw.chosen_token;
-  if (chosen >= 0 && std::find(candidates_.begin(), candidates_.end(), chosen) == candidates_.end())
-    candidates_.push_back(chosen);
+  // A branch shows the token the user chose (the strategy's own stays listed).
+  for (int chosen : {rec_->draw.chosen_token, v.branched ? v.record->chosen_token : -1})
+    if (chosen >= 0 &&
+        std::find(candidates_.begin(), candidates_.end(), chosen) == candidates_.end())
+      candidates_.push_back(chosen);
   const std::vector<float>& raw = stage_probs_.front();
   std::stable_sort(candidates_.begin(), candidates_.end(),
                    [&](int a, int b) { return raw[a] > raw[b]; });
@@ -257,13 +268,24 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
   for (int s = 0; s < static_cast<int>(r.stages.size()); ++s)
     if (s == 0 || s + 1 == static_cast<int>(r.stages.size()) || r.stages[s].active)
       shown.push_back(s);
-  const int chosen = r.draw.chosen_token;
+  const bool branched = ctx.view.branched;
+  const int chosen = branched ? ctx.view.record->chosen_token : r.draw.chosen_token;
   const int vocab = static_cast<int>(r.final_probs.size());
-  ImGui::Text("%s \u2192 \u201C%s\u201D", r.params.do_sample ? "drawn" : "greedy argmax",
-              token_piece(*ctx.snap, chosen).c_str());
-  ImGui::SameLine();
-  dim_text_wrapped("p = %s, %s of %s tokens kept", format_percent(r.draw.chosen_prob).c_str(),
-                   format_count(r.stages.back().kept).c_str(), format_count(vocab).c_str());
+  if (branched) {
+    headline_ = "branched: you chose \u201C" + token_piece(*ctx.snap, chosen) + "\u201D";
+    ImGui::TextUnformatted(headline_.c_str());
+    ImGui::SameLine();
+    dim_text_wrapped("p = %s; the strategy chose \u201C%s\u201D",
+                     format_percent(ctx.view.record->chosen_prob).c_str(),
+                     token_piece(*ctx.snap, r.draw.chosen_token).c_str());
+  } else {
+    headline_ = std::string(r.params.do_sample ? "drawn" : "greedy argmax") + " \u2192 \u201C" +
+                token_piece(*ctx.snap, chosen) + "\u201D";
+    ImGui::TextUnformatted(headline_.c_str());
+    ImGui::SameLine();
+    dim_text_wrapped("p = %s, %s of %s tokens kept", format_percent(r.draw.chosen_prob).c_str(),
+                     format_count(r.stages.back().kept).c_str(), format_count(vocab).c_str());
+  }
 
   // Bars are relative to the largest candidate of each stage; the numbers are absolute.
   std::vector<float> col_max(r.stages.size(), 1e-12f);
@@ -308,7 +330,8 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
       ImGui::TableNextColumn();
       const std::string piece = token_piece(*ctx.snap, id);
       if (token_cell(id, piece, id == chosen, ctx.pal.accent)) branch_with_token(ctx, id);
-      if (ImGui::IsItemHovered() && id != chosen) ImGui::SetTooltip("%s", kBranchHint);
+      if (ImGui::IsItemHovered() && id != chosen)
+        ImGui::SetTooltip("%s", candidate_hint(ctx.snap, ctx.view, id));
       for (int s : shown) {
         ImGui::TableNextColumn();
         const StageRecord& st = r.stages[s];
@@ -373,7 +396,13 @@ void SamplingPanel::draw_strip(PanelContext& ctx) {
     float c = 0;
     for (int id : ids) cum.push_back(c += r.final_probs[id]);
   }
-  if (d.greedy)
+  const bool branched = ctx.view.branched;
+  const int chosen = branched ? ctx.view.record->chosen_token : d.chosen_token;
+  if (branched)
+    ImGui::Text("Branched: you chose \u201C%s\u201D, not the strategy's \u201C%s\u201D.",
+                token_piece(*ctx.snap, chosen).c_str(),
+                token_piece(*ctx.snap, d.chosen_token).c_str());
+  else if (d.greedy)
     ImGui::Text("Greedy: no random number, the most likely token wins.");
   else
     ImGui::Text("Draw: u = %.4f (seed %llu, step %d) falls in \u201C%s\u201D", d.uniform,
@@ -398,7 +427,7 @@ void SamplingPanel::draw_strip(PanelContext& ctx) {
   const float mx = ImGui::GetIO().MousePos.x;
   for (size_t i = 0; i < ids.size(); ++i) {
     const float x0 = p0.x + prev * w, x1 = p0.x + cum[i] * w;
-    const bool is_chosen = ids[i] == d.chosen_token;
+    const bool is_chosen = ids[i] == chosen;
     ImU32 c = is_chosen ? ctx.pal.accent
                         : (i % 2 == 0 ? ctx.pal.accent2 : with_alpha(ctx.pal.accent2, 0.6f));
     if (x1 - x0 >= 1.5f || is_chosen) {
@@ -424,7 +453,7 @@ void SamplingPanel::draw_strip(PanelContext& ctx) {
   dl->AddText(
       ImVec2(p0.x + w * 0.5f - ImGui::CalcTextSize("cumulative probability").x * 0.5f, top + h + 1),
       dim, "cumulative probability");
-  if (!d.greedy) {
+  if (!d.greedy && !branched) {
     const float ux = p0.x + static_cast<float>(d.uniform) * w;
     const ImU32 mark = ctx.pal.selected;
     dl->AddLine(ImVec2(ux, top - font * 0.1f), ImVec2(ux, top + h + font * 0.2f), mark,

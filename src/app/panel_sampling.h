@@ -12,11 +12,14 @@
 
 namespace ts::app {
 
-class SamplingPanel {
+class SamplingPanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
   // The record on show (tests).
   const std::optional<SamplingRecord>& record() const { return rec_; }
+  // The line that says what chose the token, as last drawn (tests).
+  const std::string& headline() const { return headline_; }
 
  private:
   void draw_controls(PanelContext& ctx);
@@ -33,6 +36,7 @@ class SamplingPanel {
   const StepTrace* rec_trace_ = nullptr;
   int rec_lane_ = -1;
   StepTracePtr kept_;
+  std::string headline_;
 };
 
 // "top-p 0.9" style label of a stage as this strategy configures it.

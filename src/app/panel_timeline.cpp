@@ -5,6 +5,13 @@
 
 namespace ts::app {
 
+const char* const TimelinePanel::kHelp =
+    "Each step's measured wall time and its analytic cost: FLOPs (arithmetic) and "
+    "bytes that must move from memory (the weights, the KV cache read and "
+    "written).\n\nFLOPs per byte is the arithmetic intensity. Prefill processes many "
+    "tokens per weight read (high intensity: compute bound); decode processes one "
+    "token per lane (low intensity: memory bound). Click a bar to look at that step.";
+
 void TimelinePanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kTimeline)) return;
   if (!ctx.snap) {

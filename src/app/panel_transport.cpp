@@ -4,6 +4,14 @@
 
 namespace ts::app {
 
+const char* const TransportPanel::kHelp =
+    "Prefill runs the whole prompt through the model in one parallel pass and fills the "
+    "KV cache. Then the model pauses.\n\nEach decode step feeds one token (the one "
+    "chosen last), reads the keys and values of every earlier token from the cache, "
+    "appends its own, and produces logits for the next token.\n\nKeys: Space = prefill "
+    "/ step, \u2192 or Page Down = step, \u2190 or Page Up = step back (what a "
+    "presentation clicker sends). Run steps on its own at the chosen speed.";
+
 std::string TransportPanel::where_text(const SessionSnapshot& snap) {
   switch (snap.state) {
     case SessionState::kNoPrompt:
@@ -16,6 +24,8 @@ std::string TransportPanel::where_text(const SessionSnapshot& snap) {
       break;
   }
   const int n = static_cast<int>(snap.history.size());
+  if (snap.running)
+    return n <= 1 ? "Running: prefill done" : "Running: decode step " + std::to_string(n - 1);
   if (n <= 1) return "Paused after prefill";
   return "Paused after decode step " + std::to_string(n - 1);
 }
@@ -49,10 +59,19 @@ void TransportPanel::draw(PanelContext& ctx) {
   panel_help_button(PanelId::kTransport);
   ImGui::TextDisabled("Next:");
   ImGui::SameLine();
-  ImGui::PushTextWrapPos(0.0f);
-  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s",
-                     snap.next_action.c_str());
-  ImGui::PopTextWrapPos();
+  if (snap.state == SessionState::kFinished) {
+    // Why each lane stopped can be long (eight lanes): one line, the rest on
+    // hover, so the controls below stay in view.
+    const std::string line = fit_text(snap.next_action, ImGui::GetContentRegionAvail().x);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s", line.c_str());
+    if (line != snap.next_action && ImGui::IsItemHovered())
+      ImGui::SetTooltip("%s", snap.next_action.c_str());
+  } else {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s",
+                       snap.next_action.c_str());
+    ImGui::PopTextWrapPos();
+  }
 
   // Buttons.
   const bool can_step = snap.state == SessionState::kReady || snap.state == SessionState::kPaused;

@@ -6,9 +6,10 @@
 
 namespace ts::app {
 
-class TransportPanel {
+class TransportPanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
   // "Paused after decode step 3", "Ready: the prompt waits for prefill", ...
   static std::string where_text(const SessionSnapshot& snap);
 };

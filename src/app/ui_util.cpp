@@ -96,6 +96,24 @@ void help_button(const char* id, const char* title, const char* text) {
   ImGui::PopID();
 }
 
+std::string fit_text(const std::string& s, float max_w) {
+  if (ImGui::CalcTextSize(s.c_str()).x <= max_w) return s;
+  std::string cut = s;
+  while (!cut.empty()) {
+    do {
+      cut.pop_back();
+    } while (!cut.empty() && (static_cast<unsigned char>(cut.back()) & 0xC0) == 0x80);
+    if (!cut.empty()) {
+      // Drop a trailing lead byte whose continuation was removed.
+      const unsigned char last = static_cast<unsigned char>(cut.back());
+      if (last >= 0xC0) cut.pop_back();
+    }
+    const std::string t = cut + "\u2026";
+    if (ImGui::CalcTextSize(t.c_str()).x <= max_w) return t;
+  }
+  return "\u2026";
+}
+
 void dim_text_wrapped(const char* fmt, ...) {
   va_list args;
   va_start(args, fmt);

@@ -32,6 +32,10 @@ void badge(const char* text, ImU32 bg, ImU32 fg);
 // A "?" button at the right end of the current line; opens a popup with the text.
 void help_button(const char* id, const char* title, const char* text);
 
+// s cut to at most max_w pixels in the current font, on a UTF-8 character
+// boundary, ending in "\u2026" when cut.
+std::string fit_text(const std::string& s, float max_w);
+
 // Text that wraps at the window's edge, in the dim colour.
 void dim_text_wrapped(const char* fmt, ...) IM_FMTARGS(1);
 

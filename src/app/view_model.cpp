@@ -22,6 +22,12 @@ const LaneStep* lane_record(const SessionSnapshot& snap, int step, int lane) {
   return ts::lane_record(snap.history, snap.lanes, step, lane);
 }
 
+bool is_branch_record(const SessionSnapshot& snap, const LaneStep* record) {
+  if (!record || record->lane < 0 || record->lane >= static_cast<int>(snap.lanes.size()))
+    return false;
+  return snap.lanes[record->lane].branch_record.get() == record;
+}
+
 StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane) {
   StepView v;
   v.lane = lane;
@@ -38,6 +44,7 @@ StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane) 
   v.trace = snap.history[step].get();
   v.record = lane_record(snap, step, lane);
   if (!v.record) return v;
+  v.branched = is_branch_record(snap, v.record);
   v.cached = v.record->context();
   v.tokens = v.record->context_ids;
   if (v.record->chosen_token >= 0) v.tokens.push_back(v.record->chosen_token);
@@ -47,6 +54,15 @@ StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane) 
 std::string token_piece(const SessionSnapshot& snap, int id) {
   if (!snap.tokenizer || id < 0 || id >= snap.tokenizer->vocab_size()) return "?";
   return display_piece(snap.tokenizer->token_bytes(id));
+}
+
+std::string visible_edges(std::string_view text) {
+  auto blank = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+  size_t begin = 0, end = text.size();
+  while (begin < end && blank(text[begin])) ++begin;
+  while (end > begin && blank(text[end - 1])) --end;
+  return display_piece(text.substr(0, begin)) + std::string(text.substr(begin, end - begin)) +
+         display_piece(text.substr(end));
 }
 
 namespace {

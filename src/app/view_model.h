@@ -4,6 +4,7 @@
 // panels. No GL, no ImGui.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "session/session_worker.h"
@@ -16,6 +17,10 @@ const LaneStep* find_lane_step(const StepTrace& trace, int lane);
 // the snapshot: a branched lane falls back to its parent). Null when none.
 const LaneStep* lane_record(const SessionSnapshot& snap, int step, int lane);
 
+// True when `record` is a branch: a token the user chose in place of what
+// the lane's strategy chose (the record a branched lane starts from).
+bool is_branch_record(const SessionSnapshot& snap, const LaneStep* record);
+
 struct StepView {
   int step = -1;  // history index being shown; -1 before prefill
   int lane = 0;
@@ -23,9 +28,9 @@ struct StepView {
   const LaneStep* record = nullptr;  // this lane's record at `step`
   std::vector<int> tokens;           // prompt, then the tokens chosen up to and including `step`
   int prompt_len = 0;
-  int cached = 0;      // positions in the KV cache after the step (fed through the model)
-  bool latest = true;  // `step` is the newest step of the history
-  bool has_pending() const { return static_cast<int>(tokens.size()) > cached; }
+  int cached = 0;         // positions in the KV cache after the step (fed through the model)
+  bool latest = true;     // `step` is the newest step of the history
+  bool branched = false;  // the record's token was chosen by the user (a branch)
 };
 
 // wanted_step < 0 follows the newest step. A lane that stopped earlier is
@@ -34,6 +39,10 @@ StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane);
 
 // Visible piece of a token (spaces, newlines and partial UTF-8 made visible).
 std::string token_piece(const SessionSnapshot& snap, int id);
+
+// Running text for reading, with whitespace at its start and end made
+// visible (␣ ↵ →): a prompt of spaces is not an empty line.
+std::string visible_edges(std::string_view text);
 
 std::string format_bytes(double bytes);                        // "12.5 MB"
 std::string format_flops(double flops);                        // "1.23 GFLOP"

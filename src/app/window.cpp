@@ -72,6 +72,7 @@ Window::Window(const WindowOptions& o) {
   io.ConfigWindowsMoveFromTitleBarOnly = true;
 
   std::error_code ec;
+  bool font_loaded = false;
   if (!o.font_path.empty() && std::filesystem::exists(o.font_path, ec)) {
     ImFontConfig cfg;
     cfg.OversampleH = 2;
@@ -80,9 +81,9 @@ Window::Window(const WindowOptions& o) {
                                                 kGlyphRanges);
     font_large_ = io.Fonts->AddFontFromFileTTF(
         o.font_path.string().c_str(), kBaseFontSize * kPresentationScale, &cfg, kGlyphRanges);
-    font_loaded_ = font_normal_ && font_large_;
+    font_loaded = font_normal_ && font_large_;
   }
-  if (!font_loaded_) {
+  if (!font_loaded) {
     font_notice_ = "font " + o.font_path.string() +
                    " not found (install fonts-dejavu-core); non-ASCII token pieces may show as '?'";
     ImFontConfig cfg;
@@ -93,6 +94,10 @@ Window::Window(const WindowOptions& o) {
   }
   io.FontDefault = font_normal_;
 
+  // Installed before the ImGui backend, which keeps it and calls it from its own.
+  glfwSetWindowUserPointer(window_, this);
+  glfwSetKeyCallback(window_, &Window::on_key);
+  glfwSetCharCallback(window_, &Window::on_char);
   if (!ImGui_ImplGlfw_InitForOpenGL(window_, true) ||
       !ImGui_ImplOpenGL3_Init("#version 330 core")) {
     ImGui::DestroyContext();
@@ -110,6 +115,32 @@ Window::~Window() {
   ImGui::DestroyContext();
   glfwDestroyWindow(window_);
   if (--g_glfw_users == 0) glfwTerminate();
+}
+
+void Window::on_key(GLFWwindow* window, int key, int, int action, int) {
+  auto* self = static_cast<Window*>(glfwGetWindowUserPointer(window));
+  if (!self || (action != GLFW_PRESS && action != GLFW_REPEAT)) return;
+  // Bounded: a stalled frame does not let a held key pile up steps.
+  if (self->key_presses_.size() < 64) self->key_presses_.push_back({key, action == GLFW_REPEAT});
+}
+
+void Window::on_char(GLFWwindow* window, unsigned int codepoint) {
+  auto* self = static_cast<Window*>(glfwGetWindowUserPointer(window));
+  if (!self || codepoint <= 0xFFFF) return;
+  ++self->refused_chars_;
+  ++self->refused_queued_;
+}
+
+int Window::take_refused_characters() {
+  const int n = refused_chars_;
+  refused_chars_ = 0;
+  return n;
+}
+
+std::vector<Window::KeyPress> Window::take_key_presses() {
+  std::vector<KeyPress> out;
+  out.swap(key_presses_);
+  return out;
 }
 
 bool Window::should_close() const { return glfwWindowShouldClose(window_); }
@@ -141,6 +172,16 @@ void Window::apply_style() {
 
 void Window::begin_frame() {
   glfwPollEvents();
+  // Each character beyond U+FFFF reached ImGui as U+FFFD (after on_char
+  // counted it): take those out, newest first, so no edit turns an emoji
+  // into a replacement character.
+  ImVector<ImWchar>& queue = ImGui::GetIO().InputQueueCharacters;
+  for (int i = queue.Size - 1; i >= 0 && refused_queued_ > 0; --i)
+    if (queue[i] == 0xFFFD) {
+      queue.erase(queue.Data + i);
+      --refused_queued_;
+    }
+  refused_queued_ = 0;
   if (want_presentation_ != presentation_ || want_light_ != light_ || style_dirty_) {
     presentation_ = want_presentation_;
     light_ = want_light_;

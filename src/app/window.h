@@ -50,12 +50,25 @@ class Window {
   // size, and returns its pixels top row first (RGBA). For screenshots.
   std::vector<uint8_t> capture(int& width, int& height);
 
+  // Key presses (and auto-repeats) since the last call, in order, as GLFW
+  // reported them. A press and its release can fall within one frame (a
+  // presentation clicker's tap); ImGui 1.86 then never sees the key down, so
+  // the step keys read this queue instead.
+  struct KeyPress {
+    int key = 0;          // GLFW_KEY_*
+    bool repeat = false;  // an auto-repeat of a held key
+  };
+  std::vector<KeyPress> take_key_presses();
+  // Characters beyond U+FFFF typed since the last call (emoji). This ImGui
+  // stores characters in 16 bits and would insert U+FFFD for each; the
+  // window takes them out of ImGui's input instead and counts them here.
+  int take_refused_characters();
+
   void set_presentation(bool on) { want_presentation_ = on; }
   void set_light_theme(bool on) { want_light_ = on; }
   bool presentation() const { return presentation_; }
   bool light_theme() const { return light_; }
   float ui_scale() const { return presentation_ ? kPresentationScale : 1.0f; }
-  bool font_loaded() const { return font_loaded_; }
   const std::string& font_notice() const { return font_notice_; }
   void framebuffer_size(int& w, int& h) const;
   GLFWwindow* handle() { return window_; }
@@ -66,12 +79,13 @@ class Window {
 
  private:
   void apply_style();
+  static void on_key(GLFWwindow* window, int key, int scancode, int action, int mods);
+  static void on_char(GLFWwindow* window, unsigned int codepoint);
 
   GLFWwindow* window_ = nullptr;
   std::string ini_path_;
   ImFont* font_normal_ = nullptr;
   ImFont* font_large_ = nullptr;
-  bool font_loaded_ = false;
   std::string font_notice_;
   bool presentation_ = false, want_presentation_ = false;
   bool light_ = false, want_light_ = false;
@@ -80,6 +94,9 @@ class Window {
   double render_seconds_ = 0, swap_seconds_ = 0;
   std::string renderer_;
   gl::Framebuffer capture_fbo_;
+  std::vector<KeyPress> key_presses_;
+  int refused_chars_ = 0;   // since the last take_refused_characters()
+  int refused_queued_ = 0;  // of those, still to take out of ImGui's input queue
 };
 
 }  // namespace ts::app

@@ -11,11 +11,14 @@
 #include <set>
 #include <sstream>
 
+#define GLFW_INCLUDE_NONE
+#include <GLFW/glfw3.h>
 #include <imgui.h>
 #include <stb_image.h>
 #include <unistd.h>
 
 #include "app/app.h"
+#include "app/panel_table.h"
 #include "app/view_model.h"
 #include "util/error.h"
 
@@ -325,6 +328,88 @@ TEST(Gui, ErrorsShowInTheWindowAndKeepThePreviousState) {
   EXPECT_EQ(snap(app)->history.size(), before->history.size() + 1);
 }
 
+TEST(Gui, APromptLongerThanTheContextKeepsItsTextAndSaysWhereTheContextEnds) {
+  REQUIRE_DISPLAY();
+  std::string too_long = "Once upon a time";
+  for (int i = 0; i < 200; ++i) too_long += " weather";  // more tokens than the fixture's context
+  AppOptions o = test_options();
+  o.prompt = too_long;
+  {
+    App app(o);
+    app.load_model_blocking();
+    app.settle();
+    EXPECT_NE(app.state().error_text.find("context holds"), std::string::npos)
+        << app.state().error_text;
+    // The editor keeps the text, and the panel says where the context ends.
+    EXPECT_EQ(app.state().prompt_edit, too_long);
+    const std::string& warning = app.prompt_panel().over_context();
+    const int n_ctx = snap(app)->config.n_ctx;
+    EXPECT_NE(warning.find("context holds " + std::to_string(n_ctx)), std::string::npos) << warning;
+    // It quotes the prompt up to the last byte of the last token that fits.
+    const std::vector<TokenSpan> tokens = snap(app)->tokenizer->encode(too_long);
+    ASSERT_GT(static_cast<int>(tokens.size()), n_ctx);
+    const size_t end = tokens[n_ctx].byte_begin;
+    EXPECT_NE(warning.find(too_long.substr(end - 12, 12) + "\u201D"), std::string::npos) << warning;
+    // Trimmed to fit: the warning goes away.
+    app.state().prompt_edit = "Once upon a time weather";
+    app.frame();
+    app.frame();
+    EXPECT_TRUE(app.prompt_panel().over_context().empty());
+  }
+  // Headless: no picture of an empty window; the cause and a non-zero exit.
+  const auto dir = temp_dir("too-long");
+  o.screenshot = (dir / "x.png").string();
+  o.steps = 2;
+  testing::internal::CaptureStderr();
+  const int rc = run_screenshot(o);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(err.find("context holds"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(o.screenshot));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Gui, APromptWithEmojiIsNeverDamagedAndUndrawableCharactersAreNamed) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.prompt = "Hi \xF0\x9F\x98\x80 there \xE6\x97\xA5";  // an emoji and a CJK character
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  EXPECT_EQ(snap(app)->prompt_text, o.prompt);
+  EXPECT_EQ(app.state().prompt_edit, o.prompt);
+  // The field is read-only (editing would turn the emoji into U+FFFD), and
+  // the panel names what the font cannot draw.
+  EXPECT_EQ(app.prompt_panel().beyond_bmp(), 1);
+  EXPECT_NE(app.prompt_panel().no_glyph().find("U+1F600"), std::string::npos)
+      << app.prompt_panel().no_glyph();
+  EXPECT_NE(app.prompt_panel().no_glyph().find("U+65E5"), std::string::npos)
+      << app.prompt_panel().no_glyph();
+  // An emoji typed on the keyboard is refused with a reason, not inserted as U+FFFD.
+  GLFWwindow* w = app.window().handle();
+  const GLFWcharfun installed = glfwSetCharCallback(w, nullptr);
+  glfwSetCharCallback(w, installed);
+  ASSERT_NE(installed, nullptr);
+  installed(w, 0x1F600);
+  EXPECT_EQ(ImGui::GetIO().InputQueueCharacters.Size, 1);  // ImGui's U+FFFD
+  app.frame();
+  EXPECT_NE(app.state().error_text.find("beyond U+FFFF"), std::string::npos)
+      << app.state().error_text;
+  EXPECT_EQ(app.state().prompt_edit, o.prompt);
+  // What the model receives is what was given, byte for byte, with no NUL.
+  step(app);
+  const SnapshotPtr s = snap(app);
+  std::vector<int> ids;
+  for (const TokenSpan& t : s->prompt_tokens) ids.push_back(t.id);
+  EXPECT_EQ(s->tokenizer->decode(ids), o.prompt);
+  EXPECT_EQ(s->prompt_text.find('\0'), std::string::npos);
+  // Cleared, the field is editable again.
+  app.state().prompt_edit = "plain";
+  app.frame();
+  EXPECT_EQ(app.prompt_panel().beyond_bmp(), 0);
+  EXPECT_TRUE(app.prompt_panel().no_glyph().empty());
+}
+
 TEST(Gui, AFailedModelLoadIsShownAndTheWindowKeepsWorking) {
   REQUIRE_DISPLAY();
   AppOptions o = test_options();
@@ -383,6 +468,133 @@ TEST(Gui, SpaceStepsAndLeftStepsBack) {
   EXPECT_EQ(snap(app)->state, SessionState::kPaused);
 }
 
+// A key tapped the way a presentation clicker or xdotool does it: pressed
+// and released before the next frame, through the window's installed GLFW
+// key callback.
+void tap(App& app, int key) {
+  GLFWwindow* w = app.window().handle();
+  const GLFWkeyfun installed = glfwSetKeyCallback(w, nullptr);
+  glfwSetKeyCallback(w, installed);
+  ASSERT_NE(installed, nullptr);
+  installed(w, key, glfwGetKeyScancode(key), GLFW_PRESS, 0);
+  installed(w, key, glfwGetKeyScancode(key), GLFW_RELEASE, 0);
+}
+
+TEST(Gui, KeyTapsWithinOneFrameStepAndPageKeysStepAndGoBack) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  tap(app, GLFW_KEY_SPACE);  // prefill
+  app.settle(2, 100);
+  ASSERT_EQ(snap(app)->history.size(), 1u) << "a quick Space tap was lost";
+  tap(app, GLFW_KEY_PAGE_DOWN);
+  tap(app, GLFW_KEY_PAGE_DOWN);  // two taps before one frame: two steps
+  app.settle(2, 100);
+  EXPECT_EQ(snap(app)->history.size(), 3u);
+  tap(app, GLFW_KEY_RIGHT);
+  app.settle(2, 100);
+  EXPECT_EQ(snap(app)->history.size(), 4u);
+  tap(app, GLFW_KEY_PAGE_UP);
+  app.settle(2, 100);
+  EXPECT_EQ(snap(app)->history.size(), 3u);
+  tap(app, GLFW_KEY_LEFT);
+  app.settle(2, 100);
+  EXPECT_EQ(snap(app)->history.size(), 2u);
+  tap(app, GLFW_KEY_F11);
+  app.frame();
+  EXPECT_TRUE(app.state().settings.presentation);
+}
+
+// Every drawn panel's box, and checks that each lies inside w x h (above the
+// status bar) and that no two classroom panels overlap.
+void expect_panels_inside(App& app, float w, float h) {
+  const FrameRecord& r = app.last_frame();
+  const float bottom = h - StatusBar::height();
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    if (!r.drawn[i]) continue;
+    const PanelBox& b = r.boxes[i];
+    const char* key = panel_key(static_cast<PanelId>(i));
+    EXPECT_GE(b.x, -0.5f) << key;
+    EXPECT_GE(b.y, -0.5f) << key;
+    EXPECT_LE(b.x + b.w, w + 0.5f) << key;
+    EXPECT_LE(b.y + b.h, bottom + 0.5f) << key;
+    for (int j = i + 1; j < kNumWindowPanels; ++j) {
+      if (!r.drawn[j]) continue;
+      const PanelBox& c = r.boxes[j];
+      const float ox = std::min(b.x + b.w, c.x + c.w) - std::max(b.x, c.x);
+      const float oy = std::min(b.y + b.h, c.y + c.h) - std::max(b.y, c.y);
+      EXPECT_FALSE(ox > 2 && oy > 2) << key << " overlaps " << panel_key(static_cast<PanelId>(j));
+    }
+  }
+}
+
+// Resizes the (hidden) window and draws until ImGui sees the new size.
+void resize(App& app, int w, int h) {
+  glfwSetWindowSize(app.window().handle(), w, h);
+  for (int i = 0; i < 200; ++i) {
+    app.frame();
+    const ImVec2 size = ImGui::GetMainViewport()->Size;
+    if (size.x == w && size.y == h) break;
+  }
+  app.frame();
+  app.frame();
+  ASSERT_EQ(ImGui::GetMainViewport()->Size.x, w);
+  ASSERT_EQ(ImGui::GetMainViewport()->Size.y, h);
+}
+
+TEST(Gui, PanelsFollowTheWindowSizeAndComeBackWhenItGrows) {
+  REQUIRE_DISPLAY();
+  const auto dir = temp_dir("resize");
+  AppOptions o = test_options();
+  o.width = 1600;
+  o.height = 900;
+  o.save_layout = true;
+  o.config_dir = dir;
+  std::array<PanelBox, kNumPanels> before{};
+  {
+    App app(o);
+    app.load_model_blocking();
+    app.settle();
+    step(app);
+    before = app.last_frame().boxes;
+    expect_panels_inside(app, 1600, 900);
+    resize(app, 1024, 768);  // a projector
+    expect_panels_inside(app, 1024, 768);
+    EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kStatusBar));
+    resize(app, 800, 600);
+    expect_panels_inside(app, 800, 600);
+    resize(app, 1600, 900);
+    for (int i = 0; i < kNumWindowPanels; ++i) {
+      if (!app.last_frame().drawn[i]) continue;
+      const PanelBox& a = before[i];
+      const PanelBox& b = app.last_frame().boxes[i];
+      const char* key = panel_key(static_cast<PanelId>(i));
+      EXPECT_NEAR(a.x, b.x, 2.0f) << key;
+      EXPECT_NEAR(a.y, b.y, 2.0f) << key;
+      EXPECT_NEAR(a.w, b.w, 2.0f) << key;
+      EXPECT_NEAR(a.h, b.h, 2.0f) << key;
+    }
+    resize(app, 1024, 768);  // saved at this size
+  }
+  // The next launch, in a larger window, scales the saved arrangement to fit it.
+  o.layout.clear();
+  {
+    App app(o);
+    app.load_model_blocking();
+    app.settle(4, 50);
+    expect_panels_inside(app, 1600, 900);
+    for (int i = 0; i < kNumWindowPanels; ++i) {
+      if (!app.last_frame().drawn[i]) continue;
+      EXPECT_NEAR(before[i].w, app.last_frame().boxes[i].w, 3.0f)
+          << panel_key(static_cast<PanelId>(i));
+      EXPECT_NEAR(before[i].h, app.last_frame().boxes[i].h, 3.0f)
+          << panel_key(static_cast<PanelId>(i));
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Gui, PresentationModeScalesFonts) {
   REQUIRE_DISPLAY();
   App app(test_options());
@@ -424,6 +636,90 @@ TEST(Gui, LayoutAndSettingsAreSavedAndRestored) {
     app.frame();
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(Gui, OpenPanelsAreSavedByKeySoTheirOrderDoesNotMatter) {
+  REQUIRE_DISPLAY();
+  const auto dir = temp_dir("ini-keys");
+  AppOptions o = test_options();
+  o.save_layout = true;
+  o.config_dir = dir;
+  o.layout.clear();
+  auto write_ini = [&](const std::string& text) {
+    std::ofstream out(dir / "imgui.ini");
+    out << "[TokenScope][Settings]\n" << text << "\n";
+  };
+  // Saved in an order unlike the code's, with a panel this build lacks.
+  write_ini(
+      "Open.help=1\nOpen.timeline=0\nOpen.a-panel-from-elsewhere=1\nOpen.lanes=1\n"
+      "Open.attention=1\n");
+  {
+    App app(o);
+    Settings& s = app.state().settings;
+    EXPECT_TRUE(s.panel_open(PanelId::kHelp));
+    EXPECT_FALSE(s.panel_open(PanelId::kTimeline));
+    EXPECT_TRUE(s.panel_open(PanelId::kLanes));
+    EXPECT_TRUE(s.panel_open(PanelId::kAttention));
+    EXPECT_TRUE(s.panel_open(PanelId::kPrompt));     // not in the file: the default
+    EXPECT_FALSE(s.panel_open(PanelId::kRoofline));  // likewise
+    app.frame();
+    s.panel_open(PanelId::kRoofline) = true;
+    app.frame();
+  }
+  std::stringstream saved;
+  saved << std::ifstream(dir / "imgui.ini").rdbuf();
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    const PanelId id = static_cast<PanelId>(i);
+    const bool open =
+        id != PanelId::kTimeline && (panel_open_in_classroom(id) || id == PanelId::kHelp ||
+                                     id == PanelId::kLanes || id == PanelId::kRoofline);
+    EXPECT_NE(saved.str().find(std::string("Open.") + panel_key(id) + "=" + (open ? "1" : "0")),
+              std::string::npos)
+        << panel_key(id) << "\n"
+        << saved.str();
+  }
+  // The one-digit-per-panel line of earlier versions still reads in its own order.
+  write_ini("Open=001000000011\n");
+  {
+    App app(o);
+    const Settings& s = app.state().settings;
+    for (int i = 0; i < kNumWindowPanels; ++i) {
+      const PanelId id = static_cast<PanelId>(i);
+      EXPECT_EQ(app.state().settings.open[i],
+                id == PanelId::kAttention || id == PanelId::kLanes || id == PanelId::kHelp)
+          << panel_key(id);
+    }
+    (void)s;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Gui, EveryPanelOfTheTableIsInTheMenusLayoutsAndHelp) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  std::set<std::string> keys, titles;
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    const PanelId id = static_cast<PanelId>(i);
+    keys.insert(panel_key(id));
+    titles.insert(panel_title(id));
+    PanelId parsed;
+    ASSERT_TRUE(parse_panel_key(panel_key(id), parsed));
+    EXPECT_EQ(parsed, id);
+    EXPECT_TRUE(is_layout_name(panel_key(id))) << panel_key(id);
+    EXPECT_GT(std::string(panel_help(id)).size(), 40u) << panel_key(id);
+    const Classroom r = panel_classroom_rect(id);
+    EXPECT_LT(r.x0, r.x1);
+    EXPECT_LT(r.y0, r.y1);
+    app.state().settings.panel_open(id) = true;
+  }
+  EXPECT_EQ(keys.size(), static_cast<size_t>(kNumWindowPanels));
+  EXPECT_EQ(titles.size(), static_cast<size_t>(kNumWindowPanels));
+  app.settle(2, 50);
+  for (int i = 0; i < kNumWindowPanels; ++i)
+    EXPECT_TRUE(app.last_frame().drawn[i]) << panel_key(static_cast<PanelId>(i));
 }
 
 TEST(Gui, AnalysisPanelsShowRoofsCacheComparisonAndLogitLens) {
@@ -555,6 +851,272 @@ TEST(Gui, LanesStepTogetherShowTheirSummaryAndABranchBecomesTheViewedLane) {
   EXPECT_FALSE(app.state().error_text.empty());
   step(app);  // the branch steps with the others
   EXPECT_EQ(snap(app)->history.back()->lanes.size(), 4u);
+}
+
+// The second most likely token of `lane` at `step` (a token to branch with).
+int runner_up(const SessionSnapshot& s, int step, int lane) {
+  const LaneStep* r = lane_record(s, step, lane);
+  std::vector<float> logits = r->logits;
+  logits[r->chosen_token] = -1e30f;
+  return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+// Branches lane `lane` at `step` the way a click in Logits does and waits until
+// the window shows the new lane.
+void branch_and_show(App& app, int step, int lane, int token) {
+  const SnapshotPtr s = snap(app);
+  app.state().pending_lane = static_cast<int>(s->lanes.size());
+  app.state().pending_error_serial = s->error_serial;
+  app.controller().worker()->branch(step, lane, token);
+  app.settle(3, 100);
+}
+
+TEST(Gui, ABranchedLanesAttentionHasARowForEveryPositionOfItsContext) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  step(app);  // prefill
+  step(app);  // decode 1
+  const int other = runner_up(*snap(app), 1, 0);
+  branch_and_show(app, 1, 0, other);
+  ASSERT_EQ(app.state().lane, 1);
+  step(app);  // both lanes step
+  const SnapshotPtr s = snap(app);
+  ASSERT_EQ(s->history.size(), 3u);
+  const LaneStep* rec = lane_record(*s, 2, 1);
+  ASSERT_NE(rec, nullptr);
+  const AttentionMatrix& m = app.attention_panel().matrix();
+  // Rows = the lane's context: the prompt, lane 0's first token, the chosen
+  // branch token; the newest row is the one step 2 added.
+  ASSERT_EQ(m.n, rec->context());
+  EXPECT_TRUE(m.complete);
+  EXPECT_EQ(m.tokens, rec->context_ids);
+  EXPECT_EQ(m.tokens.back(), other);
+  EXPECT_EQ(m.first_new_row, m.n - 1);
+  // The branch step's row is the branched record's attention (its parent's).
+  const LaneStep* at_branch = lane_record(*s, 1, 1);
+  ASSERT_NE(at_branch, nullptr);
+  const int layer = app.state().attention.layer, head = app.state().attention.head;
+  ASSERT_TRUE(at_branch->attention[layer]);
+  const int row = at_branch->start_pos;
+  for (int k = 0; k <= row; ++k)
+    EXPECT_EQ(m.at(row, k),
+              (*at_branch->attention[layer])[static_cast<size_t>(head) * at_branch->context() + k]);
+  // The outline marks the newest row, inside the heatmap.
+  const PanelBox& map = app.attention_panel().heatmap_box();
+  const PanelBox& outline = app.attention_panel().new_rows_box();
+  ASSERT_GT(outline.w, 0.0f);
+  EXPECT_NEAR(outline.y, map.y + map.h * (m.n - 1) / m.n, 1.0f);
+  EXPECT_LE(outline.y + outline.h, map.y + map.h + 0.5f);
+}
+
+TEST(Gui, ABranchedStepSaysTheUserChoseItsToken) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  step(app);  // prefill
+  step(app);  // decode 1
+  const int other = runner_up(*snap(app), 1, 0);
+  branch_and_show(app, 1, 0, other);
+  ASSERT_EQ(app.state().lane, 1);
+  const SnapshotPtr s = snap(app);
+  const LaneStep* rec = lane_record(*s, 1, 1);
+  ASSERT_NE(rec, nullptr);
+  ASSERT_EQ(rec->chosen_token, other);
+  const std::string piece = token_piece(*s, other);
+  // Choosing: not "greedy argmax" (the strategy's own choice was another token).
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kSampling));
+  EXPECT_EQ(app.sampling_panel().headline(), "branched: you chose \u201C" + piece + "\u201D");
+  // Lanes: the branched lane's column says the same; lane 0's still says argmax.
+  EXPECT_EQ(stage_line(*s, *rec).rfind("branched: you chose \u201C" + piece + "\u201D", 0), 0u)
+      << stage_line(*s, *rec);
+  EXPECT_EQ(stage_line(*s, *lane_record(*s, 1, 0)).rfind("argmax of", 0), 0u);
+  // The prompt panel's chips of the branched lane select a query row.
+  app.state().attention.query = rec->start_pos;
+  app.settle(2, 50);
+  EXPECT_EQ(app.attention_panel().matrix().n, rec->context());
+  EXPECT_LT(app.state().attention.query, app.attention_panel().matrix().n);
+  // After a step of its own, the lane's record is its strategy's choice again.
+  step(app);
+  EXPECT_EQ(app.sampling_panel().headline().rfind("greedy argmax", 0), 0u)
+      << app.sampling_panel().headline();
+}
+
+TEST(Gui, WhenBackRemovesTheViewedBranchTheControlsShowTheLaneItCameFrom) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.compare = {"greedy", "repetition_penalty=1.3"};
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < 3; ++i) step(app);  // prefill + 2 decode steps
+  branch_and_show(app, 2, 0, runner_up(*snap(app), 2, 0));
+  ASSERT_EQ(snap(app)->lanes.size(), 3u);
+  ASSERT_EQ(app.state().lane, 2);
+  step(app);
+  for (int i = 0; i < 4 && snap(app)->lanes.size() == 3; ++i) {
+    app.frame();
+    app.back();
+    app.settle(2, 50);
+  }
+  const SnapshotPtr s = snap(app);
+  ASSERT_EQ(s->lanes.size(), 2u) << "Back did not remove the branch";
+  EXPECT_EQ(app.state().lane, 0) << "the branch came from lane 0";
+  // The controls show the viewed lane's own strategy, and what the next
+  // command sends is every lane's own strategy.
+  EXPECT_EQ(app.state().strategy, s->lanes[app.state().lane].params);
+  const std::vector<SamplingParams> sent = app.state().strategies();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0], s->lanes[0].params);
+  EXPECT_EQ(sent[1], s->lanes[1].params);
+  EXPECT_FLOAT_EQ(sent[1].repetition_penalty, 1.3f);
+}
+
+TEST(Gui, SavePanelAsPngOffersThePanelsOnScreenAndWritesOne) {
+  REQUIRE_DISPLAY();
+  const auto dir = temp_dir("save-panel");
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  {
+    App app(test_options());
+    app.load_model_blocking();
+    app.settle();
+    step(app);
+    EXPECT_TRUE(app.can_save_panel(PanelId::kAttention));
+    EXPECT_TRUE(app.can_save_panel(PanelId::kLogits));
+    EXPECT_FALSE(app.can_save_panel(PanelId::kRoofline));  // not open in this layout
+    EXPECT_FALSE(app.request_panel_save(PanelId::kRoofline));
+    ASSERT_TRUE(app.request_panel_save(PanelId::kLogits));
+    app.frame();
+    const auto png = dir / "tokenscope-logits-step0.png";
+    ASSERT_TRUE(std::filesystem::exists(png)) << app.state().error_text;
+    EXPECT_EQ(app.state().notice, "wrote tokenscope-logits-step0.png");
+    int w = 0, h = 0, n = 0;
+    unsigned char* px = stbi_load(png.string().c_str(), &w, &h, &n, 4);
+    ASSERT_NE(px, nullptr);
+    stbi_image_free(px);
+    const PanelBox& box = app.last_frame().boxes[static_cast<int>(PanelId::kLogits)];
+    EXPECT_NEAR(w, box.w, 1.0);
+    EXPECT_NEAR(h, box.h, 1.0);
+  }
+  std::filesystem::current_path(cwd);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Gui, ABeamLaneDoesNotOfferToBranch) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.compare = {"greedy", "beams=2"};
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  step(app);
+  const SnapshotPtr s = snap(app);
+  const StepView greedy = make_step_view(*s, -1, 0);
+  const StepView beam = make_step_view(*s, -1, 1);
+  ASSERT_TRUE(beam.record && beam.record->beam);
+  const int other = runner_up(*s, 1, 0);
+  EXPECT_EQ(branch_refusal(s.get(), greedy), nullptr);
+  EXPECT_STREQ(candidate_hint(s.get(), greedy, other), kBranchHint);
+  ASSERT_NE(branch_refusal(s.get(), beam), nullptr);
+  EXPECT_STRNE(candidate_hint(s.get(), beam, other), kBranchHint);
+  EXPECT_NE(std::string(candidate_hint(s.get(), beam, other)).find("beam"), std::string::npos);
+}
+
+TEST(Gui, SmallThingsSayWhatIsTrue) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.layout = "cost";
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  step(app);
+  // Logits and Attention number a token the same way: the newest row of
+  // Attention is the position of the token whose successor Logits scores.
+  app.state().layout_request = "classroom";
+  app.settle(3, 50);
+  const int newest = app.attention_panel().matrix().n - 1;
+  EXPECT_NE(app.logits_panel().heading().find("(position " + std::to_string(newest) + ")"),
+            std::string::npos)
+      << app.logits_panel().heading();
+
+  // Run mode says it runs.
+  app.controller().run(50.0, {SamplingParams{}});
+  for (int i = 0; i < 2000 && !snap(app)->running; ++i) app.frame();
+  EXPECT_EQ(TransportPanel::where_text(*snap(app)).rfind("Running", 0), 0u)
+      << TransportPanel::where_text(*snap(app));
+  app.controller().pause();
+  app.settle(2, 50);
+  EXPECT_EQ(TransportPanel::where_text(*snap(app)).rfind("Paused", 0), 0u);
+
+  // Export errors give their reason; an error replaces an older "wrote ...".
+  AnalysisStore* analysis = app.controller().analysis();
+  SessionWorker* worker = app.controller().worker();
+  const auto dir = temp_dir("export-errors");
+  app.state().notice = "wrote an-older-file.json";
+  analysis->export_json(*worker, dir.string());
+  worker->wait_idle();
+  EXPECT_EQ(analysis->export_message(), "export failed: " + dir.string() + ": is a directory");
+  app.frame();
+  EXPECT_EQ(app.state().error_text, analysis->export_message());
+  EXPECT_TRUE(app.state().notice.empty()) << app.state().notice;
+  app.state().error_text.clear();  // dismissed
+  app.frame();
+  EXPECT_TRUE(app.state().notice.empty()) << app.state().notice;
+  analysis->export_json(*worker, "");
+  worker->wait_idle();
+  EXPECT_EQ(analysis->export_message(), "export failed: no file name given");
+  analysis->export_json(*worker, (dir / "missing" / "x.json").string());
+  worker->wait_idle();
+  EXPECT_NE(analysis->export_message().find("No such file or directory"), std::string::npos)
+      << analysis->export_message();
+  std::filesystem::remove_all(dir);
+
+  // A comparison started elsewhere (--cache-compare): the panel's field says
+  // what ran, also when the context cut it short.
+  app.state().layout_request = "cost";
+  app.settle(2, 50);
+  analysis->compare_cache(*worker, 24, app.state().strategy);
+  app.settle(4, 400);
+  ASSERT_TRUE(analysis->cache_comparison()) << analysis->comparison_error();
+  EXPECT_EQ(app.cache_compare_panel().new_tokens(), 24);
+  analysis->compare_cache(*worker, 300, app.state().strategy);
+  app.settle(4, 400);
+  const auto cmp = analysis->cache_comparison();
+  ASSERT_TRUE(cmp) << analysis->comparison_error();
+  EXPECT_LT(cmp->steps(), 300);
+  EXPECT_EQ(app.cache_compare_panel().new_tokens(), cmp->steps());
+}
+
+TEST(Gui, TextSoFarShowsWhitespaceAtItsEdges) {
+  // No display needed.
+  EXPECT_EQ(visible_edges("   "), "\u2423\u2423\u2423");
+  EXPECT_EQ(visible_edges("  a b \n"), "\u2423\u2423a b\u2423\u21B5");
+  EXPECT_EQ(visible_edges("plain text"), "plain text");
+  EXPECT_EQ(visible_edges(""), "");
+}
+
+TEST(Gui, RoofProbesThatDisagreeAreReportedAndTheBestIsKept) {
+  // No display needed.
+  HardwareRoofs a, b;
+  a.peak_flops = 82e9;
+  a.bandwidth = 7e9;
+  b.peak_flops = 250e9;
+  b.bandwidth = 7.5e9;
+  std::string warning;
+  HardwareRoofs r = combine_roof_probes({a, b}, warning);
+  EXPECT_EQ(r.peak_flops, 250e9);
+  EXPECT_EQ(r.bandwidth, 7.5e9);
+  EXPECT_NE(warning.find("82\u2013250 GFLOP/s"), std::string::npos) << warning;
+  EXPECT_EQ(warning.find("GB/s"), std::string::npos) << warning;  // bandwidth agreed
+  b.peak_flops = 90e9;
+  r = combine_roof_probes({a, b}, warning);
+  EXPECT_EQ(r.peak_flops, 90e9);
+  EXPECT_TRUE(warning.empty()) << warning;
 }
 
 TEST(Gui, EverySingleLayoutShowsItsPanel) {
