@@ -46,6 +46,8 @@ bool has_tokenizer_files(const fs::path& dir) {
   return false;
 }
 
+}  // namespace
+
 void warm_up(Engine& engine) {
   const int n = std::min(5, engine.config().n_ctx - 1);
   if (n < 1) return;
@@ -62,8 +64,6 @@ void warm_up(Engine& engine) {
   }
   engine.cache().release(seq);
 }
-
-}  // namespace
 
 LoadedModel load_model_setup(const ModelSetupOptions& options) {
   using clock = std::chrono::steady_clock;
