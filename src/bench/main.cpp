@@ -221,7 +221,8 @@ int run(int argc, char** argv) {
     ts::Engine engine(weights, std::move(sel.backend), kv.tokens);
     const ts::ModelConfig& cfg = engine.config();
 
-    const ts::cpu::MachineRoofs roofs = ts::measure_bench_roofs(engine.backend(), o.setup.cpu_threads);
+    const ts::cpu::MachineRoofs roofs =
+        ts::measure_bench_roofs(engine.backend(), o.setup.cpu_threads);
     json report = {{"model", model_dir},
                    {"parameters", cfg.parameter_count()},
                    {"weight_bytes_fp32", cfg.parameter_count() * 4},
