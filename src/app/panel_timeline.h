@@ -1,15 +1,15 @@
 #pragma once
 // Timeline: prefill and every decode step with its measured wall time and
 // analytic FLOPs, bytes moved and FLOPs per byte, on the backend that ran it.
-// Charts take a list of series (the cache comparison panel draws its runs
-// with and without the cache the same way).
+// Charts take extra series (a cache-off run could be overlaid the same way).
 #include "app/panel.h"
 
 namespace ts::app {
 
-class TimelinePanel {
+class TimelinePanel : public Panel {
  public:
-  void draw(PanelContext& ctx);
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
 
  private:
   void draw_table(PanelContext& ctx, float height);
