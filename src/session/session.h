@@ -142,6 +142,8 @@ class Session {
   std::shared_ptr<const Tokenizer> shared_tokenizer() const { return tokenizer_; }
   Engine& engine() { return *engine_; }
   const Engine& engine() const { return *engine_; }
+  // Bytes of attention and logits the history holds (what the trace budget limits).
+  int64_t trace_bytes() const { return trace_bytes_; }
 
  private:
   void release_lanes();

@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
         {"decode_ms_median", median * 1e3},
         {"prefill_to_decode", median > 0 ? prefill / median : 0},
         {"memory",
-         {{"weights_fp32_mb", m.engine->weights().fp32_bytes() / 1048576.0},
+         {{"weights_fp32_mb", double(cfg.parameter_count()) * 4 / 1048576.0},
           {"weights_stored_as", m.engine->weights().storage_dtype},
           {"kv_pool_capacity_mb", double(kv.bytes_per_layer_capacity) * cfg.n_layer / 1048576.0},
           {"kv_pool_used_mb", double(kv.bytes_per_layer_used) * cfg.n_layer / 1048576.0},
