@@ -143,6 +143,7 @@ App::App(const AppOptions& options) : options_(options) {
   // First run (or an explicit --layout): place every panel.
   if (!options.layout.empty() || !have_ini)
     state_.layout_request = options.layout.empty() ? "classroom" : options.layout;
+  laid_out_presentation_ = state_.settings.presentation;
   saved_settings_ = state_.settings;
 
   ctl_.session_options.max_new_tokens = options.max_new_tokens;
@@ -525,8 +526,14 @@ void App::frame() {
   const ImVec2 work_pos(vp->Pos.x, vp->Pos.y + menu_h);
   const ImVec2 work_size(vp->Size.x, vp->Size.y - menu_h - status_h);
   LayoutPlan plan;
+  // Presentation mode was switched: its large fonts need the layout's own
+  // presentation arrangement (and the normal one back when it is switched off).
+  if (state_.settings.presentation != laid_out_presentation_ && state_.layout_request.empty())
+    state_.layout_request = last_layout_;
   if (!state_.layout_request.empty()) {
     plan = make_layout(state_.layout_request, work_pos, work_size, &state_.settings);
+    last_layout_ = state_.layout_request;
+    laid_out_presentation_ = state_.settings.presentation;
     plan.force = true;
     state_.layout_request.clear();
     arranged_pos_ = work_pos;

@@ -103,6 +103,10 @@ class App {
   std::vector<int> lane_parents_;
   ImVec2 arranged_pos_{0, 0};  // the work area's corner the panels' positions belong to
   bool arranged_ = false;
+  // The layout last applied and whether presentation mode was on then:
+  // switching presentation mode applies that layout again in its other form.
+  std::string last_layout_ = "classroom";
+  bool laid_out_presentation_ = false;
   // Each panel's share of the work area (fractions; set: known) and where it
   // was last placed from it, in pixels.
   std::array<PanelRect, kNumWindowPanels> shares_{},

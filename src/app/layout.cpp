@@ -1,5 +1,9 @@
 #include "app/layout.h"
 
+#include <algorithm>
+
+#include "app/window.h"
+
 namespace ts::app {
 
 std::vector<std::string> layout_names() {
@@ -27,28 +31,49 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
     for (int i = 0; i < kNumWindowPanels; ++i) settings->open[i] = false;
     for (PanelId id : ids) settings->panel_open(id) = true;
   };
-  // Four panels each, for a projector in presentation mode: the tokens and
-  // the step control on top, two panels side by side below, split at `split`.
+  // Four panels each: the tokens and the step control on top, two panels
+  // side by side below, split at `split`.
   struct FourPanels {
     const char* name;
     PanelId left, right;
     float split;
   };
   static constexpr FourPanels kFour[] = {
-      {"lesson", PanelId::kAttention, PanelId::kSampling, 0.42f},  // computes, then chooses
-      {"memory", PanelId::kKvCache, PanelId::kTimeline, 0.5f},     // what a step stores, costs
-      {"cost", PanelId::kCacheCompare, PanelId::kRoofline, 0.5f},  // why the cache; memory bound
-      {"layers", PanelId::kAttention, PanelId::kLogitLens, 0.45f},
-      {"compare", PanelId::kLanes, PanelId::kKvCache,
-       0.66f}};  // strategies side by side  // inside the layers
+      {"lesson", PanelId::kAttention, PanelId::kSampling, 0.42f},   // computes, then chooses
+      {"memory", PanelId::kKvCache, PanelId::kTimeline, 0.5f},      // what a step stores, costs
+      {"cost", PanelId::kCacheCompare, PanelId::kRoofline, 0.5f},   // why the cache; memory bound
+      {"layers", PanelId::kAttention, PanelId::kLogitLens, 0.45f},  // inside the layers
+      {"compare", PanelId::kLanes, PanelId::kKvCache, 0.66f},       // strategies side by side
+      // Presentation mode only: the classroom's seven panels do not fit a
+      // projector's large fonts, so it shows the three a teacher projects
+      // first (the rest stay in the View menu).
+      {"classroom", PanelId::kAttention, PanelId::kLogits, 0.6f}};
+  const bool presentation = settings && settings->presentation;
   for (const FourPanels& f : kFour) {
     if (name != f.name) continue;
-    // Presentation fonts are larger: the top row needs more of the height.
-    const float top = settings && settings->presentation ? 0.3f : 0.25f;
-    put(PanelId::kPrompt, 0, 0, 0.64f, top);
-    put(PanelId::kTransport, 0.64f, 0, 1, top);
-    put(f.left, 0, top, f.split, 1);
-    put(f.right, f.split, top, 1, 1);
+    if (name == "classroom" && !presentation) break;
+    if (presentation) {
+      // Large fonts on a projector: two columns, each with its own top. The
+      // prompt (left) needs a few lines; the step control (right) needs all
+      // of its rows, down to "Max new tokens", so its column's top is
+      // taller. Heights are in lines of the large font, at most a share of
+      // the work area, so the panels below keep room to read.
+      const float line = Window::kBaseFontSize * Window::kPresentationScale;
+      // The right column is at least 25 lines wide (the step control's
+      // buttons on one row), at most half the window.
+      const float col = 1 - std::clamp(25.0f * line / ws.x, 0.4f, 0.5f);
+      const float prompt_h = std::min(0.4f, 10.0f * line / ws.y);
+      const float step_h = std::min(0.55f, 12.5f * line / ws.y);
+      put(PanelId::kPrompt, 0, 0, col, prompt_h);
+      put(f.left, 0, prompt_h, col, 1);
+      put(PanelId::kTransport, col, 0, 1, step_h);
+      put(f.right, col, step_h, 1, 1);
+    } else {
+      put(PanelId::kPrompt, 0, 0, 0.64f, 0.25f);
+      put(PanelId::kTransport, 0.64f, 0, 1, 0.25f);
+      put(f.left, 0, 0.25f, f.split, 1);
+      put(f.right, f.split, 0.25f, 1, 1);
+    }
     show_only({PanelId::kPrompt, PanelId::kTransport, f.left, f.right});
     return plan;
   }

@@ -66,10 +66,17 @@ void LogitsPanel::draw(PanelContext& ctx) {
   ImGui::SameLine();
   ImGui::TextDisabled("(like %.1f equally likely tokens)", std::exp(lv_.entropy));
 
-  const float plot_h =
-      std::clamp(ImGui::GetContentRegionAvail().y * 0.28f, font * 4.5f, font * 8.0f);
-  draw_bars(ctx, ImGui::GetContentRegionAvail().y - plot_h - ImGui::GetStyle().ItemSpacing.y);
-  draw_vocab_plot(ctx, ImVec2(ImGui::GetContentRegionAvail().x, plot_h));
+  // A short panel (a projector's large fonts) keeps its height for the
+  // candidates: the ranking plot is drawn only where the bars keep room for
+  // about six rows beside it.
+  const float avail = ImGui::GetContentRegionAvail().y;
+  const float plot_h = std::clamp(avail * 0.28f, font * 4.5f, font * 8.0f);
+  if (avail - plot_h >= font * 8) {
+    draw_bars(ctx, avail - plot_h - ImGui::GetStyle().ItemSpacing.y);
+    draw_vocab_plot(ctx, ImVec2(ImGui::GetContentRegionAvail().x, plot_h));
+  } else {
+    draw_bars(ctx, avail);
+  }
   end_panel();
 }
 

@@ -1,5 +1,7 @@
 #include "app/panel_transport.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 namespace ts::app {
@@ -131,7 +133,12 @@ void TransportPanel::draw(PanelContext& ctx) {
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Showing");
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
+    // Narrower in a narrow panel, so "follow newest" stays in view.
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float follow_w = ImGui::GetFrameHeight() + style.ItemInnerSpacing.x +
+                           ImGui::CalcTextSize("follow newest").x + style.ItemSpacing.x;
+    ImGui::SetNextItemWidth(std::clamp(ImGui::GetContentRegionAvail().x - follow_w,
+                                       ImGui::GetFontSize() * 6, ImGui::GetFontSize() * 12));
     if (ImGui::SliderInt("##view", &shown, 0, n - 1, shown == 0 ? "prefill" : "decode step %d"))
       st.view_step = shown;
     ImGui::SameLine();

@@ -14,6 +14,7 @@
 #define GLFW_INCLUDE_NONE
 #include <GLFW/glfw3.h>
 #include <imgui.h>
+#include <imgui_internal.h>
 #include <stb_image.h>
 #include <unistd.h>
 
@@ -1117,6 +1118,52 @@ TEST(Gui, RoofProbesThatDisagreeAreReportedAndTheBestIsKept) {
   r = combine_roof_probes({a, b}, warning);
   EXPECT_EQ(r.peak_flops, 90e9);
   EXPECT_TRUE(warning.empty()) << warning;
+}
+
+// Presentation mode, on a projector's screen: every layout that shows more
+// than one panel keeps each panel inside the work area, gives each room for
+// several lines of the large font, and shows the step control and the prompt
+// whole (nothing in them scrolled out of view, "Max new tokens" included).
+TEST(Gui, PresentationModeLayoutsAreReadableOnAProjector) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.presentation = true;
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  step(app);
+  for (const auto& [w, h] : {std::pair{1280, 720}, std::pair{1920, 1080}}) {
+    resize(app, w, h);
+    for (const std::string& name : layout_names()) {
+      PanelId single;
+      if (parse_panel_key(name, single)) continue;  // one panel filling the window
+      app.state().layout_request = name;
+      app.settle(3, 50);
+      app.frame();
+      ASSERT_TRUE(app.window().presentation());
+      const std::string where = name + " at " + std::to_string(w) + "x" + std::to_string(h);
+      SCOPED_TRACE(where);
+      expect_panels_inside(app, static_cast<float>(w), static_cast<float>(h));
+      const float font = ImGui::GetFontSize();
+      const FrameRecord& r = app.last_frame();
+      for (int i = 0; i < kNumWindowPanels; ++i) {
+        if (!r.drawn[i]) continue;
+        const PanelId id = static_cast<PanelId>(i);
+        const char* key = panel_key(id);
+        EXPECT_GE(r.boxes[i].h, font * 8) << key << " is too short to read";
+        EXPECT_GE(r.boxes[i].w, font * 18) << key << " is too narrow to read";
+        if (id == PanelId::kTransport || id == PanelId::kPrompt) {
+          const ImGuiWindow* win = ImGui::FindWindowByName(panel_title(id));
+          ASSERT_NE(win, nullptr) << key;
+          EXPECT_LE(win->ScrollMax.y, 0.5f)
+              << key << ": " << win->ScrollMax.y << " px of it scrolled out of view";
+        }
+      }
+      EXPECT_TRUE(r.was_drawn(PanelId::kPrompt));
+      EXPECT_TRUE(r.was_drawn(PanelId::kTransport));
+    }
+  }
 }
 
 TEST(Gui, EverySingleLayoutShowsItsPanel) {
