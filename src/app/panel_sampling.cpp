@@ -57,7 +57,7 @@ void SamplingPanel::update(PanelContext& ctx) {
   rec_error_.clear();
   try {
     rec_ = sample_next(v.record->logits, v.record->context_ids, v.record->params,
-                       v.record->step_index);
+                       v.record->step_index, v.record->banned_words.get());
   } catch (const std::exception& e) {
     rec_.reset();
     rec_error_ = e.what();
