@@ -532,6 +532,8 @@ void App::frame() {
   // presentation arrangement (and the normal one back when it is switched off).
   // Presentation mode switched on: the banned-words stage goes on with it
   // (unless --no-ban-words said otherwise); switching it off leaves the stage as it is.
+  // A model loaded later starts with the stage on while presentation mode is on.
+  ctl_.presentation_on_load = state_.settings.presentation;
   if (state_.settings.presentation && !laid_out_presentation_ &&
       ctl_.ban_words.mode == BanWordsFlags::Mode::kDefault && !ctl_.banned_words_on() &&
       ctl_.worker() && ctl_.banned_words_list())
