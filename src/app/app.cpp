@@ -158,6 +158,8 @@ App::App(const AppOptions& options) : options_(options) {
   state_.lane = std::clamp(options.lane, 0, static_cast<int>(state_.lane_setup.size()) - 1);
   state_.strategy = state_.lane_setup[state_.lane];
   ctl_.strategies_on_load = state_.lane_setup;
+  ctl_.ban_words = options.ban_words;
+  ctl_.presentation_on_load = state_.settings.presentation;
   options_.setup.cache_sequences =
       std::max(options_.setup.cache_sequences, cache_sequences_for(state_.lane_setup));
 }
@@ -528,6 +530,14 @@ void App::frame() {
   LayoutPlan plan;
   // Presentation mode was switched: its large fonts need the layout's own
   // presentation arrangement (and the normal one back when it is switched off).
+  // Presentation mode switched on: the banned-words stage goes on with it
+  // (unless --no-ban-words said otherwise); switching it off leaves the stage as it is.
+  // A model loaded later starts with the stage on while presentation mode is on.
+  ctl_.presentation_on_load = state_.settings.presentation;
+  if (state_.settings.presentation && !laid_out_presentation_ &&
+      ctl_.ban_words.mode == BanWordsFlags::Mode::kDefault && !ctl_.banned_words_on() &&
+      ctl_.worker() && ctl_.banned_words_list())
+    ctl_.set_banned_words(true);
   if (state_.settings.presentation != laid_out_presentation_ && state_.layout_request.empty())
     state_.layout_request = last_layout_;
   if (!state_.layout_request.empty()) {

@@ -34,6 +34,11 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
     auto need = [&]() { return r.value(); };
     if (parse_model_flag(r, o.setup)) {
       continue;
+    } else if (parse_ban_words_flag(r, o.ban_words)) {
+      // Read now, so that a bad list is refused with its file and line
+      // before any window opens; it is tokenized once the model is loaded.
+      if (o.ban_words.mode == BanWordsFlags::Mode::kFile) read_banned_word_list(o.ban_words.file);
+      continue;
     } else if (arg == "--prompt") {
       o.prompt = need();
     } else if (arg == "--strategy") {
@@ -121,7 +126,8 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
 }
 
 std::string app_help() {
-  return std::string(R"(tokenscope - watch GPT-2 generate text one step at a time
+  return std::string(
+      R"(tokenscope - watch GPT-2 generate text one step at a time
 
 usage: tokenscope [options]
 
@@ -131,18 +137,21 @@ Keys: Space = prefill / step, Right = step, Left = step back.
 
 model
 )" + model_flags_help() +
-                     R"(
+      R"(
 session
   --prompt TEXT          prompt to start with (default "Today's weather is so")
   --strategy STR         decoding strategy, e.g. greedy, "temperature=0.7,seed=3",
                          "top_p=0.9", "top_k=40,temperature=0.8" (default greedy)
   --compare STR...       several lanes sharing one prefill, one strategy each
                          (up to )" +
-                     std::to_string(kMaxLanes) +
-                     R"(), e.g. --compare greedy "top_p=0.9,seed=3" beams=4
+      std::to_string(kMaxLanes) +
+      R"(), e.g. --compare greedy "top_p=0.9,seed=3" beams=4
   --max-new-tokens N     tokens to generate before stopping (default 64)
   --no-kv-cache          every decode step recomputes the whole sequence (the
                          naive loop), to compare with the cached steps
+)" + ban_words_help() +
+      R"(                         The Choosing panel's "Ban listed words" box switches
+                         the stage on and off while the window runs.
 
 view
   --layout NAME          classroom (the seven main panels; default on first

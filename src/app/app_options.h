@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "session/model_flags.h"
 #include "session/model_setup.h"
 
 namespace ts::app {
@@ -17,13 +18,14 @@ struct AppOptions {
 
   // Headless picture: --screenshot FILE --steps N
   std::string screenshot;
-  int steps = 0;          // decode steps after prefill; -1: stop before prefill
-  std::string rechoose;   // then re-choose the newest step's token with this strategy
-  std::string layout;     // empty: the saved layout (classroom on first run)
-  std::string panel;      // only this panel's rectangle goes into the PNG (a panel key)
-  int cache_compare = 0;  // run the KV cache on/off comparison for N tokens first
-  std::string json;       // also export the session and analysis JSON here
-  bool kv_cache = true;   // false: --no-kv-cache (every decode step recomputes everything)
+  int steps = 0;            // decode steps after prefill; -1: stop before prefill
+  std::string rechoose;     // then re-choose the newest step's token with this strategy
+  std::string layout;       // empty: the saved layout (classroom on first run)
+  std::string panel;        // only this panel's rectangle goes into the PNG (a panel key)
+  int cache_compare = 0;    // run the KV cache on/off comparison for N tokens first
+  std::string json;         // also export the session and analysis JSON here
+  bool kv_cache = true;     // false: --no-kv-cache (every decode step recomputes everything)
+  BanWordsFlags ban_words;  // --ban-words FILE / --no-ban-words (read and checked when parsed)
   int width = 1600;
   int height = 900;
 

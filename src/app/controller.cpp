@@ -26,12 +26,43 @@ void Controller::install(LoadedModel model) {
   } catch (const Error& e) {
     report(std::string("lanes not set: ") + e.what());
   }
+  load_banned_words(*model.tokenizer, loading_bundled_);
+  session->set_banned_words(banned_words_on_ ? banned_list_ : nullptr);
   worker_.reset();  // the old worker's thread ends before the new one starts
   worker_ = std::make_unique<SessionWorker>(std::move(session), model.name, model.backend_notice);
   analysis_ = std::make_shared<AnalysisStore>();
 }
 
+void Controller::load_banned_words(const Tokenizer& tokenizer, bool bundled) {
+  banned_list_.reset();
+  banned_words_on_ = false;
+  // The checkbox needs a list even when the stage starts off: the user's
+  // file when one was given, else the shipped list.
+  BanWordsFlags list_flags;
+  if (ban_words.mode == BanWordsFlags::Mode::kFile) list_flags = ban_words;
+  try {
+    banned_list_ = ts::load_banned_words(list_flags, tokenizer, true);
+  } catch (const Error& e) {
+    report(std::string("banned words unavailable: ") + e.what());
+    return;
+  }
+  banned_words_on_ =
+      ban_words.mode == BanWordsFlags::Mode::kFile ||
+      (ban_words.mode == BanWordsFlags::Mode::kDefault && (bundled || presentation_on_load));
+}
+
+void Controller::set_banned_words(bool on) {
+  if (!require_model("banned words")) return;
+  if (on && !banned_list_) {
+    report("banned words: no list could be loaded");
+    return;
+  }
+  banned_words_on_ = on;
+  worker_->post([list = on ? banned_list_ : nullptr](Session& s) { s.set_banned_words(list); });
+}
+
 void Controller::load_blocking(const ModelSetupOptions& options) {
+  loading_bundled_ = options.model.empty();
   install(load_model_setup(options));
 }
 
@@ -41,6 +72,7 @@ void Controller::load_async(const ModelSetupOptions& options) {
     return;
   }
   loading_what_ = options.model.empty() ? default_model_path().string() : options.model.string();
+  loading_bundled_ = options.model.empty();
   load_ = std::async(std::launch::async, [options] { return load_model_setup(options); });
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "app/analysis.h"
+#include "session/model_flags.h"
 #include "session/model_setup.h"
 #include "session/session_worker.h"
 
@@ -49,6 +50,11 @@ class Controller {
   void choose_with(int lane, const SamplingParams& params);
   void set_max_new_tokens(int n);
   void set_kv_cache(bool enabled);
+  // The banned-words stage of the session (every lane, from the next choice on).
+  void set_banned_words(bool on);
+  bool banned_words_on() const { return banned_words_on_; }
+  // The list the stage uses when on (null: none could be loaded; see error()).
+  const std::shared_ptr<const BannedTokens>& banned_words_list() const { return banned_list_; }
 
   // Errors from the GUI side (a failed model load, a command with no model).
   const std::string& error() const { return error_; }
@@ -59,11 +65,20 @@ class Controller {
   SessionOptions session_options;
   std::string prompt_on_load = "Today's weather is so";  // set on every newly loaded model
   std::vector<SamplingParams> strategies_on_load{SamplingParams{}};
+  // --ban-words FILE / --no-ban-words, and whether the stage is on by default
+  // (the bundled model is loaded, or presentation mode is on).
+  BanWordsFlags ban_words;
+  bool presentation_on_load = false;
 
  private:
   void install(LoadedModel model);
   bool require_model(const char* what);
 
+  // The list the checkbox switches on: the user's, else the shipped one.
+  void load_banned_words(const Tokenizer& tokenizer, bool bundled);
+  std::shared_ptr<const BannedTokens> banned_list_;
+  bool banned_words_on_ = false;
+  bool loading_bundled_ = false;
   std::unique_ptr<SessionWorker> worker_;
   std::shared_ptr<AnalysisStore> analysis_;  // shared with the jobs it queued
   std::future<LoadedModel> load_;

@@ -11,8 +11,11 @@ namespace ts::app {
 
 const char* const SamplingPanel::kHelp =
     "How the decoding strategy turns the logits into one token, stage by stage "
-    "(Hugging Face order): repetition penalty, temperature, top-k, top-p, min-p, then "
-    "the draw. Greyed tokens were removed by that stage.\n\nGreedy takes the most "
+    "(Hugging Face order): repetition penalty, banned words, temperature, top-k, top-p, "
+    "min-p, then the draw. Greyed tokens were removed by that stage.\n\n\"Ban listed "
+    "words\" gives the tokens of a word list logit -inf (one-token words always, the last "
+    "token of a longer one right after its other tokens); it changes only what the model "
+    "generates, never the prompt.\n\nGreedy takes the most "
     "likely token. Sampling draws a random number u in [0, 1) from the seed and picks "
     "the token where the cumulative probability passes u.\n\nChanging a control "
     "re-chooses the newest step's token from the same logits: same logits, different "
@@ -39,7 +42,58 @@ std::string stage_label(const StageRecord& stage, const SamplingParams& p) {
     std::snprintf(b, sizeof(b), "min-p %.2g", p.min_p);
     return b;
   }
+  if (n == "banned_words") return "banned words";
   return n;
+}
+
+std::string banned_words_summary(const StageRecord& stage) {
+  return "banned words: " + std::to_string(stage.removed_here) +
+         (stage.removed_here == 1 ? " token removed" : " tokens removed");
+}
+
+std::string banned_words_removed_list(const SessionSnapshot& snap, const StageRecord& stage,
+                                      const std::vector<float>& probs, int max_listed) {
+  std::vector<int> ids = stage.removed_ids_here;
+  std::sort(ids.begin(), ids.end(),
+            [&](int a, int b) { return probs[a] != probs[b] ? probs[a] > probs[b] : a < b; });
+  std::string out;
+  const int shown = std::min<int>(max_listed, static_cast<int>(ids.size()));
+  for (int i = 0; i < shown; ++i) {
+    char p[32];
+    std::snprintf(p, sizeof p, "%.4f", probs[ids[i]]);
+    out += "\u201C" + token_piece(snap, ids[i]) + "\u201D " + p + "\n";
+  }
+  if (static_cast<int>(ids.size()) > shown)
+    out += "and " + std::to_string(ids.size() - shown) + " more\n";
+  return out;
+}
+
+void SamplingPanel::draw_banned_words(PanelContext& ctx) {
+  if (!ctx.snap) return;
+  bool on = ctx.ctl.banned_words_on();
+  const auto& list = ctx.ctl.banned_words_list();
+  ImGui::BeginDisabled(!list);
+  if (ImGui::Checkbox("Ban listed words", &on)) ctx.ctl.set_banned_words(on);
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip(
+        "%s",
+        list ? ("The model cannot generate the " + std::to_string(list->entries) +
+                " words and phrases of " + list->source +
+                " (as written, with a leading space, capitalised, lower case): their tokens get "
+                "logit -inf, after the repetition penalty and before temperature. Applies from "
+                "the next choice on; the prompt is never changed.")
+                   .c_str()
+             : "no banned-words list could be loaded");
+  // What the stage did at the viewed step (the record's own list).
+  if (!rec_ || !ctx.view.record || !ctx.view.record->banned_words) return;
+  const int s = stage_index("banned_words");
+  const StageRecord& st = rec_->stages[s];
+  ImGui::SameLine();
+  dim_text_wrapped("%s", banned_words_summary(st).c_str());
+  if (ImGui::IsItemHovered() && st.removed_here > 0)
+    ImGui::SetTooltip("%s",
+                      banned_words_removed_list(*ctx.snap, st, stage_probs_[s - 1], 20).c_str());
 }
 
 void SamplingPanel::update(PanelContext& ctx) {
@@ -57,7 +111,7 @@ void SamplingPanel::update(PanelContext& ctx) {
   rec_error_.clear();
   try {
     rec_ = sample_next(v.record->logits, v.record->context_ids, v.record->params,
-                       v.record->step_index);
+                       v.record->step_index, v.record->banned_words.get());
   } catch (const std::exception& e) {
     rec_.reset();
     rec_error_ = e.what();
@@ -97,6 +151,7 @@ void SamplingPanel::draw(PanelContext& ctx) {
     return;
   }
   update(ctx);
+  draw_banned_words(ctx);
   if (!rec_) {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.error), "%s", rec_error_.c_str());
     end_panel();

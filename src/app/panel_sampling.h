@@ -28,6 +28,8 @@ class SamplingPanel : public Panel {
   void draw_stages(PanelContext& ctx, float height);
   void draw_strip(PanelContext& ctx);
   void update(PanelContext& ctx);
+  // The "Ban listed words" checkbox and what the stage removed at the viewed step.
+  void draw_banned_words(PanelContext& ctx);
 
   std::optional<SamplingRecord> rec_;
   std::string rec_error_;
@@ -41,5 +43,11 @@ class SamplingPanel : public Panel {
 
 // "top-p 0.9" style label of a stage as this strategy configures it.
 std::string stage_label(const StageRecord& stage, const SamplingParams& params);
+
+// "banned words: 15 tokens removed" and, for the hover, the removed tokens
+// most likely first (at most `max_listed`, then how many more).
+std::string banned_words_summary(const StageRecord& stage);
+std::string banned_words_removed_list(const SessionSnapshot& snap, const StageRecord& stage,
+                                      const std::vector<float>& probs, int max_listed);
 
 }  // namespace ts::app

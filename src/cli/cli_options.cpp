@@ -38,7 +38,8 @@ Generation
                           distinct 1/2/3-grams, tokens/s; e.g.
                           --compare greedy "top_p=0.9,temperature=0.8" "beams=4"
   --no-kv-cache           recompute the whole sequence at every decode step
-
+)" + ban_words_help() +
+                     R"(
 Output
   --interactive           pause after every step: Enter = next, b = back, q = quit
   --top N                 alternatives printed per step (default 5)
@@ -116,6 +117,7 @@ CliOptions parse_cli(int argc, char** argv) {
     }
     given.push_back(a);
     if (parse_model_flag(r, o.setup)) continue;
+    if (parse_ban_words_flag(r, o.ban_words)) continue;
     if (a == "--prompt")
       o.prompt = r.value();
     else if (a == "--steps")

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "sampling/sampling_params.h"
+#include "session/model_flags.h"
 #include "session/model_setup.h"
 #include "session/session.h"
 
@@ -24,6 +25,7 @@ struct CliOptions {
   int eval_window = 0;         // 0: the model's context
   bool quiet = false;
   bool logit_lens = false;  // print the logit lens after every step
+  BanWordsFlags ban_words;  // --ban-words FILE / --no-ban-words (default: on for the bundled model)
   bool help = false;
 };
 

@@ -129,6 +129,10 @@ int run(int argc, char** argv) {
   so.max_new_tokens = steps + 1;
   ts::Session session(model.tokenizer, model.engine, so);
   session.set_strategies(o.strategies);
+  // On by default for the bundled model (no --model): the list is what keeps
+  // its output fit for a classroom.
+  session.set_banned_words(
+      ts::load_banned_words(o.ban_words, *model.tokenizer, o.setup.model.empty()));
   session.set_prompt(o.prompt);
   if (!o.quiet)
     std::cout << "model " << model.name << " (" << model.engine->config().parameter_count()
@@ -136,7 +140,8 @@ int run(int argc, char** argv) {
               << model.engine->backend().device_name() << "\n"
               << "loaded in " << milliseconds(model.load_seconds) << " ms, warm-up pass "
               << milliseconds(model.warmup_seconds)
-              << " ms (neither is counted in any step's time)\n";
+              << " ms (neither is counted in any step's time)\n"
+              << ts::describe_banned_words(session.banned_words().get()) << "\n";
   // No SA_RESTART: a Ctrl-C also ends --interactive's wait for a line.
   struct sigaction sa {};
   sa.sa_handler = on_sigint;

@@ -1,10 +1,12 @@
 #include "cli/step_printer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ostream>
 
 #include "engine/logit_lens.h"
 #include "model/token_display.h"
+#include "sampling/banned_words.h"
 #include "sampling/distribution.h"
 
 namespace ts::cli {
@@ -18,6 +20,25 @@ std::string fmt(const char* format, double v) {
 
 std::string quoted_piece(const Tokenizer& tok, int id) {
   return "\"" + display_piece(tok.token_bytes(id)) + "\"";
+}
+
+// The banned-words stage of one lane's step: how many tokens it removed, the
+// model's probability mass on them, and the most likely of them.
+void print_banned_words(std::ostream& out, const Tokenizer& tok, const LaneStep& ls,
+                        const std::vector<float>& probs) {
+  if (!ls.banned_words) return;
+  std::vector<int> removed = banned_ids_for_context(*ls.banned_words, ls.context_ids);
+  double mass = 0;
+  for (int id : removed) mass += probs[id];
+  std::sort(removed.begin(), removed.end(),
+            [&](int a, int b) { return probs[a] != probs[b] ? probs[a] > probs[b] : a < b; });
+  out << "    banned words: " << removed.size() << " tokens removed (model p " << fmt("%.4f", mass)
+      << ")";
+  const size_t shown = std::min<size_t>(removed.size(), 3);
+  if (shown > 0) out << ", most likely:";
+  for (size_t i = 0; i < shown; ++i)
+    out << " " << quoted_piece(tok, removed[i]) << " " << fmt("%.4f", probs[removed[i]]);
+  out << "\n";
 }
 
 }  // namespace
@@ -69,6 +90,7 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
     for (int id : top_n(ls.logits, top))
       out << " " << quoted_piece(tok, id) << " " << fmt("%.3f", probs[id]);
     out << "\n";
+    print_banned_words(out, tok, ls, probs);
   }
 }
 

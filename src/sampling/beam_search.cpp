@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "util/error.h"
 
@@ -101,7 +102,8 @@ std::vector<Ranked> best_candidates(const BeamSearchState& s,
     std::vector<Ranked> row;
     row.reserve(log_probs[b].size());
     for (int t = 0; t < static_cast<int>(log_probs[b].size()); ++t)
-      row.push_back({s.beams[b].sum_log_prob + log_probs[b][t], b, t});
+      if (log_probs[b][t] != -std::numeric_limits<float>::infinity())  // removed: never a candidate
+        row.push_back({s.beams[b].sum_log_prob + log_probs[b][t], b, t});
     const int keep = std::min<int>(count, static_cast<int>(row.size()));
     std::partial_sort(row.begin(), row.begin() + keep, row.end(), better);
     all.insert(all.end(), row.begin(), row.begin() + keep);
@@ -141,6 +143,10 @@ std::vector<BeamCandidate> beam_search_step(BeamSearchState& state,
     c.sum_log_prob = r.sum;
     candidates.push_back(c);
   }
+  if (candidates.empty())
+    throw Error(
+        "beam search: every token of every open beam was removed (-inf); no beam can "
+        "be extended");
   for (int rank = 0; rank < static_cast<int>(candidates.size()); ++rank) {
     if (static_cast<int>(next.beams.size()) == n) break;  // the rest stay pruned
     BeamCandidate& c = candidates[rank];

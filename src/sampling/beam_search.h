@@ -25,7 +25,9 @@
 // least 2 * num_beams tokens), and ties between equal cumulative
 // log-probabilities go to the lower (beam, token) pair (torch.topk leaves
 // them unspecified). With fewer than num_beams candidates (a tiny vocabulary)
-// fewer beams are kept instead of padding.
+// fewer beams are kept instead of padding. A -inf log-probability (a token a
+// logits processor removed, e.g. a banned word) is never a candidate, where
+// HF's top-k could still pick one when too few finite scores are left.
 #include <string>
 #include <vector>
 

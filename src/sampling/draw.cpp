@@ -1,7 +1,9 @@
 #include "sampling/draw.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -56,15 +58,26 @@ DrawRecord draw_sample(const std::vector<float>& logits, const std::vector<float
   DrawRecord d;
   d.greedy = false;
   d.uniform = u;
-  // (probability, id) pairs: descending probability, ties by lower id.
-  std::vector<std::pair<float, int>> ranked;
-  ranked.reserve(logits.size());
+  // (probability, id) pairs: descending probability, ties by lower id. The
+  // order is sorted as one 64-bit key per token (the bits of a non-negative
+  // float order like the float; complemented for descending, the id below):
+  // the same order as comparing the pairs, a few times faster on a
+  // vocabulary-sized row, which every sampled step sorts.
+  std::vector<uint64_t> keys;
+  keys.reserve(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) {
-    if (std::isfinite(logits[i])) ranked.emplace_back(probs[i], static_cast<int>(i));
+    if (!std::isfinite(logits[i])) continue;
+    const float p = probs[i];
+    const uint32_t bits = p > 0.0f ? std::bit_cast<uint32_t>(p) : 0u;  // -0 and 0 tie
+    keys.push_back((static_cast<uint64_t>(~bits) << 32) | static_cast<uint32_t>(i));
   }
-  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::pair<float, int>> ranked;
+  ranked.reserve(keys.size());
+  for (uint64_t k : keys) {
+    const int id = static_cast<int>(k & 0xffffffffu);
+    ranked.emplace_back(probs[static_cast<size_t>(id)], id);
+  }
   double total = 0.0;
   for (const auto& [p, id] : ranked) total += p;
   if (!(total > 0.0)) throw Error("draw: no token has a probability > 0");

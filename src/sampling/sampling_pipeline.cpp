@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "sampling/distribution.h"
@@ -50,8 +51,15 @@ void record(std::vector<StageRecord>& stages, const char* name, bool active,
 
 }  // namespace
 
+int stage_index(const char* name) {
+  for (int i = 0; i < kNumStages; ++i)
+    if (std::string_view(kStageNames[i]) == name) return i;
+  return -1;
+}
+
 SamplingRecord sample_next(const std::vector<float>& logits, const std::vector<int>& context_ids,
-                           const SamplingParams& params, int step_index) {
+                           const SamplingParams& params, int step_index,
+                           const BannedTokens* banned) {
   params.validate();
   check_raw_logits(logits);
   if (step_index < 0) throw Error("sampling: step index must be >= 0");
@@ -68,21 +76,34 @@ SamplingRecord sample_next(const std::vector<float>& logits, const std::vector<i
   apply_repetition_penalty(x, context_ids, params.repetition_penalty);
   record(rec.stages, kStageNames[1], params.repetition_penalty != 1.0f, x);
 
+  // HF's NoBadWordsLogitsProcessor: after the repetition penalty, before the
+  // warpers. Unlike the filters below it may remove every token; then nothing
+  // can be chosen, and the step is refused rather than drawn from nothing.
+  if (banned) {
+    apply_banned_words(x, *banned, context_ids);
+    if (count_finite(x) == 0)
+      throw Error("banned words: every token is banned after this context (" +
+                  std::to_string(banned_ids_for_context(*banned, context_ids).size()) +
+                  " banned ids from " + banned->source +
+                  "); nothing can be chosen: switch the list off or shorten it");
+  }
+  record(rec.stages, kStageNames[2], banned != nullptr, x);
+
   const bool temperature_on = sample && params.temperature != 1.0f;
   if (temperature_on) apply_temperature(x, params.temperature);
-  record(rec.stages, kStageNames[2], temperature_on, x);
+  record(rec.stages, kStageNames[3], temperature_on, x);
 
   const bool top_k_on = sample && params.top_k > 0;
   if (top_k_on) apply_top_k(x, params.top_k);
-  record(rec.stages, kStageNames[3], top_k_on, x);
+  record(rec.stages, kStageNames[4], top_k_on, x);
 
   const bool top_p_on = sample && params.top_p < 1.0f;
   if (top_p_on) apply_top_p(x, params.top_p);
-  record(rec.stages, kStageNames[4], top_p_on, x);
+  record(rec.stages, kStageNames[5], top_p_on, x);
 
   const bool min_p_on = sample && params.min_p > 0.0f;
   if (min_p_on) apply_min_p(x, params.min_p);
-  record(rec.stages, kStageNames[5], min_p_on, x);
+  record(rec.stages, kStageNames[6], min_p_on, x);
 
   rec.final_probs = softmax(x);
   if (sample) {
@@ -90,7 +111,7 @@ SamplingRecord sample_next(const std::vector<float>& logits, const std::vector<i
   } else {
     rec.draw = draw_greedy(x, rec.final_probs);
   }
-  record(rec.stages, kStageNames[6], true, std::move(x));
+  record(rec.stages, kStageNames[7], true, std::move(x));
   return rec;
 }
 

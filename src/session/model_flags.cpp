@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "util/error.h"
+#include "util/paths.h"
 #include "util/thread_pool.h"
 
 namespace ts {
@@ -130,6 +131,68 @@ std::string model_flags_help() {
          std::to_string(max_cpu_threads()) +
          "\n"
          "                          (4 x the hardware threads)\n";
+}
+
+bool parse_ban_words_flag(FlagReader& reader, BanWordsFlags& flags) {
+  const std::string& f = reader.flag();
+  if (f != "--ban-words" && f != "--no-ban-words") return false;
+  if (flags.given == f) throw Error(f + " is given twice");
+  if (!flags.given.empty())
+    throw Error(flags.given + " and " + f + " conflict: use a list of your own or none, not both");
+  flags.given = f;
+  if (f == "--ban-words") {
+    flags.mode = BanWordsFlags::Mode::kFile;
+    flags.file = non_empty(f, reader.value());
+  } else {
+    reader.no_value();
+    flags.mode = BanWordsFlags::Mode::kOff;
+  }
+  return true;
+}
+
+std::string ban_words_help() {
+  return "  --ban-words FILE        banned-words stage with your own list: a plain text file,\n"
+         "                          one word or phrase a line, blank lines and '#' comments\n"
+         "                          ignored; the model can no longer generate an entry as\n"
+         "                          written, with a leading space, capitalised or in lower\n"
+         "                          case (Hugging Face's bad_words_ids rule; the prompt is\n"
+         "                          never changed). Default: the shipped list\n"
+         "                          (banned_words/en.txt) for the bundled model and in\n"
+         "                          presentation mode, off for a --model of your own\n"
+         "  --no-ban-words          switch the banned-words stage off\n";
+}
+
+std::filesystem::path shipped_banned_words_path() { return find_data("banned_words/en.txt"); }
+
+std::shared_ptr<const BannedTokens> load_banned_words(const BanWordsFlags& flags,
+                                                      const Tokenizer& tokenizer,
+                                                      bool on_by_default) {
+  std::filesystem::path file;
+  switch (flags.mode) {
+    case BanWordsFlags::Mode::kOff:
+      return nullptr;
+    case BanWordsFlags::Mode::kFile:
+      file = flags.file;
+      break;
+    case BanWordsFlags::Mode::kDefault:
+      if (!on_by_default) return nullptr;
+      file = shipped_banned_words_path();
+      if (file.empty())
+        throw Error(
+            "the shipped banned-words list banned_words/en.txt is in no data folder (set "
+            "TOKENSCOPE_DATA_DIR, or use --ban-words FILE or --no-ban-words)");
+      break;
+  }
+  const BannedWordList list = read_banned_word_list(file);
+  return std::make_shared<const BannedTokens>(build_banned_tokens(
+      list, [&tokenizer](std::string_view text) { return tokenizer.encode_ids(text); },
+      tokenizer.vocab_size(), tokenizer.eot_id()));
+}
+
+std::string describe_banned_words(const BannedTokens* banned) {
+  if (!banned) return "banned words: off";
+  return "banned words: on, " + std::to_string(banned->entries) + " entries (" +
+         std::to_string(banned->sequences.size()) + " token sequences) from " + banned->source;
 }
 
 }  // namespace ts

@@ -5,9 +5,13 @@
 // bad number, one for an out-of-range one), and the model / device / thread
 // flags, spelt and validated the same way everywhere.
 #include <cstdint>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "model/tokenizer.h"
+#include "sampling/banned_words.h"
 #include "session/model_setup.h"
 
 namespace ts {
@@ -61,5 +65,39 @@ bool parse_model_flag(FlagReader& reader, ModelSetupOptions& setup);
 
 // Help lines for the flags above, the same text in every front end.
 std::string model_flags_help();
+
+// The banned-words flags the window and tokenscope-cli share:
+// --ban-words FILE (a user list) and --no-ban-words.
+struct BanWordsFlags {
+  enum class Mode { kDefault, kOff, kFile };
+  Mode mode = Mode::kDefault;  // kDefault: the shipped list where it is on by default
+  std::filesystem::path file;  // kFile
+  std::string given;           // the flag that set the mode ("" = none yet)
+};
+
+// Parses --ban-words FILE / --no-ban-words. Returns false (consuming nothing)
+// for any other flag; refuses either flag given twice and the two together.
+bool parse_ban_words_flag(FlagReader& reader, BanWordsFlags& flags);
+
+// Help lines for the flags above.
+std::string ban_words_help();
+
+// Where the shipped list is: banned_words/en.txt in the data folders
+// (util/paths.h); empty when no data folder holds it.
+std::filesystem::path shipped_banned_words_path();
+
+// The list the session uses: null for --no-ban-words, the user's file for
+// --ban-words FILE, and otherwise the shipped list when on_by_default (the
+// bundled model, presentation mode), null when not. The list is tokenized with
+// `tokenizer`. Throws ts::Error naming the file (and line) for a list that
+// cannot be read or is malformed or empty, and when the shipped list is
+// needed but missing.
+std::shared_ptr<const BannedTokens> load_banned_words(const BanWordsFlags& flags,
+                                                      const Tokenizer& tokenizer,
+                                                      bool on_by_default);
+
+// One line about the stage: "banned words: on, 403 entries (2119 token
+// sequences) from FILE" or "banned words: off".
+std::string describe_banned_words(const BannedTokens* banned);
 
 }  // namespace ts

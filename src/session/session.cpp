@@ -84,6 +84,10 @@ void Session::set_max_new_tokens(int n) {
   options_.max_new_tokens = n;
 }
 
+void Session::set_banned_words(std::shared_ptr<const BannedTokens> banned) {
+  banned_words_ = std::move(banned);
+}
+
 void Session::set_kv_cache(bool enabled) {
   if (!history_.empty()) throw Error("the KV cache can be switched only before prefill");
   options_.kv_cache = enabled;
@@ -167,8 +171,10 @@ std::string Session::next_action() const {
 }
 
 void Session::choose(LaneStep& ls, const Lane& lane) const {
-  SamplingRecord rec = sample_next(ls.logits, ls.context_ids, lane.params, ls.step_index);
+  SamplingRecord rec =
+      sample_next(ls.logits, ls.context_ids, lane.params, ls.step_index, banned_words_.get());
   ls.params = lane.params;
+  ls.banned_words = banned_words_;
   ls.chosen_token = rec.draw.chosen_token;
   ls.chosen_prob = rec.draw.chosen_prob;
   ls.uniform = rec.draw.uniform;
@@ -247,8 +253,13 @@ BeamSearchConfig Session::beam_config(const Lane& lane) const {
 }
 
 LaneStep Session::advance_beams(const Lane& lane, std::vector<LaneStep> per_beam) const {
+  // As in HF, the logits processors (here the banned words) act on each
+  // beam's log-softmax row before the beams are scored.
   std::vector<std::vector<float>> rows;
-  for (const LaneStep& ls : per_beam) rows.push_back(log_softmax(ls.logits));
+  for (const LaneStep& ls : per_beam) {
+    rows.push_back(log_softmax(ls.logits));
+    if (banned_words_) apply_banned_words(rows.back(), *banned_words_, ls.context_ids);
+  }
   const BeamSearchConfig config = beam_config(lane);
   auto step = std::make_shared<BeamStep>();
   step->before = lane.beams;
@@ -260,6 +271,7 @@ LaneStep Session::advance_beams(const Lane& lane, std::vector<LaneStep> per_beam
   LaneStep ls = std::move(per_beam[best_parent]);
   const Beam& best = after->beams[0];
   ls.params = lane.params;
+  ls.banned_words = banned_words_;
   ls.chosen_token = best.tokens.back();
   ls.chosen_prob = std::exp(best.token_log_probs.back());
   ls.uniform = 0;
@@ -718,8 +730,10 @@ int Session::branch(int step, int lane_id, int token) {
   auto rec = std::make_shared<LaneStep>(*from);
   rec->lane = lane.id;
   rec->chosen_token = token;
+  rec->banned_words = banned_words_;
   rec->chosen_prob =
-      sample_next(rec->logits, rec->context_ids, rec->params, rec->step_index).final_probs[token];
+      sample_next(rec->logits, rec->context_ids, rec->params, rec->step_index, banned_words_.get())
+          .final_probs[token];
   rec->uniform = 0;
   finish_lane_if_done(lane, *rec);
   lane.branch_record = std::move(rec);

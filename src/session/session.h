@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "model/tokenizer.h"
+#include "sampling/banned_words.h"
 #include "sampling/beam_search.h"
 #include "sampling/sampling_params.h"
 #include "trace/step_trace.h"
@@ -95,6 +96,12 @@ class Session {
   void set_strategies(const std::vector<SamplingParams>& strategies);
   void set_max_new_tokens(int n);
   void set_kv_cache(bool enabled);  // before prefill only
+  // The banned-words stage (sampling/banned_words.h) of every lane: null
+  // switches it off. Allowed at any time: it applies to every choice made
+  // after the call (the next step, a rechoose, a branch's probability); each
+  // record keeps the list its choice used. The prompt is never changed.
+  void set_banned_words(std::shared_ptr<const BannedTokens> banned);
+  const std::shared_ptr<const BannedTokens>& banned_words() const { return banned_words_; }
 
   const StepTrace& prefill();
   const StepTrace& step();
@@ -208,6 +215,7 @@ class Session {
   std::string prompt_text_;
   std::vector<TokenSpan> prompt_tokens_;
   std::vector<SamplingParams> strategies_{SamplingParams{}};
+  std::shared_ptr<const BannedTokens> banned_words_;
   std::vector<Lane> lanes_;
   std::vector<StepTracePtr> history_;
   int64_t trace_bytes_ = 0;

@@ -83,13 +83,21 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
   for (int id : top_n(ls.logits, options.top_n))
     top.push_back({{"id", id}, {"logit", ls.logits[id]}, {"prob", probs[id]}});
   // The stages are recomputed from the stored logits: sample_next is pure.
-  const SamplingRecord rec = sample_next(ls.logits, ls.context_ids, ls.params, ls.step_index);
+  const SamplingRecord rec =
+      sample_next(ls.logits, ls.context_ids, ls.params, ls.step_index, ls.banned_words.get());
   json stages = json::array();
-  for (const StageRecord& s : rec.stages)
-    stages.push_back({{"name", s.name},
-                      {"active", s.active},
-                      {"kept", s.kept},
-                      {"removed_here", s.removed_here}});
+  for (const StageRecord& s : rec.stages) {
+    json stage = {
+        {"name", s.name}, {"active", s.active}, {"kept", s.kept}, {"removed_here", s.removed_here}};
+    // Which tokens the list removed (the filters' removals can be thousands).
+    if (s.name == "banned_words") stage["removed_ids"] = s.removed_ids_here;
+    stages.push_back(std::move(stage));
+  }
+  json banned = nullptr;
+  if (ls.banned_words)
+    banned = {{"source", ls.banned_words->source},
+              {"entries", ls.banned_words->entries},
+              {"sequences", ls.banned_words->sequences.size()}};
   json draw = {{"greedy", rec.draw.greedy},
                {"uniform", rec.draw.uniform},
                {"chosen_token", rec.draw.chosen_token},
@@ -104,6 +112,7 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
             {"entropy_nats", ls.entropy},
             {"kept_tokens", ls.kept_tokens},
             {"params", params_to_json(ls.params)},
+            {"banned_words", banned},
             {"top_logits", top},
             {"sampling_stages", stages},
             {"draw", draw}};

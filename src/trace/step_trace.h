@@ -12,6 +12,7 @@
 
 #include "engine/cost_model.h"
 #include "engine/kv_cache.h"
+#include "sampling/banned_words.h"
 #include "sampling/beam_search.h"
 #include "sampling/sampling_params.h"
 
@@ -47,7 +48,8 @@ struct LaneStep {
   // demand by Session::attention.
   std::vector<std::shared_ptr<const std::vector<float>>> attention;
   std::vector<float> residuals;  // [n_layer + 1][C] of the last position (logit lens)
-  // How the next token was chosen (stages: sample_next(logits, context_ids, params, step_index)).
+  // How the next token was chosen (stages: sample_next(logits, context_ids, params, step_index,
+  // banned_words.get())).
   SamplingParams params;
   int step_index = 0;  // index of the chosen token in the lane's generation
   int chosen_token = -1;
@@ -55,6 +57,9 @@ struct LaneStep {
   double uniform = 0;   // the draw's random number (0 when greedy)
   int kept_tokens = 0;  // candidates left after the filters
   double entropy = 0;   // of the model's raw distribution, nats
+  // The banned-words list the choice used (null: the stage was off). Shared:
+  // every record of a session points at the same list.
+  std::shared_ptr<const BannedTokens> banned_words;
   // Beam lanes: the record above is the open beam that the new best beam
   // extends (inputs, logits, attention of that beam; chosen_token is the
   // token it appended); the whole step is here.

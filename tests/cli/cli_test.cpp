@@ -703,4 +703,86 @@ TEST(Bench, LanesFitAContextThatIsNotAMultipleOfTheBlockSize) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["lanes"][0]["lanes"], 8);
 }
 
+// ------------------------------------------------------- the banned-words stage
+
+// On by default for the bundled model (no --model), off for a model of one's
+// own unless --ban-words names a list; --no-ban-words switches it off.
+TEST(CliBannedWords, DefaultsAndSwitches) {
+  CliRun r = run_cli({"--steps", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("banned words: on, 403 entries"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("banned_words/en.txt"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    banned words: "), std::string::npos) << r.out;  // per step
+  r = run_cli({"--steps", "2", "--no-ban-words"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("banned words: off"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("tokens removed"), std::string::npos) << r.out;
+  r = run_cli(with_tiny({"--steps", "2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("banned words: off"), std::string::npos) << r.out;
+  const CliRun help = run_cli({"--help"});
+  EXPECT_NE(help.out.find("--ban-words FILE"), std::string::npos);
+  EXPECT_NE(help.out.find("--no-ban-words"), std::string::npos);
+}
+
+// A user list from a file: the stage is on with it and recorded in the JSON
+// (which list, which tokens it removed); the prompt, which holds listed
+// words, is printed and fed unchanged (its tokens are the stage-off run's).
+TEST(CliBannedWords, AUserListIsUsedAndRecordedAndThePromptIsUnchanged) {
+  const fs::path dir = scratch_dir();
+  const std::string prompt = "the cat sat";
+  const CliRun off = run_cli(
+      with_tiny({"--prompt", prompt, "--steps", "4", "--json", (dir / "off.json").string()}));
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  const nlohmann::json jo = nlohmann::json::parse(read_file(dir / "off.json"));
+  EXPECT_TRUE(jo["steps"][0]["lanes"][0]["banned_words"].is_null());
+  { std::ofstream(dir / "list.txt") << "# a comment\n\ncat\n  sat  \n"; }
+  const CliRun on =
+      run_cli(with_tiny({"--prompt", prompt, "--steps", "4", "--ban-words",
+                         (dir / "list.txt").string(), "--json", (dir / "on.json").string()}));
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_NE(on.out.find("banned words: on, 2 entries"), std::string::npos) << on.out;
+  const nlohmann::json jn = nlohmann::json::parse(read_file(dir / "on.json"));
+  EXPECT_EQ(jn["prompt_tokens"], jo["prompt_tokens"]);
+  EXPECT_EQ(jn["steps"][0]["lanes"][0]["input_tokens"], jo["steps"][0]["lanes"][0]["input_tokens"]);
+  const nlohmann::json& lane0 = jn["steps"][0]["lanes"][0];
+  EXPECT_EQ(lane0["banned_words"]["entries"], 2);
+  EXPECT_EQ(lane0["banned_words"]["source"], (dir / "list.txt").string());
+  bool stage_found = false;
+  for (const auto& st : lane0["sampling_stages"]) {
+    if (st["name"] != "banned_words") continue;
+    stage_found = true;
+    EXPECT_TRUE(st["active"].get<bool>());
+    EXPECT_GT(st["removed_here"].get<int>(), 0);
+    EXPECT_EQ(st["removed_here"].get<int>(), static_cast<int>(st["removed_ids"].size()));
+  }
+  EXPECT_TRUE(stage_found);
+}
+
+// Bad lists and conflicting flags: one line naming the file (and line), exit 2.
+TEST(CliBannedWords, BadListsAndFlagsAreRefused) {
+  const fs::path dir = scratch_dir();
+  expect_one_error_line(run_cli(with_tiny({"--ban-words", (dir / "none.txt").string()})),
+                        "tokenscope-cli", (dir / "none.txt").string() + ": cannot be read",
+                        "missing list");
+  { std::ofstream(dir / "empty.txt") << "# nothing but a comment\n\n"; }
+  expect_one_error_line(run_cli(with_tiny({"--ban-words", (dir / "empty.txt").string()})),
+                        "tokenscope-cli", (dir / "empty.txt").string() + ": the word list is empty",
+                        "empty list");
+  { std::ofstream(dir / "bad.txt") << "fine\nnot \xff utf-8\n"; }
+  expect_one_error_line(
+      run_cli(with_tiny({"--ban-words", (dir / "bad.txt").string()})), "tokenscope-cli",
+      (dir / "bad.txt").string() + ":2: the line is not valid UTF-8", "malformed list");
+  expect_one_error_line(run_cli(with_tiny({"--ban-words", "a.txt", "--no-ban-words"})),
+                        "tokenscope-cli", "--ban-words and --no-ban-words conflict", "both");
+  expect_one_error_line(run_cli(with_tiny({"--no-ban-words", "--no-ban-words"})), "tokenscope-cli",
+                        "--no-ban-words is given twice", "twice");
+  expect_one_error_line(run_cli(with_tiny({"--no-ban-words=yes"})), "tokenscope-cli",
+                        "--no-ban-words takes no value", "value");
+  expect_one_error_line(run_cli(with_tiny({"--ban-words="})), "tokenscope-cli",
+                        "--ban-words: the value is empty", "empty value");
+  expect_one_error_line(run_cli(with_tiny({"--eval-loss", "x.txt", "--no-ban-words"})),
+                        "tokenscope-cli", "--eval-loss and --no-ban-words conflict", "eval-loss");
+}
+
 }  // namespace

