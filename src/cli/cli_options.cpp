@@ -9,6 +9,22 @@
 
 namespace ts::cli {
 
+namespace {
+
+// --score reads the model's probabilities of a given text: nothing is
+// generated or sampled, so only these flags mean something beside it.
+void check_score_flags(const std::vector<std::string>& given) {
+  const std::vector<std::string> allowed = {"--score", "--prompt",    "--top",    "--json",
+                                            "--model", "--tokenizer", "--device", "--threads"};
+  for (const std::string& g : given)
+    if (std::find(allowed.begin(), allowed.end(), g) == allowed.end())
+      throw Error("--score and " + g +
+                  " conflict: --score scores the given text under the model, generating "
+                  "nothing (it takes --prompt, --top, --json and the Model flags)");
+}
+
+}  // namespace
+
 std::string cli_help() {
   return std::string(R"(tokenscope-cli: step through GPT-2 inference one token at a time.
 
@@ -56,6 +72,19 @@ Output
   --eval-window N         window for --eval-loss, 2 up to the model's context (default:
                           the model's context)
   --help                  this text (wins over every other flag)
+
+Score a text
+  --score TEXT            score TEXT as the continuation of --prompt instead of generating:
+                          one prefill over both, then per token of TEXT the model's
+                          probability of it, its rank, its surprisal in bits and the
+                          model's top alternatives there (--top N of them, default 5);
+                          then the total log-probability and the perplexity. Give
+                          --score twice to compare two continuations (the first token
+                          where they differ, with its probability under each). With
+                          --prompt "" TEXT is a whole text whose first token is the
+                          context. --json FILE writes the same as JSON. Takes only
+                          --prompt, --top, --json and the Model flags; a text longer
+                          than the model's context is refused
 
 Every flag is written "--flag value" or "--flag=value"; a value that itself starts
 with "--" needs the second form.
@@ -174,10 +203,15 @@ CliOptions parse_cli(int argc, char** argv) {
       o.eval_loss_file = non_empty(a, r.value());
     else if (a == "--eval-window")
       o.eval_window = static_cast<int>(parse_whole_number(a, r.value(), 2, INT_MAX));
-    else
+    else if (a == "--score") {
+      if (o.score.size() == 2)
+        throw Error("--score is given at most twice (two continuations to compare)");
+      o.score.push_back(r.value());
+    } else
       throw Error("unknown option '" + a + "' (see --help)");
   }
   // Flags that would otherwise be ignored without a word.
+  if (seen("--score")) check_score_flags(given);
   if (seen("--eval-loss")) {
     for (const std::string& g : given)
       if (g != "--eval-loss" && g != "--eval-window" && g != "--model" && g != "--tokenizer" &&

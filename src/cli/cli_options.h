@@ -25,6 +25,10 @@ struct CliOptions {
   bool quiet = false;
   bool logit_lens = false;  // print the logit lens after every step
   bool help = false;
+
+  // --score: continuations scored after --prompt under the raw model (one
+  // prefill, every position's logits), printed per token; two compare.
+  std::vector<std::string> score;
 };
 
 // Throws ts::Error with a one-line message for an unknown flag or bad value.

@@ -13,9 +13,11 @@
 
 #include "cli/cli_options.h"
 #include "cli/compare_printer.h"
+#include "cli/score_printer.h"
 #include "cli/step_printer.h"
 #include "session/evaluate.h"
 #include "session/model_setup.h"
+#include "session/score.h"
 #include "session/session.h"
 #include "session/session_export.h"
 #include "util/error.h"
@@ -60,6 +62,40 @@ int run_eval(ts::LoadedModel& model, const ts::cli::CliOptions& o) {
       {"file", o.eval_loss_file}, {"tokens", r.tokens}, {"predictions", r.predictions},
       {"windows", r.windows},     {"window", window},   {"mean_loss_nats", r.mean_nats}};
   std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  return 0;
+}
+
+// --score: each continuation scored after the prompt, printed (and written
+// as JSON with --json FILE); two are compared. Generates nothing.
+int run_score(ts::LoadedModel& model, const ts::cli::CliOptions& o) {
+  std::vector<ts::ScoreResult> scores;
+  for (const std::string& text : o.score)
+    scores.push_back(ts::score_text(*model.engine, *model.tokenizer, o.prompt, text, o.top));
+  const bool two = scores.size() == 2;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    ts::cli::print_score(std::cout, scores[i], two ? static_cast<int>(i) + 1 : 0);
+    std::cout << "\n";
+  }
+  if (two) ts::cli::print_score_difference(std::cout, scores[0], scores[1]);
+  if (!o.json_file.empty()) {
+    const nlohmann::json doc =
+        two ? ts::score_comparison_to_json(scores[0], scores[1]) : ts::score_to_json(scores[0]);
+    // Written whole to a temporary file, then renamed: FILE is never half-written.
+    const std::string tmp = o.json_file + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      if (!f) throw ts::Error(o.json_file + ": cannot open for writing");
+      f << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      if (!f.flush()) throw ts::Error(o.json_file + ": write failed");
+    }
+    std::error_code ec;
+    fs::rename(tmp, o.json_file, ec);
+    if (ec) {
+      fs::remove(tmp, ec);
+      throw ts::Error(o.json_file + ": cannot write (" + ec.message() + ")");
+    }
+    std::cout << "wrote " << o.json_file << "\n";
+  }
   return 0;
 }
 
@@ -119,6 +155,7 @@ int run(int argc, char** argv) {
   ts::LoadedModel model = ts::load_model_setup(setup);
   if (!model.backend_notice.empty()) std::cerr << "note: " << model.backend_notice << "\n";
   if (!o.eval_loss_file.empty()) return run_eval(model, o);
+  if (!o.score.empty()) return run_score(model, o);
 
   // More steps than the context holds end at the context: no overflow below.
   const int n_ctx = model.engine->config().n_ctx;
