@@ -22,6 +22,7 @@
 #include "app/panel_prompt.h"
 #include "app/panel_roofline.h"
 #include "app/panel_sampling.h"
+#include "app/panel_score.h"
 #include "app/panel_table.h"
 #include "app/panel_timeline.h"
 #include "app/panel_transport.h"
@@ -73,6 +74,7 @@ class App {
   CacheComparePanel& cache_compare_panel() {
     return panel<CacheComparePanel>(PanelId::kCacheCompare);
   }
+  ScorePanel& score_panel() { return panel<ScorePanel>(PanelId::kScore); }
   bool has_heatmap_renderer() const { return renderer_ != nullptr; }
   // Problems that do not stop the window (font, shaders).
   const std::string& notices() const { return notices_; }

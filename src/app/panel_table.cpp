@@ -10,6 +10,7 @@
 #include "app/panel_prompt.h"
 #include "app/panel_roofline.h"
 #include "app/panel_sampling.h"
+#include "app/panel_score.h"
 #include "app/panel_timeline.h"
 #include "app/panel_transport.h"
 
