@@ -23,6 +23,17 @@ void check_score_flags(const std::vector<std::string>& given) {
                   "nothing (it takes --prompt, --top, --json and the Model flags)");
 }
 
+// --quiz asks before each step of the interactive mode and follows one
+// sampled or greedy lane (a beam lane's token is not one draw from one row).
+void check_quiz_flags(const CliOptions& o, const std::vector<std::string>& given) {
+  if (!o.interactive) throw Error("--quiz needs --interactive (it asks before each step)");
+  if (std::find(given.begin(), given.end(), "--compare") != given.end())
+    throw Error("--quiz and --compare conflict: the quiz follows one lane");
+  if (o.strategies.front().num_beams > 1)
+    throw Error(
+        "--quiz and beam search conflict: a beam lane's token is not the choice of one step");
+}
+
 }  // namespace
 
 std::string cli_help() {
@@ -57,6 +68,12 @@ Generation
 
 Output
   --interactive           pause after every step: Enter = next, b = back, q = quit
+  --quiz                  with --interactive: before each step is shown, guess its token
+                          from a shortlist (the model's top 5 and 3 distractors from ranks
+                          6-50, shuffled) or type a word (a leading space counts; a word of
+                          several tokens scores its first); the reveal gives each guess's
+                          probability, rank and surprisal and a running score (mean
+                          log-probability, guesses that were the chosen token)
   --top N                 alternatives printed per step (default 5)
   --json FILE             write the whole session trace as JSON, step by step into a
                           temporary file renamed to FILE when complete; Ctrl-C stops
@@ -207,6 +224,9 @@ CliOptions parse_cli(int argc, char** argv) {
       if (o.score.size() == 2)
         throw Error("--score is given at most twice (two continuations to compare)");
       o.score.push_back(r.value());
+    } else if (a == "--quiz") {
+      r.no_value();
+      o.quiz = true;
     } else
       throw Error("unknown option '" + a + "' (see --help)");
   }
@@ -232,6 +252,7 @@ CliOptions parse_cli(int argc, char** argv) {
     throw conflict("--interactive", "--quiet", "--interactive shows every step");
   if (o.strategies.empty()) o.strategies.push_back(single);
   for (const SamplingParams& p : o.strategies) p.validate();
+  if (o.quiz) check_quiz_flags(o, given);
   return o;
 }
 

@@ -29,6 +29,9 @@ struct CliOptions {
   // --score: continuations scored after --prompt under the raw model (one
   // prefill, every position's logits), printed per token; two compare.
   std::vector<std::string> score;
+
+  // --quiz (with --interactive): before each step is shown, guess its token.
+  bool quiz = false;
 };
 
 // Throws ts::Error with a one-line message for an unknown flag or bad value.

@@ -4,10 +4,12 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -17,6 +19,7 @@
 #include "cli/step_printer.h"
 #include "session/evaluate.h"
 #include "session/model_setup.h"
+#include "session/quiz.h"
 #include "session/score.h"
 #include "session/session.h"
 #include "session/session_export.h"
@@ -99,8 +102,63 @@ int run_score(ts::LoadedModel& model, const ts::cli::CliOptions& o) {
   return 0;
 }
 
+// --quiz: runs the step without showing it, asks for a guess at lane 0's
+// token (a number from the shortlist or a typed word; Enter skips), then
+// reveals the model's choice and scores the guess. The caller prints the step.
+const ts::StepTrace& quiz_step(ts::Session& session, ts::QuizTally& tally) {
+  const ts::StepTrace& step = session.step();
+  const ts::LaneStep& lane = step.lanes.front();
+  const ts::Tokenizer& tok = session.tokenizer();
+  // Seeded by the step's index: the same step always offers the same list.
+  const std::vector<ts::QuizOption> list =
+      ts::quiz_shortlist(lane.logits, tok, static_cast<uint64_t>(session.history().size()));
+  std::cout << "quiz: which token comes after \""
+            << ts::cli::printable(tok.decode(lane.context_ids)) << "\"?\n ";
+  for (size_t i = 0; i < list.size(); ++i)
+    std::cout << " " << i + 1 << " \"" << ts::cli::printable(list[i].text) << "\"";
+  std::cout << "\n";
+  std::optional<ts::QuizGuess> guess;
+  for (;;) {
+    std::cout << "  your guess: 1-" << list.size()
+              << ", or type a word (a leading space counts), Enter = skip > " << std::flush;
+    std::string line;
+    if (!std::getline(std::cin, line)) {
+      std::cout << "\n";
+      break;
+    }
+    if (line.empty()) break;
+    try {
+      char* end = nullptr;
+      const long n = std::strtol(line.c_str(), &end, 10);
+      if (*end == '\0' && n >= 1 && n <= static_cast<long>(list.size()))
+        guess = ts::score_guess(lane.logits, tok, list[n - 1].token, lane.chosen_token);
+      else
+        guess = ts::score_typed_guess(lane.logits, tok, line, lane.chosen_token);
+      break;
+    } catch (const ts::Error& e) {
+      std::cout << "  " << e.what() << "\n";
+    }
+  }
+  ts::QuizGuess model = ts::score_guess(lane.logits, tok, lane.chosen_token, lane.chosen_token);
+  model.correct = model.beat_top1 = false;  // the model's own choice is not a guess
+  std::cout << "reveal: the model chose " << ts::cli::printable(ts::describe_guess(model)) << "\n";
+  if (guess) {
+    tally.add(*guess);
+    std::cout << "  your guess " << ts::cli::printable(ts::describe_guess(*guess)) << "\n";
+  }
+  char buf[240];
+  std::snprintf(buf, sizeof buf,
+                "  quiz score: %d %s, mean log-probability %.4f nats; %d %s the chosen token "
+                "(%d when the model's top-1 was not chosen)\n",
+                tally.guesses, tally.guesses == 1 ? "guess" : "guesses", tally.mean_log_prob(),
+                tally.correct, tally.correct == 1 ? "was" : "were", tally.beat_top1);
+  std::cout << buf;
+  return step;
+}
+
 // Enter = next step, b = back, q = quit. Returns false to stop.
 bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
+  ts::QuizTally tally;  // --quiz: the running score
   for (;;) {
     if (g_interrupted) return false;
     std::cout << "-- next: " << session.next_action() << "  [Enter] step  [b] back  [q] quit > "
@@ -127,7 +185,7 @@ bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
         std::cout << "cannot step: " << session.next_action() << "\n";
         continue;
       }
-      const ts::StepTrace& step = session.step();
+      const ts::StepTrace& step = o.quiz ? quiz_step(session, tally) : session.step();
       ts::cli::print_step(std::cout, session, step, o.top);
       if (o.logit_lens) ts::cli::print_logit_lens(std::cout, session, step);
       ts::cli::print_lanes_text(std::cout, session);

@@ -806,3 +806,73 @@ TEST(CliScore, BadInputGivesOneLineAndExitCodeTwo) {
   const CliRun help = run_cli({"--help"});
   EXPECT_NE(help.out.find("--score TEXT"), std::string::npos);
 }
+
+// ---- --quiz: guess each step's token in the interactive mode ----
+
+TEST(CliQuiz, GuessesAreScoredWithTheStepsProbabilitiesAndTheModelsChoiceIsRevealed) {
+  const fs::path json = scratch_dir() / "quiz.json";
+  // Enter: prefill, guess option 1; Enter: decode step 1, guess a word of several tokens.
+  const std::string input = "\n1\n\n elephantine\nq\n";
+  const CliRun r = run_program(TS_CLI_PATH,
+                               with_tiny({"--interactive", "--quiz", "--json", json.string(),
+                                          "--json-full-logits", "--prompt", "The cat sat on"}),
+                               &input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("quiz: which token comes after \"The cat sat on\"?"), std::string::npos)
+      << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_file(json));
+  ASSERT_EQ(j["steps"].size(), 2u);
+  std::vector<std::string> guesses, reveals;
+  for (const std::string& line : lines_of(r.out)) {
+    if (line.find("your guess \"") != std::string::npos) guesses.push_back(line);
+    if (line.find("reveal: the model chose \"") != std::string::npos) reveals.push_back(line);
+  }
+  ASSERT_EQ(guesses.size(), 2u) << r.out;
+  ASSERT_EQ(reveals.size(), 2u) << r.out;
+  for (int s = 0; s < 2; ++s) {
+    const nlohmann::json& lane = j["steps"][s]["lanes"][0];
+    std::vector<float> logits;
+    for (const auto& v : lane["logits"]) logits.push_back(v.get<float>());
+    long double mx = logits[0], sum = 0;
+    for (float x : logits) mx = std::max(mx, static_cast<long double>(x));
+    for (float x : logits) sum += std::exp(static_cast<long double>(x) - mx);
+    // The guess's printed rank names one token; its printed probability is that token's.
+    const std::string& g = guesses[s];
+    const size_t at = g.find(": p=");
+    ASSERT_NE(at, std::string::npos) << g;
+    const double shown_p = std::stod(g.substr(at + 4));
+    const int shown_rank = std::stoi(g.substr(g.find(", rank ") + 7));
+    int found = 0;
+    for (size_t t = 0; t < logits.size(); ++t) {
+      int rank = 1;
+      for (float x : logits) rank += x > logits[t];
+      if (rank != shown_rank) continue;
+      ++found;
+      const double p =
+          static_cast<double>(std::exp(static_cast<long double>(logits[t]) - mx) / sum);
+      EXPECT_NEAR(shown_p, p, 1e-4 + 0.01 * p) << g;
+    }
+    EXPECT_EQ(found, 1) << g;
+    // Greedy: the model chose its top-1.
+    EXPECT_NE(reveals[s].find(", rank 1, "), std::string::npos) << reveals[s];
+  }
+  EXPECT_NE(guesses[1].find("\"\xE2\x90\xA3"
+                            "elephantine\" is "),
+            std::string::npos)
+      << guesses[1];
+  EXPECT_NE(guesses[1].find("tokens: only its first"), std::string::npos) << guesses[1];
+  EXPECT_NE(r.out.find("quiz score: 2 guesses, mean log-probability"), std::string::npos) << r.out;
+
+  for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {with_tiny({"--quiz"}), "--quiz needs --interactive"},
+           {with_tiny({"--interactive", "--quiz", "--compare", "greedy", "beams=2"}),
+            "--quiz and --compare conflict"},
+           {with_tiny({"--interactive", "--quiz", "--strategy", "beams=2"}),
+            "--quiz and beam search conflict"}}) {
+    const CliRun bad = run_cli(args);
+    EXPECT_EQ(bad.exit_code, 2);
+    const std::vector<std::string> lines = error_lines(bad);
+    ASSERT_EQ(lines.size(), 1u) << bad.err;
+    EXPECT_NE(lines[0].find(says), std::string::npos) << lines[0];
+  }
+}
