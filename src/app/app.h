@@ -20,6 +20,7 @@
 #include "app/panel_logit_lens.h"
 #include "app/panel_logits.h"
 #include "app/panel_prompt.h"
+#include "app/panel_quiz.h"
 #include "app/panel_roofline.h"
 #include "app/panel_sampling.h"
 #include "app/panel_score.h"
@@ -74,6 +75,7 @@ class App {
   CacheComparePanel& cache_compare_panel() {
     return panel<CacheComparePanel>(PanelId::kCacheCompare);
   }
+  QuizPanel& quiz_panel() { return panel<QuizPanel>(PanelId::kQuiz); }
   ScorePanel& score_panel() { return panel<ScorePanel>(PanelId::kScore); }
   bool has_heatmap_renderer() const { return renderer_ != nullptr; }
   // Problems that do not stop the window (font, shaders).
