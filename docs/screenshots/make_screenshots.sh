@@ -37,6 +37,7 @@ shot panel-sampling-greedy --steps 3 --layout sampling --width 1100 --height 620
 shot panel-sampling-topp --steps 3 --layout sampling --rechoose "top_p=0.9" --width 1100 --height 620
 shot panel-timeline --steps 8 --layout timeline --width 1000 --height 520
 shot panel-help --steps 0 --layout help --width 900 --height 760
+shot score --steps 0 --layout score --width 1300 --height 520
 
 # The lesson in docs/classroom.md, step by step.
 shot lesson-1-ready --steps -1 --layout lesson --width 1600 --height 900

@@ -20,8 +20,10 @@
 #include "app/panel_logit_lens.h"
 #include "app/panel_logits.h"
 #include "app/panel_prompt.h"
+#include "app/panel_quiz.h"
 #include "app/panel_roofline.h"
 #include "app/panel_sampling.h"
+#include "app/panel_score.h"
 #include "app/panel_table.h"
 #include "app/panel_timeline.h"
 #include "app/panel_transport.h"
@@ -73,6 +75,8 @@ class App {
   CacheComparePanel& cache_compare_panel() {
     return panel<CacheComparePanel>(PanelId::kCacheCompare);
   }
+  QuizPanel& quiz_panel() { return panel<QuizPanel>(PanelId::kQuiz); }
+  ScorePanel& score_panel() { return panel<ScorePanel>(PanelId::kScore); }
   bool has_heatmap_renderer() const { return renderer_ != nullptr; }
   // Problems that do not stop the window (font, shaders).
   const std::string& notices() const { return notices_; }

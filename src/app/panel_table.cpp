@@ -8,8 +8,10 @@
 #include "app/panel_logit_lens.h"
 #include "app/panel_logits.h"
 #include "app/panel_prompt.h"
+#include "app/panel_quiz.h"
 #include "app/panel_roofline.h"
 #include "app/panel_sampling.h"
+#include "app/panel_score.h"
 #include "app/panel_timeline.h"
 #include "app/panel_transport.h"
 

@@ -9,6 +9,33 @@
 
 namespace ts::cli {
 
+namespace {
+
+// --score reads the model's probabilities of a given text: nothing is
+// generated or sampled, so only these flags mean something beside it.
+void check_score_flags(const std::vector<std::string>& given) {
+  const std::vector<std::string> allowed = {"--score", "--prompt",    "--top",    "--json",
+                                            "--model", "--tokenizer", "--device", "--threads"};
+  for (const std::string& g : given)
+    if (std::find(allowed.begin(), allowed.end(), g) == allowed.end())
+      throw Error("--score and " + g +
+                  " conflict: --score scores the given text under the model, generating "
+                  "nothing (it takes --prompt, --top, --json and the Model flags)");
+}
+
+// --quiz asks before each step of the interactive mode and follows one
+// sampled or greedy lane (a beam lane's token is not one draw from one row).
+void check_quiz_flags(const CliOptions& o, const std::vector<std::string>& given) {
+  if (!o.interactive) throw Error("--quiz needs --interactive (it asks before each step)");
+  if (std::find(given.begin(), given.end(), "--compare") != given.end())
+    throw Error("--quiz and --compare conflict: the quiz follows one lane");
+  if (o.strategies.front().num_beams > 1)
+    throw Error(
+        "--quiz and beam search conflict: a beam lane's token is not the choice of one step");
+}
+
+}  // namespace
+
 std::string cli_help() {
   return std::string(R"(tokenscope-cli: step through GPT-2 inference one token at a time.
 
@@ -42,6 +69,12 @@ Generation
                      R"(
 Output
   --interactive           pause after every step: Enter = next, b = back, q = quit
+  --quiz                  with --interactive: before each step is shown, guess its token
+                          from a shortlist (the model's top 5 and 3 distractors from ranks
+                          6-50, shuffled) or type a word (a leading space counts; a word of
+                          several tokens scores its first); the reveal gives each guess's
+                          probability, rank and surprisal and a running score (mean
+                          log-probability, guesses that were the chosen token)
   --top N                 alternatives printed per step (default 5)
   --json FILE             write the whole session trace as JSON, step by step into a
                           temporary file renamed to FILE when complete; Ctrl-C stops
@@ -57,6 +90,19 @@ Output
   --eval-window N         window for --eval-loss, 2 up to the model's context (default:
                           the model's context)
   --help                  this text (wins over every other flag)
+
+Score a text
+  --score TEXT            score TEXT as the continuation of --prompt instead of generating:
+                          one prefill over both, then per token of TEXT the model's
+                          probability of it, its rank, its surprisal in bits and the
+                          model's top alternatives there (--top N of them, default 5);
+                          then the total log-probability and the perplexity. Give
+                          --score twice to compare two continuations (the first token
+                          where they differ, with its probability under each). With
+                          --prompt "" TEXT is a whole text whose first token is the
+                          context. --json FILE writes the same as JSON. Takes only
+                          --prompt, --top, --json and the Model flags; a text longer
+                          than the model's context is refused
 
 Every flag is written "--flag value" or "--flag=value"; a value that itself starts
 with "--" needs the second form.
@@ -176,10 +222,18 @@ CliOptions parse_cli(int argc, char** argv) {
       o.eval_loss_file = non_empty(a, r.value());
     else if (a == "--eval-window")
       o.eval_window = static_cast<int>(parse_whole_number(a, r.value(), 2, INT_MAX));
-    else
+    else if (a == "--score") {
+      if (o.score.size() == 2)
+        throw Error("--score is given at most twice (two continuations to compare)");
+      o.score.push_back(r.value());
+    } else if (a == "--quiz") {
+      r.no_value();
+      o.quiz = true;
+    } else
       throw Error("unknown option '" + a + "' (see --help)");
   }
   // Flags that would otherwise be ignored without a word.
+  if (seen("--score")) check_score_flags(given);
   if (seen("--eval-loss")) {
     for (const std::string& g : given)
       if (g != "--eval-loss" && g != "--eval-window" && g != "--model" && g != "--tokenizer" &&
@@ -200,6 +254,7 @@ CliOptions parse_cli(int argc, char** argv) {
     throw conflict("--interactive", "--quiet", "--interactive shows every step");
   if (o.strategies.empty()) o.strategies.push_back(single);
   for (const SamplingParams& p : o.strategies) p.validate();
+  if (o.quiz) check_quiz_flags(o, given);
   return o;
 }
 

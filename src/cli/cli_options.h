@@ -27,6 +27,13 @@ struct CliOptions {
   bool logit_lens = false;  // print the logit lens after every step
   BanWordsFlags ban_words;  // --ban-words FILE / --no-ban-words (default: on for the bundled model)
   bool help = false;
+
+  // --score: continuations scored after --prompt under the raw model (one
+  // prefill, every position's logits), printed per token; two compare.
+  std::vector<std::string> score;
+
+  // --quiz (with --interactive): before each step is shown, guess its token.
+  bool quiz = false;
 };
 
 // Throws ts::Error with a one-line message for an unknown flag or bad value.

@@ -4,18 +4,23 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <system_error>
 
 #include "cli/cli_options.h"
 #include "cli/compare_printer.h"
+#include "cli/score_printer.h"
 #include "cli/step_printer.h"
 #include "session/evaluate.h"
 #include "session/model_setup.h"
+#include "session/quiz.h"
+#include "session/score.h"
 #include "session/session.h"
 #include "session/session_export.h"
 #include "util/error.h"
@@ -63,8 +68,97 @@ int run_eval(ts::LoadedModel& model, const ts::cli::CliOptions& o) {
   return 0;
 }
 
+// --score: each continuation scored after the prompt, printed (and written
+// as JSON with --json FILE); two are compared. Generates nothing.
+int run_score(ts::LoadedModel& model, const ts::cli::CliOptions& o) {
+  std::vector<ts::ScoreResult> scores;
+  for (const std::string& text : o.score)
+    scores.push_back(ts::score_text(*model.engine, *model.tokenizer, o.prompt, text, o.top));
+  const bool two = scores.size() == 2;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    ts::cli::print_score(std::cout, scores[i], two ? static_cast<int>(i) + 1 : 0);
+    std::cout << "\n";
+  }
+  if (two) ts::cli::print_score_difference(std::cout, scores[0], scores[1]);
+  if (!o.json_file.empty()) {
+    const nlohmann::json doc =
+        two ? ts::score_comparison_to_json(scores[0], scores[1]) : ts::score_to_json(scores[0]);
+    // Written whole to a temporary file, then renamed: FILE is never half-written.
+    const std::string tmp = o.json_file + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      if (!f) throw ts::Error(o.json_file + ": cannot open for writing");
+      f << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      if (!f.flush()) throw ts::Error(o.json_file + ": write failed");
+    }
+    std::error_code ec;
+    fs::rename(tmp, o.json_file, ec);
+    if (ec) {
+      fs::remove(tmp, ec);
+      throw ts::Error(o.json_file + ": cannot write (" + ec.message() + ")");
+    }
+    std::cout << "wrote " << o.json_file << "\n";
+  }
+  return 0;
+}
+
+// --quiz: runs the step without showing it, asks for a guess at lane 0's
+// token (a number from the shortlist or a typed word; Enter skips), then
+// reveals the model's choice and scores the guess. The caller prints the step.
+const ts::StepTrace& quiz_step(ts::Session& session, ts::QuizTally& tally) {
+  const ts::StepTrace& step = session.step();
+  const ts::LaneStep& lane = step.lanes.front();
+  const ts::Tokenizer& tok = session.tokenizer();
+  // Seeded by the step's index: the same step always offers the same list.
+  const std::vector<ts::QuizOption> list =
+      ts::quiz_shortlist(lane.logits, tok, static_cast<uint64_t>(session.history().size()));
+  std::cout << "quiz: which token comes after \""
+            << ts::cli::printable(tok.decode(lane.context_ids)) << "\"?\n ";
+  for (size_t i = 0; i < list.size(); ++i)
+    std::cout << " " << i + 1 << " \"" << ts::cli::printable(list[i].text) << "\"";
+  std::cout << "\n";
+  std::optional<ts::QuizGuess> guess;
+  for (;;) {
+    std::cout << "  your guess: 1-" << list.size()
+              << ", or type a word (a leading space counts), Enter = skip > " << std::flush;
+    std::string line;
+    if (!std::getline(std::cin, line)) {
+      std::cout << "\n";
+      break;
+    }
+    if (line.empty()) break;
+    try {
+      char* end = nullptr;
+      const long n = std::strtol(line.c_str(), &end, 10);
+      if (*end == '\0' && n >= 1 && n <= static_cast<long>(list.size()))
+        guess = ts::score_guess(lane.logits, tok, list[n - 1].token, lane.chosen_token);
+      else
+        guess = ts::score_typed_guess(lane.logits, tok, line, lane.chosen_token);
+      break;
+    } catch (const ts::Error& e) {
+      std::cout << "  " << e.what() << "\n";
+    }
+  }
+  ts::QuizGuess model = ts::score_guess(lane.logits, tok, lane.chosen_token, lane.chosen_token);
+  model.correct = model.beat_top1 = false;  // the model's own choice is not a guess
+  std::cout << "reveal: the model chose " << ts::cli::printable(ts::describe_guess(model)) << "\n";
+  if (guess) {
+    tally.add(*guess);
+    std::cout << "  your guess " << ts::cli::printable(ts::describe_guess(*guess)) << "\n";
+  }
+  char buf[240];
+  std::snprintf(buf, sizeof buf,
+                "  quiz score: %d %s, mean log-probability %.4f nats; %d %s the chosen token "
+                "(%d when the model's top-1 was not chosen)\n",
+                tally.guesses, tally.guesses == 1 ? "guess" : "guesses", tally.mean_log_prob(),
+                tally.correct, tally.correct == 1 ? "was" : "were", tally.beat_top1);
+  std::cout << buf;
+  return step;
+}
+
 // Enter = next step, b = back, q = quit. Returns false to stop.
 bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
+  ts::QuizTally tally;  // --quiz: the running score
   for (;;) {
     if (g_interrupted) return false;
     std::cout << "-- next: " << session.next_action() << "  [Enter] step  [b] back  [q] quit > "
@@ -91,7 +185,7 @@ bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
         std::cout << "cannot step: " << session.next_action() << "\n";
         continue;
       }
-      const ts::StepTrace& step = session.step();
+      const ts::StepTrace& step = o.quiz ? quiz_step(session, tally) : session.step();
       ts::cli::print_step(std::cout, session, step, o.top);
       if (o.logit_lens) ts::cli::print_logit_lens(std::cout, session, step);
       ts::cli::print_lanes_text(std::cout, session);
@@ -119,6 +213,7 @@ int run(int argc, char** argv) {
   ts::LoadedModel model = ts::load_model_setup(setup);
   if (!model.backend_notice.empty()) std::cerr << "note: " << model.backend_notice << "\n";
   if (!o.eval_loss_file.empty()) return run_eval(model, o);
+  if (!o.score.empty()) return run_score(model, o);
 
   // More steps than the context holds end at the context: no overflow below.
   const int n_ctx = model.engine->config().n_ctx;

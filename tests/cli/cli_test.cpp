@@ -786,3 +786,175 @@ TEST(CliBannedWords, BadListsAndFlagsAreRefused) {
 }
 
 }  // namespace
+
+// ---- --score: a given continuation's probabilities under the model ----
+
+// Probability of `id` under one row of reference logits (softmax in long double).
+double reference_probability(const std::vector<float>& row, int id) {
+  long double mx = row[0], sum = 0;
+  for (float x : row) mx = std::max(mx, static_cast<long double>(x));
+  for (float x : row) sum += std::exp(static_cast<long double>(x) - mx);
+  return static_cast<double>(std::exp(static_cast<long double>(row[id]) - mx) / sum);
+}
+
+TEST(CliScore, TableAndJsonGiveThePyTorchProbabilities) {
+  std::ifstream in(fs::path(TS_FIXTURE_DIR) / "tiny/reference.json");
+  const nlohmann::json ref = nlohmann::json::parse(in)["cases"][0];
+  ASSERT_EQ(ref["prompt"], "The cat sat on the mat.");
+  const fs::path json = scratch_dir() / "score.json";
+  const CliRun r = run_cli(
+      with_tiny({"--prompt", "The cat sat on the", "--score", " mat.", "--json", json.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(read_file(json));
+  const std::vector<int> ids = ref["token_ids"].get<std::vector<int>>();
+  ASSERT_EQ(j["token_ids"].get<std::vector<int>>(), ids);
+  const int context = j["context_tokens"];
+  ASSERT_EQ(j["tokens"].size(), ids.size() - context);
+  double total = 0;
+  for (size_t i = 0; i < j["tokens"].size(); ++i) {
+    const nlohmann::json& t = j["tokens"][i];
+    const int pos = context + static_cast<int>(i);
+    EXPECT_EQ(t["id"], ids[pos]);
+    const double p =
+        reference_probability(ref["logits"][pos - 1].get<std::vector<float>>(), ids[pos]);
+    EXPECT_NEAR(t["probability"].get<double>(), p, 1e-5) << "token " << i;
+    EXPECT_EQ(t["top"].size(), 5u);
+    total += std::log(p);
+    // The table has a row for it: its number, the token and its rank.
+    const std::string row_start =
+        std::to_string(i + 1) + " \"" + t["text"].get<std::string>() + "\"";
+    bool found = false;
+    for (const std::string& line : lines_of(r.out)) {
+      if (line.find(row_start) == std::string::npos) continue;
+      found = true;
+      std::istringstream cols(line.substr(line.find(row_start) + row_start.size()));
+      double shown_p = 0;
+      int shown_rank = 0;
+      cols >> shown_p >> shown_rank;
+      EXPECT_NEAR(shown_p, t["probability"].get<double>(), 1e-4 + 0.01 * shown_p) << line;
+      EXPECT_EQ(shown_rank, t["rank"].get<int>()) << line;
+    }
+    EXPECT_TRUE(found) << row_start << "\n" << r.out;
+  }
+  EXPECT_NEAR(j["total_log_prob"].get<double>(), total, 1e-4);
+  const double ppl = std::exp(-total / static_cast<double>(j["tokens"].size()));
+  EXPECT_NEAR(j["perplexity"].get<double>(), ppl, 1e-4 * ppl);
+  char line[64];
+  std::snprintf(line, sizeof line, "perplexity %.4g over %zu tokens", j["perplexity"].get<double>(),
+                j["tokens"].size());
+  EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
+}
+
+TEST(CliScore, TwoContinuationsShowTheFirstDifference) {
+  const fs::path json = scratch_dir() / "two.json";
+  const CliRun r = run_cli(with_tiny({"--prompt", "The cat sat on", "--score", " the mat",
+                                      "--score", " the idea", "--json", json.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(read_file(json));
+  ASSERT_EQ(j["scores"].size(), 2u);
+  const nlohmann::json& d = j["first_difference"];
+  ASSERT_EQ(d["index"], 1);  // " the" is shared, then " mat" vs " idea"
+  EXPECT_EQ(d["a"]["id"], j["scores"][0]["tokens"][1]["id"]);
+  EXPECT_EQ(d["b"]["id"], j["scores"][1]["tokens"][1]["id"]);
+  EXPECT_DOUBLE_EQ(d["b"]["probability"].get<double>(),
+                   j["scores"][1]["tokens"][1]["probability"].get<double>());
+  EXPECT_DOUBLE_EQ(j["scores"][0]["tokens"][0]["probability"].get<double>(),
+                   j["scores"][1]["tokens"][0]["probability"].get<double>());
+  EXPECT_NE(r.out.find("score 1: \" the mat\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("score 2: \" the idea\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("first difference: scored token 2: \""), std::string::npos) << r.out;
+}
+
+TEST(CliScore, BadInputGivesOneLineAndExitCodeTwo) {
+  std::string long_text;
+  for (int i = 0; i < 40; ++i) long_text += " the cat";  // beyond the fixture's 64 tokens
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {with_tiny({"--score", "x", "--compare", "greedy"}), "--score and --compare conflict"},
+      {with_tiny({"--score", "x", "--interactive"}), "--score and --interactive conflict"},
+      {with_tiny({"--score", "x", "--temperature", "0.7"}), "--score and --temperature conflict"},
+      {with_tiny({"--score", "x", "--steps", "3"}), "--score and --steps conflict"},
+      {with_tiny({"--score", "a", "--score", "b", "--score", "c"}), "at most twice"},
+      {with_tiny({"--prompt", "The", "--score="}), "the continuation is empty"},
+      {with_tiny({"--prompt", "", "--score", "The"}), "nothing to predict it from"},
+      {with_tiny({"--prompt", "The", "--score", long_text}), "longer than the model's context"},
+  };
+  for (const auto& [args, says] : cases) {
+    const CliRun r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args.back();
+    const std::vector<std::string> lines = error_lines(r);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_NE(lines[0].find(says), std::string::npos) << lines[0];
+  }
+  const CliRun help = run_cli({"--help"});
+  EXPECT_NE(help.out.find("--score TEXT"), std::string::npos);
+}
+
+// ---- --quiz: guess each step's token in the interactive mode ----
+
+TEST(CliQuiz, GuessesAreScoredWithTheStepsProbabilitiesAndTheModelsChoiceIsRevealed) {
+  const fs::path json = scratch_dir() / "quiz.json";
+  // Enter: prefill, guess option 1; Enter: decode step 1, guess a word of several tokens.
+  const std::string input = "\n1\n\n elephantine\nq\n";
+  const CliRun r = run_program(TS_CLI_PATH,
+                               with_tiny({"--interactive", "--quiz", "--json", json.string(),
+                                          "--json-full-logits", "--prompt", "The cat sat on"}),
+                               &input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("quiz: which token comes after \"The cat sat on\"?"), std::string::npos)
+      << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_file(json));
+  ASSERT_EQ(j["steps"].size(), 2u);
+  std::vector<std::string> guesses, reveals;
+  for (const std::string& line : lines_of(r.out)) {
+    if (line.find("your guess \"") != std::string::npos) guesses.push_back(line);
+    if (line.find("reveal: the model chose \"") != std::string::npos) reveals.push_back(line);
+  }
+  ASSERT_EQ(guesses.size(), 2u) << r.out;
+  ASSERT_EQ(reveals.size(), 2u) << r.out;
+  for (int s = 0; s < 2; ++s) {
+    const nlohmann::json& lane = j["steps"][s]["lanes"][0];
+    std::vector<float> logits;
+    for (const auto& v : lane["logits"]) logits.push_back(v.get<float>());
+    long double mx = logits[0], sum = 0;
+    for (float x : logits) mx = std::max(mx, static_cast<long double>(x));
+    for (float x : logits) sum += std::exp(static_cast<long double>(x) - mx);
+    // The guess's printed rank names one token; its printed probability is that token's.
+    const std::string& g = guesses[s];
+    const size_t at = g.find(": p=");
+    ASSERT_NE(at, std::string::npos) << g;
+    const double shown_p = std::stod(g.substr(at + 4));
+    const int shown_rank = std::stoi(g.substr(g.find(", rank ") + 7));
+    int found = 0;
+    for (size_t t = 0; t < logits.size(); ++t) {
+      int rank = 1;
+      for (float x : logits) rank += x > logits[t];
+      if (rank != shown_rank) continue;
+      ++found;
+      const double p =
+          static_cast<double>(std::exp(static_cast<long double>(logits[t]) - mx) / sum);
+      EXPECT_NEAR(shown_p, p, 1e-4 + 0.01 * p) << g;
+    }
+    EXPECT_EQ(found, 1) << g;
+    // Greedy: the model chose its top-1.
+    EXPECT_NE(reveals[s].find(", rank 1, "), std::string::npos) << reveals[s];
+  }
+  EXPECT_NE(guesses[1].find("\"\xE2\x90\xA3"
+                            "elephantine\" is "),
+            std::string::npos)
+      << guesses[1];
+  EXPECT_NE(guesses[1].find("tokens: only its first"), std::string::npos) << guesses[1];
+  EXPECT_NE(r.out.find("quiz score: 2 guesses, mean log-probability"), std::string::npos) << r.out;
+
+  for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {with_tiny({"--quiz"}), "--quiz needs --interactive"},
+           {with_tiny({"--interactive", "--quiz", "--compare", "greedy", "beams=2"}),
+            "--quiz and --compare conflict"},
+           {with_tiny({"--interactive", "--quiz", "--strategy", "beams=2"}),
+            "--quiz and beam search conflict"}}) {
+    const CliRun bad = run_cli(args);
+    EXPECT_EQ(bad.exit_code, 2);
+    const std::vector<std::string> lines = error_lines(bad);
+    ASSERT_EQ(lines.size(), 1u) << bad.err;
+    EXPECT_NE(lines[0].find(says), std::string::npos) << lines[0];
+  }
+}
