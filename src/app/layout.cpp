@@ -58,12 +58,19 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
       // of its rows, down to "Max new tokens", so its column's top is
       // taller. Heights are in lines of the large font, at most a share of
       // the work area, so the panels below keep room to read.
-      const float line = Window::kBaseFontSize * Window::kPresentationScale;
+      // The projector font for this window's height (smaller in a short
+      // window); without an ImGui context, the full projector size.
+      const float line =
+          Window::kBaseFontSize *
+          (ImGui::GetCurrentContext() ? Window::presentation_scale_for(ImGui::GetIO().DisplaySize.y)
+                                      : Window::kPresentationScale);
       // The right column is at least 25 lines wide (the step control's
       // buttons on one row), at most half the window.
       const float col = 1 - std::clamp(25.0f * line / ws.x, 0.4f, 0.5f);
       const float prompt_h = std::min(0.4f, 10.0f * line / ws.y);
-      const float step_h = std::min(0.55f, 12.5f * line / ws.y);
+      // With several lanes (compare) "Next:" takes a third line.
+      const float step_lines = f.left == PanelId::kLanes ? 13.5f : 12.5f;
+      const float step_h = std::min(0.55f, step_lines * line / ws.y);
       put(PanelId::kPrompt, 0, 0, col, prompt_h);
       put(f.left, 0, prompt_h, col, 1);
       put(PanelId::kTransport, col, 0, 1, step_h);
