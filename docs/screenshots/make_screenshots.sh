@@ -21,6 +21,7 @@ shot() {  # shot NAME ARGS...
 
 # The whole window.
 shot classroom --steps 3 --width 1600 --height 900
+shot classroom-1024x768 --steps 3 --width 1024 --height 768  # a projector: the layout follows
 
 # Presentation mode (projector fonts), every layout at a 720-line and a
 # 1080-line projector's size. The cost layout runs the cache comparison first,
@@ -45,6 +46,9 @@ shot lesson-guided --steps -1 --lesson assets/lessons/1-prefill-decode-kv-cache.
 
 # One per panel (the panel alone, filling the window).
 shot panel-prompt --steps 3 --layout prompt --width 1100 --height 260
+# Characters the font cannot draw (CJK) and beyond U+FFFF (emoji): named, never damaged.
+"${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "Café ☕ 日本語 😀 is" --steps 2 --layout prompt \
+  --width 1100 --height 260 --screenshot "$OUT/panel-prompt-unicode.png"
 shot panel-transport --steps 3 --layout transport --width 760 --height 260
 shot panel-attention --steps 3 --layout attention --width 1200 --height 760
 shot panel-attention-prefill --steps 0 --layout attention --width 1200 --height 760

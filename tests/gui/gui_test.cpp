@@ -1262,6 +1262,26 @@ TEST(Gui, AStepAfterTheEndSaysFinishedShortly) {
   EXPECT_EQ(snap(app)->history.size(), steps);
 }
 
+// The classroom layout in a 1024 x 768 window: the step control's rows wrap,
+// and its top row grows so that none of them is scrolled out of view.
+TEST(Gui, TheClassroomLayoutKeepsTheStepControlWholeInANarrowWindow) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.width = 1024;
+  o.height = 768;
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  app.state().layout_request = "classroom";
+  app.settle(3, 50);
+  app.frame();
+  const ImGuiWindow* win = ImGui::FindWindowByName(panel_title(PanelId::kTransport));
+  ASSERT_NE(win, nullptr);
+  EXPECT_LE(win->ScrollMax.y, 0.5f) << win->ScrollMax.y << " px of the step control out of view";
+  expect_panels_inside(app, 1024, 768);
+}
+
 TEST(Gui, EverySingleLayoutShowsItsPanel) {
   REQUIRE_DISPLAY();
   App app(test_options());
