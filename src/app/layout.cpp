@@ -101,7 +101,7 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
   const float top = panel_classroom_rect(PanelId::kTransport).y1;
   const float step_w = ws.x * (1 - panel_classroom_rect(PanelId::kTransport).x0);
   const float line = ImGui::GetCurrentContext() ? ImGui::GetTextLineHeightWithSpacing() : 22.0f;
-  const float new_top = step_w < 35 * line ? std::clamp(10.5f * line / ws.y, top, 0.38f) : top;
+  const float new_top = step_w < 26 * line ? std::clamp(10.5f * line / ws.y, top, 0.38f) : top;
   auto y_of = [&](float y) {
     return y <= top ? y * new_top / top : new_top + (y - top) * (1 - new_top) / (1 - top);
   };
