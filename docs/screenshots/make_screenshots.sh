@@ -21,11 +21,34 @@ shot() {  # shot NAME ARGS...
 
 # The whole window.
 shot classroom --steps 3 --width 1600 --height 900
-shot presentation-lesson --steps 3 --layout lesson --presentation --width 1920 --height 1080
-shot presentation-memory --steps 3 --layout memory --presentation --width 1920 --height 1080
+shot classroom-1024x768 --steps 3 --width 1024 --height 768  # a projector: the layout follows
+
+# Presentation mode (projector fonts), every layout at a 720-line and a
+# 1080-line projector's size. The cost layout runs the cache comparison first,
+# the compare layout three lanes, so that their panels have something to show.
+LAYOUTS="classroom lesson memory cost layers compare prompt transport attention kv logits sampling timeline roofline lens cache lanes help guided"
+for layout in $LAYOUTS; do
+  for size in 1280x720 1920x1080; do
+    extra=(--steps 3)
+    case $layout in
+      cost | cache | roofline) extra=(--steps 8 --cache-compare 64) ;;
+      compare | lanes) extra=(--steps 3 --compare greedy "top_p=0.9,seed=3" beams=3) ;;
+      guided) extra=(--steps -1 --lesson assets/lessons/1-prefill-decode-kv-cache.lesson) ;;
+    esac
+    shot "presentation-$layout-$size" "${extra[@]}" --layout "$layout" --presentation \
+      --width "${size%x*}" --height "${size#*x}"
+  done
+done
+
+# A guided lesson (assets/lessons, docs/lessons.md): its first step, the
+# prompt panel outlined, the question under the text.
+shot lesson-guided --steps -1 --lesson assets/lessons/1-prefill-decode-kv-cache.lesson --width 1600 --height 900
 
 # One per panel (the panel alone, filling the window).
 shot panel-prompt --steps 3 --layout prompt --width 1100 --height 260
+# Characters the font cannot draw (CJK) and beyond U+FFFF (emoji): named, never damaged.
+"${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "Café ☕ 日本語 😀 is" --steps 2 --layout prompt \
+  --width 1100 --height 260 --screenshot "$OUT/panel-prompt-unicode.png"
 shot panel-transport --steps 3 --layout transport --width 760 --height 260
 shot panel-attention --steps 3 --layout attention --width 1200 --height 760
 shot panel-attention-prefill --steps 0 --layout attention --width 1200 --height 760
@@ -59,3 +82,11 @@ shot panel-lens --steps 3 --layout lens --width 1100 --height 520
 # Strategies side by side: four lanes over one prefill, the beam lane's tree shown.
 "${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "$LONG" --compare greedy "top_p=0.9,temperature=0.8,seed=3" "beams=3" "repetition_penalty=1.3" \
   --lane 2 --steps 8 --layout compare --width 1600 --height 900 --screenshot "$OUT/lanes-4.png"
+
+# Committed pictures are kept small: 256-colour palettes (text stays sharp),
+# then lossless recompression, when the tools are installed
+# (apt-get install pngquant optipng).
+if command -v pngquant > /dev/null; then
+  pngquant --quality=70-95 --speed 1 --force --ext .png --skip-if-larger "$OUT"/*.png || true
+fi
+if command -v optipng > /dev/null; then optipng -quiet -o2 "$OUT"/*.png; fi

@@ -16,6 +16,7 @@
 #include <imgui_stdlib.h>
 #include <stb_image_write.h>
 
+#include "lesson/lesson.h"
 #include "util/error.h"
 #include "util/paths.h"
 
@@ -99,6 +100,14 @@ void settings_write(ImGuiContext*, ImGuiSettingsHandler* h, ImGuiTextBuffer* buf
   buf->append("\n");
 }
 
+// The session explains a refused step at length (every lane's stop reason,
+// which the Step control already lists); the status bar gets one short line.
+std::string short_error(const std::string& e) {
+  if (e.rfind("cannot step: finished", 0) == 0)
+    return "finished: no step left (Back steps back, Reset starts over)";
+  return e;
+}
+
 bool settings_equal(const Settings& a, const Settings& b) {
   return a.presentation == b.presentation && a.light_theme == b.light_theme &&
          a.colormap == b.colormap && a.scale == b.scale && a.show_thumbnails == b.show_thumbnails &&
@@ -109,6 +118,11 @@ bool settings_equal(const Settings& a, const Settings& b) {
 }  // namespace
 
 App::App(const AppOptions& options) : options_(options) {
+  // A malformed --lesson file stops the launch with its one line (main prints
+  // it), before any window opens.
+  if (!options.lesson.empty())
+    first_lesson_ =
+        std::make_unique<lesson::Lesson>(lesson::load_lesson(options.lesson, lesson_vocabulary()));
   WindowOptions wo;
   wo.width = options.width;
   wo.height = options.height;
@@ -149,6 +163,11 @@ App::App(const AppOptions& options) : options_(options) {
   ctl_.session_options.max_new_tokens = options.max_new_tokens;
   ctl_.session_options.kv_cache = options.kv_cache;
   ctl_.prompt_on_load = options.prompt;
+  if (first_lesson_) {
+    if (!first_lesson_->prompt.empty()) ctl_.prompt_on_load = first_lesson_->prompt;
+    lesson_panel().start(std::move(*first_lesson_));
+    first_lesson_.reset();
+  }
   if (options.compare.empty()) {
     state_.lane_setup = {parse_strategy(options.strategy)};
   } else {
@@ -208,7 +227,7 @@ void App::sync_state() {
   }
   if (ctl_.error_serial() != ctl_error_seen_) {
     ctl_error_seen_ = ctl_.error_serial();
-    state_.error_text = ctl_.error();
+    state_.error_text = short_error(ctl_.error());
   }
   if (ctl_.analysis()) {
     const std::string exported = ctl_.analysis()->export_message();
@@ -224,7 +243,7 @@ void App::sync_state() {
   const SessionSnapshot& s = *snap_;
   if (s.error_serial != state_.error_serial_seen) {
     state_.error_serial_seen = s.error_serial;
-    if (!s.last_error.empty()) state_.error_text = s.last_error;
+    if (!s.last_error.empty()) state_.error_text = short_error(s.last_error);
   }
   if (!state_.prompt_edit_synced) {
     // A prompt the model refused at load keeps its text in the editor, so
@@ -354,6 +373,7 @@ void App::draw_menu_bar() {
     }
     ImGui::EndMenu();
   }
+  draw_lessons_menu();
   if (ImGui::BeginMenu("Help")) {
     if (ImGui::MenuItem("Guide", nullptr, &state_.settings.panel_open(PanelId::kHelp))) {
     }
@@ -368,6 +388,62 @@ void App::draw_menu_bar() {
     ImGui::TextDisabled("%s", where.c_str());
   }
   ImGui::EndMainMenuBar();
+}
+
+bool App::start_lesson(const std::filesystem::path& path) {
+  try {
+    lesson_panel().start(lesson::load_lesson(path, lesson_vocabulary()));
+    state_.settings.panel_open(PanelId::kLesson) = true;
+    return true;
+  } catch (const Error& e) {
+    state_.error_text = e.what();  // FILE:LINE: what is wrong; the running lesson stays
+    return false;
+  }
+}
+
+void App::draw_lessons_menu() {
+  if (!ImGui::BeginMenu("Lessons")) return;
+  // Read when the menu opens: a lesson file added or edited since shows at once.
+  const std::filesystem::path dir = find_data("lessons");
+  const auto files = lesson::list_lessons(dir);
+  if (files.empty())
+    ImGui::TextDisabled("no .lesson files in %s", dir.empty() ? "lessons/" : dir.string().c_str());
+  for (const auto& f : files) {
+    std::string label = f.stem().string();
+    std::string problem;
+    try {
+      label = lesson::load_lesson(f, lesson_vocabulary()).title;
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+    if (ImGui::MenuItem(label.c_str())) start_lesson(f);
+    if (!problem.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", problem.c_str());
+  }
+  ImGui::Separator();
+  if (ImGui::MenuItem("Open lesson file...")) open_lesson_popup_ = true;
+  if (ImGui::MenuItem("Leave lesson", nullptr, false, lesson_panel().active()))
+    lesson_panel().leave();
+  ImGui::EndMenu();
+}
+
+void App::draw_open_lesson_popup() {
+  if (open_lesson_popup_) {
+    ImGui::OpenPopup("Open lesson");
+    open_lesson_popup_ = false;
+  }
+  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34, 0), ImGuiCond_Appearing);
+  if (ImGui::BeginPopupModal("Open lesson", nullptr)) {
+    ImGui::TextWrapped("A lesson file (docs/lessons.md describes the format).");
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    ImGui::InputText("##path", &lesson_path_);
+    if (ImGui::Button("Open")) {
+      start_lesson(lesson_path_);
+      ImGui::CloseCurrentPopup();
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+  }
 }
 
 void App::draw_load_model_popup() {
@@ -500,6 +576,53 @@ bool App::follow_window_size(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size
   return true;
 }
 
+void App::keep_arrangement() {
+  kept_ = KeptArrangement{};
+  const float w = state_.settings.work_w, h = state_.settings.work_h;
+  if (w <= 0 || h <= 0) return;
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    const ImGuiWindow* win = ImGui::FindWindowByName(panel_title(static_cast<PanelId>(i)));
+    if (!win) continue;
+    PanelRect& r = kept_.shares[i];
+    r.set = true;
+    r.pos = ImVec2((win->Pos.x - arranged_pos_.x) / w, (win->Pos.y - arranged_pos_.y) / h);
+    r.size = ImVec2(win->SizeFull.x / w, win->SizeFull.y / h);
+  }
+  kept_.open = state_.settings.open;
+  kept_.layout = last_layout_;
+  kept_.valid = true;
+}
+
+void App::restore_arrangement(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size) {
+  plan = make_layout("classroom", work_pos, work_size, nullptr);
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    const PanelRect& share = kept_.shares[i];
+    if (!share.set) continue;
+    PanelRect& r = plan.rects[i];
+    r.set = true;
+    r.force = true;
+    r.size = ImVec2(std::min(share.size.x * work_size.x, work_size.x),
+                    std::min(share.size.y * work_size.y, work_size.y));
+    r.pos = ImVec2(work_pos.x + share.pos.x * work_size.x, work_pos.y + share.pos.y * work_size.y);
+    r.pos.x = std::clamp(r.pos.x, work_pos.x, work_pos.x + work_size.x - r.size.x);
+    r.pos.y = std::clamp(r.pos.y, work_pos.y, work_pos.y + work_size.y - r.size.y);
+    if (!kept_.open[i]) {  // not drawn this frame: move the window itself
+      const char* title = panel_title(static_cast<PanelId>(i));
+      ImGui::SetWindowPos(title, r.pos);
+      ImGui::SetWindowSize(title, r.size);
+    }
+  }
+  state_.settings.open = kept_.open;
+  last_layout_ = kept_.layout;
+  laid_out_presentation_ = false;
+  kept_.valid = false;
+  arranged_pos_ = work_pos;
+  arranged_ = true;
+  shares_ = {};
+  state_.settings.work_w = work_size.x;
+  state_.settings.work_h = work_size.y;
+}
+
 void App::frame() {
   const auto t0 = std::chrono::steady_clock::now();
   ctl_.poll();
@@ -521,15 +644,22 @@ void App::frame() {
   draw_menu_bar();
   draw_load_model_popup();
   draw_export_popup();
+  draw_open_lesson_popup();
 
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   const float menu_h = ImGui::GetFrameHeight();
   const float status_h = StatusBar::height();
   const ImVec2 work_pos(vp->Pos.x, vp->Pos.y + menu_h);
-  const ImVec2 work_size(vp->Size.x, vp->Size.y - menu_h - status_h);
+  ImVec2 work_size(vp->Size.x, vp->Size.y - menu_h - status_h);
+  // A running lesson keeps a strip at the bottom for its bar; the panels
+  // share the rest (they scale back when the lesson ends).
+  const float lesson_h = lesson_panel().active() ? LessonPanel::bar_height(work_size.y) : 0;
+  work_size.y -= lesson_h;
   LayoutPlan plan;
   // Presentation mode was switched: its large fonts need the layout's own
-  // presentation arrangement (and the normal one back when it is switched off).
+  // presentation arrangement. Switching it off gives back the arrangement
+  // from before, panels moved by hand included (unless a layout was chosen
+  // in presentation mode: then that layout's normal form).
   // Presentation mode switched on: the banned-words stage goes on with it
   // (unless --no-ban-words said otherwise); switching it off leaves the stage as it is.
   // A model loaded later starts with the stage on while presentation mode is on.
@@ -538,9 +668,25 @@ void App::frame() {
       ctl_.ban_words.mode == BanWordsFlags::Mode::kDefault && !ctl_.banned_words_on() &&
       ctl_.worker() && ctl_.banned_words_list())
     ctl_.set_banned_words(true);
-  if (state_.settings.presentation != laid_out_presentation_ && state_.layout_request.empty())
-    state_.layout_request = last_layout_;
-  if (!state_.layout_request.empty()) {
+  bool restored = false;
+  if (state_.settings.presentation != laid_out_presentation_ && state_.layout_request.empty()) {
+    if (state_.settings.presentation) {
+      keep_arrangement();
+      state_.layout_request = last_layout_;
+      toggled_layout_ = true;
+    } else if (kept_.valid) {
+      restore_arrangement(plan, work_pos, work_size);
+      restored = true;
+    } else {
+      state_.layout_request = last_layout_;
+      toggled_layout_ = true;
+    }
+  }
+  if (restored) {
+    // Placed from the kept shares above.
+  } else if (!state_.layout_request.empty()) {
+    if (!toggled_layout_) kept_.valid = false;  // a layout chosen by hand replaces the kept one
+    toggled_layout_ = false;
     plan = make_layout(state_.layout_request, work_pos, work_size, &state_.settings);
     last_layout_ = state_.layout_request;
     laid_out_presentation_ = state_.settings.presentation;
@@ -558,6 +704,13 @@ void App::frame() {
       state_.settings.work_h = work_size.y;
     }
   }
+  if (lesson_h > 0) {
+    PanelRect& r = plan.rects[static_cast<int>(PanelId::kLesson)];
+    r.set = true;
+    r.force = true;
+    r.pos = ImVec2(work_pos.x, work_pos.y + work_size.y);
+    r.size = ImVec2(work_size.x, lesson_h);
+  }
   ImFont* heading = nullptr;
   if (!window_->presentation() && ImGui::GetIO().Fonts->Fonts.Size > 1)
     heading = ImGui::GetIO().Fonts->Fonts[1];
@@ -571,6 +724,7 @@ void App::frame() {
                    window_->ui_scale(),
                    heading};
   for (const std::unique_ptr<Panel>& panel : panels_) panel->draw(ctx);
+  lesson_panel().draw_outline(ctx);
   StatusInfo info;
   info.renderer = window_->renderer();
   info.notices = notices_;

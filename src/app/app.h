@@ -17,6 +17,7 @@
 #include "app/panel_help.h"
 #include "app/panel_kv_cache.h"
 #include "app/panel_lanes.h"
+#include "app/panel_lesson.h"
 #include "app/panel_logit_lens.h"
 #include "app/panel_logits.h"
 #include "app/panel_prompt.h"
@@ -72,6 +73,10 @@ class App {
   SamplingPanel& sampling_panel() { return panel<SamplingPanel>(PanelId::kSampling); }
   PromptPanel& prompt_panel() { return panel<PromptPanel>(PanelId::kPrompt); }
   LogitsPanel& logits_panel() { return panel<LogitsPanel>(PanelId::kLogits); }
+  LessonPanel& lesson_panel() { return panel<LessonPanel>(PanelId::kLesson); }
+  // Starts the lesson in `path`; a malformed file leaves the window as it
+  // was and shows one line naming the file and the line.
+  bool start_lesson(const std::filesystem::path& path);
   CacheComparePanel& cache_compare_panel() {
     return panel<CacheComparePanel>(PanelId::kCacheCompare);
   }
@@ -91,6 +96,8 @@ class App {
   void draw_menu_bar();
   void draw_load_model_popup();
   void draw_export_popup();
+  void draw_lessons_menu();
+  void draw_open_lesson_popup();
   void save_requested_panel();
   void register_settings_handler();
   void apply_options_to_state(const AppOptions& o);
@@ -111,6 +118,19 @@ class App {
   // switching presentation mode applies that layout again in its other form.
   std::string last_layout_ = "classroom";
   bool laid_out_presentation_ = false;
+  // The arrangement before presentation mode was switched on (each panel's
+  // share of the work area, which panels were open), given back when it is
+  // switched off; a layout chosen in presentation mode drops it.
+  struct KeptArrangement {
+    bool valid = false;
+    std::array<PanelRect, kNumWindowPanels> shares{};
+    std::array<bool, kNumWindowPanels> open{};
+    std::string layout;
+  };
+  KeptArrangement kept_;
+  bool toggled_layout_ = false;  // the pending layout request came from switching presentation mode
+  void keep_arrangement();
+  void restore_arrangement(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size);
   // Each panel's share of the work area (fractions; set: known) and where it
   // was last placed from it, in pixels.
   std::array<PanelRect, kNumWindowPanels> shares_{},
@@ -127,6 +147,9 @@ class App {
   bool open_load_popup_ = false;
   std::string load_path_;
   bool open_export_popup_ = false;
+  bool open_lesson_popup_ = false;
+  std::unique_ptr<lesson::Lesson> first_lesson_;  // --lesson, until the panels exist
+  std::string lesson_path_;
   std::string export_path_ = "tokenscope-session.json";
   std::string export_message_seen_;
   int save_panel_ = -1;  // File > Save panel as PNG: written after this frame renders

@@ -63,6 +63,8 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       parse_strategy(o.rechoose);
     } else if (arg == "--layout") {
       o.layout = need();
+    } else if (arg == "--lesson") {
+      o.lesson = non_empty(arg, need());
     } else if (arg == "--panel") {
       o.panel = need();
       PanelId id;
@@ -163,6 +165,8 @@ view
                          filling the window: prompt, transport, attention, kv,
                          logits, sampling, timeline, roofline, lens, cache,
                          lanes, help
+  --lesson FILE          start a guided lesson (a .lesson file; the bundled ones
+                         are in the Lessons menu; docs/lessons.md: the format)
   --presentation         large fonts and lines for a projector
   --theme dark|light     colour theme (default dark)
   --colormap NAME        viridis (default), magma or grey

@@ -21,6 +21,7 @@ struct AppOptions {
   int steps = 0;            // decode steps after prefill; -1: stop before prefill
   std::string rechoose;     // then re-choose the newest step's token with this strategy
   std::string layout;       // empty: the saved layout (classroom on first run)
+  std::string lesson;       // a guided lesson file to start with (docs/lessons.md)
   std::string panel;        // only this panel's rectangle goes into the PNG (a panel key)
   int cache_compare = 0;    // run the KV cache on/off comparison for N tokens first
   std::string json;         // also export the session and analysis JSON here

@@ -58,12 +58,19 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
       // of its rows, down to "Max new tokens", so its column's top is
       // taller. Heights are in lines of the large font, at most a share of
       // the work area, so the panels below keep room to read.
-      const float line = Window::kBaseFontSize * Window::kPresentationScale;
+      // The projector font for this window's height (smaller in a short
+      // window); without an ImGui context, the full projector size.
+      const float line =
+          Window::kBaseFontSize *
+          (ImGui::GetCurrentContext() ? Window::presentation_scale_for(ImGui::GetIO().DisplaySize.y)
+                                      : Window::kPresentationScale);
       // The right column is at least 25 lines wide (the step control's
       // buttons on one row), at most half the window.
       const float col = 1 - std::clamp(25.0f * line / ws.x, 0.4f, 0.5f);
       const float prompt_h = std::min(0.4f, 10.0f * line / ws.y);
-      const float step_h = std::min(0.55f, 12.5f * line / ws.y);
+      // With several lanes (compare) "Next:" takes a third line.
+      const float step_lines = f.left == PanelId::kLanes ? 13.5f : 12.5f;
+      const float step_h = std::min(0.55f, step_lines * line / ws.y);
       put(PanelId::kPrompt, 0, 0, col, prompt_h);
       put(f.left, 0, prompt_h, col, 1);
       put(PanelId::kTransport, col, 0, 1, step_h);
@@ -88,10 +95,20 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
   // class reads first on top, attention tall on the left, logits and the
   // choice in the middle, the cache and the cost below; the analysis panels
   // float over the middle when opened from the View menu).
+  // In a narrow window (a 1024 x 768 projector) the step control's buttons
+  // and "Next:" wrap onto more lines: the top row grows to keep every row of
+  // it in view (down to "Max new tokens"), and the rows below share the rest.
+  const float top = panel_classroom_rect(PanelId::kTransport).y1;
+  const float step_w = ws.x * (1 - panel_classroom_rect(PanelId::kTransport).x0);
+  const float line = ImGui::GetCurrentContext() ? ImGui::GetTextLineHeightWithSpacing() : 22.0f;
+  const float new_top = step_w < 26 * line ? std::clamp(10.5f * line / ws.y, top, 0.38f) : top;
+  auto y_of = [&](float y) {
+    return y <= top ? y * new_top / top : new_top + (y - top) * (1 - new_top) / (1 - top);
+  };
   for (int i = 0; i < kNumWindowPanels; ++i) {
     const PanelId id = static_cast<PanelId>(i);
     const Classroom r = panel_classroom_rect(id);
-    put(id, r.x0, r.y0, r.x1, r.y1);
+    put(id, r.x0, y_of(r.y0), r.x1, y_of(r.y1));
   }
   if (settings) settings->open = Settings::classroom_open();
   return plan;

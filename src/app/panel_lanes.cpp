@@ -251,9 +251,14 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height, int diverge) {
                              : nullptr;
   const ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_RowBg |
                                 ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchSame;
-  if (!ImGui::BeginTable("lanes", n + 1, flags, ImVec2(0, std::max(height, font * 6)))) return;
-  // The header, the text, the summary and "chosen by" stay; the steps scroll under them.
-  ImGui::TableSetupScrollFreeze(1, 7);
+  const float table_h = std::max(height, font * 6);
+  if (!ImGui::BeginTable("lanes", n + 1, flags, ImVec2(0, table_h))) return;
+  // In a tall table the header, the text, the summary and "chosen by" stay
+  // while the steps scroll under them. Those rows take about 15 lines; in a
+  // shorter table (a projector's large fonts) they would cover every step
+  // row, so only the header stays and the rest scrolls with the steps.
+  const bool room_for_steps = table_h >= ImGui::GetTextLineHeightWithSpacing() * 22;
+  ImGui::TableSetupScrollFreeze(1, room_for_steps ? 7 : 1);
   ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, font * 5.5f);
   for (int l = 0; l < n; ++l) ImGui::TableSetupColumn(("lane " + std::to_string(l)).c_str());
   // Header: which lane, its strategy, its state, and its commands.

@@ -5,6 +5,7 @@
 #include "app/panel_help.h"
 #include "app/panel_kv_cache.h"
 #include "app/panel_lanes.h"
+#include "app/panel_lesson.h"
 #include "app/panel_logit_lens.h"
 #include "app/panel_logits.h"
 #include "app/panel_prompt.h"

@@ -81,7 +81,10 @@ Window::Window(const WindowOptions& o) {
                                                 kGlyphRanges);
     font_large_ = io.Fonts->AddFontFromFileTTF(
         o.font_path.string().c_str(), kBaseFontSize * kPresentationScale, &cfg, kGlyphRanges);
-    font_loaded = font_normal_ && font_large_;
+    font_compact_ =
+        io.Fonts->AddFontFromFileTTF(o.font_path.string().c_str(),
+                                     kBaseFontSize * kCompactPresentationScale, &cfg, kGlyphRanges);
+    font_loaded = font_normal_ && font_large_ && font_compact_;
   }
   if (!font_loaded) {
     font_notice_ = "font " + o.font_path.string() +
@@ -91,6 +94,8 @@ Window::Window(const WindowOptions& o) {
     font_normal_ = io.Fonts->AddFontDefault(&cfg);
     cfg.SizePixels = 13.0f * kPresentationScale;
     font_large_ = io.Fonts->AddFontDefault(&cfg);
+    cfg.SizePixels = 13.0f * kCompactPresentationScale;
+    font_compact_ = io.Fonts->AddFontDefault(&cfg);
   }
   io.FontDefault = font_normal_;
 
@@ -165,9 +170,11 @@ void Window::apply_style() {
     style.Colors[ImGuiCol_TitleBgActive] = ImVec4(0.14f, 0.22f, 0.36f, 1.0f);
     style.Colors[ImGuiCol_TitleBg] = ImVec4(0.12f, 0.14f, 0.19f, 1.0f);
   }
-  if (presentation_) style.ScaleAllSizes(kPresentationScale);
+  if (presentation_) style.ScaleAllSizes(scale_);
   ImGui::GetStyle() = style;
-  ImGui::GetIO().FontDefault = presentation_ ? font_large_ : font_normal_;
+  ImGui::GetIO().FontDefault = !presentation_                 ? font_normal_
+                               : scale_ == kPresentationScale ? font_large_
+                                                              : font_compact_;
 }
 
 void Window::begin_frame() {
@@ -182,7 +189,12 @@ void Window::begin_frame() {
       --refused_queued_;
     }
   refused_queued_ = 0;
-  if (want_presentation_ != presentation_ || want_light_ != light_ || style_dirty_) {
+  int win_w = 0, win_h = 0;
+  glfwGetWindowSize(window_, &win_w, &win_h);
+  const float scale = presentation_scale_for(static_cast<float>(win_h));
+  if (want_presentation_ != presentation_ || want_light_ != light_ || style_dirty_ ||
+      (want_presentation_ && scale != scale_)) {
+    scale_ = scale;
     presentation_ = want_presentation_;
     light_ = want_light_;
     style_dirty_ = false;

@@ -68,7 +68,9 @@ class Window {
   void set_light_theme(bool on) { want_light_ = on; }
   bool presentation() const { return presentation_; }
   bool light_theme() const { return light_; }
-  float ui_scale() const { return presentation_ ? kPresentationScale : 1.0f; }
+  // The scale of fonts and lines now: 1, or in presentation mode the
+  // projector scale for the window's height (presentation_scale_for()).
+  float ui_scale() const { return presentation_ ? scale_ : 1.0f; }
   const std::string& font_notice() const { return font_notice_; }
   void framebuffer_size(int& w, int& h) const;
   GLFWwindow* handle() { return window_; }
@@ -76,6 +78,15 @@ class Window {
 
   static constexpr float kBaseFontSize = 16.0f;
   static constexpr float kPresentationScale = 1.625f;
+  // A short window (a 1280 x 720 or 1024 x 768 projector) gets a smaller
+  // projector scale: its pixels are larger on the wall, so 21-pixel text
+  // there is as tall on the screen as 28-pixel text at 1080 lines, and four
+  // panels keep room for their contents.
+  static constexpr float kCompactPresentationScale = 1.3f;
+  static constexpr float kCompactBelowHeight = 800.0f;
+  static float presentation_scale_for(float window_height) {
+    return window_height < kCompactBelowHeight ? kCompactPresentationScale : kPresentationScale;
+  }
 
  private:
   void apply_style();
@@ -86,6 +97,8 @@ class Window {
   std::string ini_path_;
   ImFont* font_normal_ = nullptr;
   ImFont* font_large_ = nullptr;
+  ImFont* font_compact_ = nullptr;    // presentation mode in a short window
+  float scale_ = kPresentationScale;  // presentation scale in use (presentation_scale_for)
   std::string font_notice_;
   bool presentation_ = false, want_presentation_ = false;
   bool light_ = false, want_light_ = false;

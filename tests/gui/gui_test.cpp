@@ -74,8 +74,9 @@ TEST(Gui, PrefillAndFiveStepsDrawEveryPanelAndWriteAScreenshot) {
   App app(test_options());
   app.load_model_blocking();
   app.settle();  // the first frame applies the classroom layout (Help closed)
-  for (PanelId id : {PanelId::kHelp, PanelId::kRoofline, PanelId::kLogitLens,
-                     PanelId::kCacheCompare, PanelId::kLanes, PanelId::kScore, PanelId::kQuiz})
+  for (PanelId id :
+       {PanelId::kHelp, PanelId::kRoofline, PanelId::kLogitLens, PanelId::kCacheCompare,
+        PanelId::kLanes, PanelId::kScore, PanelId::kQuiz, PanelId::kLesson})
     app.state().settings.panel_open(id) = true;
   for (int i = 0; i < 6; ++i) {
     step(app);
@@ -1164,6 +1165,122 @@ TEST(Gui, PresentationModeLayoutsAreReadableOnAProjector) {
       EXPECT_TRUE(r.was_drawn(PanelId::kTransport));
     }
   }
+}
+
+// A 1280 x 720 projector gets the compact projector font, so the four panels
+// of a layout keep room for their contents (the Choosing panel its table, not
+// only its controls); a 1080-line one the full projector size.
+TEST(Gui, AShortProjectorGetsTheCompactFontAndTheChoosingPanelShowsItsTable) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.presentation = true;
+  o.layout = "lesson";
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  resize(app, 1280, 720);
+  app.state().layout_request = "lesson";
+  app.settle(3, 50);
+  app.frame();
+  EXPECT_FLOAT_EQ(ImGui::GetFontSize(), Window::kBaseFontSize * Window::kCompactPresentationScale);
+  const float font = ImGui::GetFontSize();
+  const PanelBox& choosing = app.last_frame().boxes[static_cast<int>(PanelId::kSampling)];
+  ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kSampling));
+  EXPECT_GE(choosing.h, font * 16) << "Choosing is too short for its table's rows";
+  const ImGuiWindow* step_win = ImGui::FindWindowByName(panel_title(PanelId::kTransport));
+  ASSERT_NE(step_win, nullptr);
+  EXPECT_LE(step_win->ScrollMax.y, 0.5f);
+  resize(app, 1920, 1080);
+  app.frame();
+  EXPECT_FLOAT_EQ(ImGui::GetFontSize(), Window::kBaseFontSize * Window::kPresentationScale);
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
+// Switching presentation mode on and off gives back the panels as they were,
+// moved by hand included; a layout chosen in presentation mode replaces them.
+TEST(Gui, PresentationModeGivesBackAHandMadeArrangement) {
+  REQUIRE_DISPLAY();
+  App app(test_options());
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  const char* logits = panel_title(PanelId::kLogits);
+  ImGui::SetWindowPos(logits, ImVec2(420, 333));
+  ImGui::SetWindowSize(logits, ImVec2(500, 321));
+  app.frame();
+  app.frame();
+  const PanelBox before = app.last_frame().boxes[static_cast<int>(PanelId::kLogits)];
+  ASSERT_NEAR(before.x, 420, 1);
+  ASSERT_NEAR(before.w, 500, 1);
+  app.state().settings.presentation = true;
+  app.settle(3, 50);
+  ASSERT_TRUE(app.window().presentation());
+  EXPECT_GT(std::abs(app.last_frame().boxes[static_cast<int>(PanelId::kLogits)].x - before.x) +
+                std::abs(app.last_frame().boxes[static_cast<int>(PanelId::kLogits)].w - before.w),
+            2.0f)
+      << "presentation mode has its own arrangement";
+  app.state().settings.presentation = false;
+  app.settle(3, 50);
+  app.frame();
+  ASSERT_FALSE(app.window().presentation());
+  const PanelBox after = app.last_frame().boxes[static_cast<int>(PanelId::kLogits)];
+  EXPECT_NEAR(after.x, before.x, 2.0f);
+  EXPECT_NEAR(after.y, before.y, 2.0f);
+  EXPECT_NEAR(after.w, before.w, 2.0f);
+  EXPECT_NEAR(after.h, before.h, 2.0f);
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kTimeline));
+  // A layout chosen in presentation mode: its normal form on the way back.
+  app.state().settings.presentation = true;
+  app.settle(3, 50);
+  app.state().layout_request = "memory";
+  app.settle(3, 50);
+  app.state().settings.presentation = false;
+  app.settle(3, 50);
+  EXPECT_FALSE(app.last_frame().was_drawn(PanelId::kLogits));
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kKvCache));
+  expect_panels_inside(app, 1280, 800);
+}
+
+// Asking for a step after the end says so in one short line, not every
+// lane's stop reason (the Step control lists those).
+TEST(Gui, AStepAfterTheEndSaysFinishedShortly) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.compare = {"greedy", "top_p=0.9,seed=3", "top_k=5,seed=1"};
+  o.max_new_tokens = 2;
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < 5 && snap(app)->state != SessionState::kFinished; ++i) step(app);
+  ASSERT_EQ(snap(app)->state, SessionState::kFinished);
+  const size_t steps = snap(app)->history.size();
+  app.controller().advance(app.state().strategies());  // as a queued key press would
+  app.settle(2, 100);
+  const std::string& e = app.state().error_text;
+  EXPECT_EQ(e.rfind("finished", 0), 0u) << e;
+  EXPECT_LE(e.size(), 70u) << e;
+  EXPECT_EQ(snap(app)->history.size(), steps);
+}
+
+// The classroom layout in a 1024 x 768 window: the step control's rows wrap,
+// and its top row grows so that none of them is scrolled out of view.
+TEST(Gui, TheClassroomLayoutKeepsTheStepControlWholeInANarrowWindow) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.width = 1024;
+  o.height = 768;
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  app.state().layout_request = "classroom";
+  app.settle(3, 50);
+  app.frame();
+  const ImGuiWindow* win = ImGui::FindWindowByName(panel_title(PanelId::kTransport));
+  ASSERT_NE(win, nullptr);
+  EXPECT_LE(win->ScrollMax.y, 0.5f) << win->ScrollMax.y << " px of the step control out of view";
+  expect_panels_inside(app, 1024, 768);
 }
 
 TEST(Gui, EverySingleLayoutShowsItsPanel) {

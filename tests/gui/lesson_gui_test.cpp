@@ -1,0 +1,206 @@
+// Guided lessons in the window (under Xvfb): a lesson waits for the action
+// each step asks for, outlines its panel, keeps a strip for its bar, refuses a
+// malformed file with one line while keeping its state, and can be left.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <imgui.h>
+#include <unistd.h>
+
+#include "app/app.h"
+#include "lesson/lesson.h"
+#include "util/error.h"
+#include "util/paths.h"
+
+namespace ts::app {
+namespace {
+
+#define REQUIRE_DISPLAY()                                                                     \
+  do {                                                                                        \
+    if (!display_available())                                                                 \
+      GTEST_SKIP() << "no display (DISPLAY is not set): run the GUI tests under xvfb-run -a"; \
+  } while (0)
+
+std::filesystem::path fixture_model() {
+  if (const char* env = std::getenv("TS_FIXTURE_DIR"); env && *env)
+    return std::filesystem::path(env) / "tiny";
+  return std::filesystem::path(TS_FIXTURE_DIR) / "tiny";
+}
+
+AppOptions options() {
+  AppOptions o;
+  o.setup.model = fixture_model();
+  o.setup.cpu_threads = 2;
+  o.hidden = true;
+  o.save_layout = false;
+  o.width = 1280;
+  o.height = 800;
+  o.layout = "lesson";
+  o.prompt = "Today's weather is so";
+  return o;
+}
+
+std::filesystem::path write_file(const std::string& name, const std::string& text) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tokenscope-lesson-gui-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / name) << text;
+  return dir / name;
+}
+
+size_t history(App& app) { return app.controller().snapshot()->history.size(); }
+
+TEST(LessonGui, ALessonAdvancesOnlyOnTheActionItAsksFor) {
+  REQUIRE_DISPLAY();
+  const auto path = write_file("three.lesson", R"(title: Test lesson
+[step]
+panel: attention
+action: step
+text: Press Space.
+[step]
+panel: sampling
+action: temperature 0.7
+text: Set the temperature to 0.7.
+question: Did the logits change?
+answer: No.
+[step]
+text: The end.
+)");
+  App app(options());
+  app.load_model_blocking();
+  app.settle();
+  ASSERT_TRUE(app.start_lesson(path));
+  app.frame();
+  app.frame();
+  LessonPanel& lesson = app.lesson_panel();
+  ASSERT_TRUE(lesson.active());
+  EXPECT_EQ(lesson.count(), 3);
+  EXPECT_EQ(lesson.index(), 0);
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kLesson));
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kAttention));
+  // The bar has its own strip at the bottom: no panel reaches into it.
+  const PanelBox bar = app.last_frame().boxes[static_cast<int>(PanelId::kLesson)];
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    if (!app.last_frame().drawn[i] || i == static_cast<int>(PanelId::kLesson)) continue;
+    const PanelBox& b = app.last_frame().boxes[i];
+    EXPECT_LE(b.y + b.h, bar.y + 1.0f) << panel_key(static_cast<PanelId>(i));
+  }
+  // Step 1 waits for a model step: Next is refused, however often it is pressed.
+  EXPECT_FALSE(lesson.action_done());
+  EXPECT_FALSE(lesson.next());
+  app.frame();
+  EXPECT_FALSE(lesson.next());
+  EXPECT_EQ(lesson.index(), 0);
+  app.frame();
+  app.advance();  // Space: the prefill
+  app.settle(2, 100);
+  ASSERT_EQ(history(app), 1u);
+  EXPECT_TRUE(lesson.action_done());
+  EXPECT_TRUE(lesson.next());
+  app.frame();
+  EXPECT_EQ(lesson.index(), 1);
+  // Step 2 waits for temperature 0.7: a model step, or another temperature, does not count.
+  EXPECT_FALSE(lesson.action_done());
+  app.advance();
+  app.settle(2, 100);
+  EXPECT_FALSE(lesson.action_done());
+  SamplingParams p;
+  p.do_sample = true;
+  p.temperature = 0.9f;
+  app.state().strategy = p;
+  app.frame();
+  EXPECT_FALSE(lesson.action_done());
+  EXPECT_FALSE(lesson.next());
+  p.temperature = 0.7f;
+  app.state().strategy = p;
+  app.frame();
+  EXPECT_TRUE(lesson.action_done());
+  // Back and Next again: a step already done stays done.
+  EXPECT_TRUE(lesson.back());
+  app.frame();
+  EXPECT_EQ(lesson.index(), 0);
+  EXPECT_TRUE(lesson.action_done());  // the prefill has run, history only grew
+  EXPECT_TRUE(lesson.next());
+  app.frame();
+  EXPECT_TRUE(lesson.action_done()) << "temperature is still 0.7";
+  EXPECT_TRUE(lesson.next());
+  app.frame();
+  EXPECT_EQ(lesson.index(), 2);
+  EXPECT_TRUE(lesson.action_done());  // a reading step
+  EXPECT_FALSE(lesson.next());        // the last one
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
+TEST(LessonGui, AMalformedLessonIsOneLineAndTheRunningLessonStays) {
+  REQUIRE_DISPLAY();
+  const auto good = write_file("good.lesson", "title: Good\n[step]\ntext: a\n[step]\ntext: b\n");
+  const auto bad = write_file("bad.lesson", "title: Bad\n[step]\ntext: x\naction: fly\n");
+  App app(options());
+  app.load_model_blocking();
+  app.settle();
+  ASSERT_TRUE(app.start_lesson(good));
+  app.frame();
+  ASSERT_TRUE(app.lesson_panel().next());
+  app.frame();
+  EXPECT_FALSE(app.start_lesson(bad));
+  app.frame();
+  const std::string& e = app.state().error_text;
+  EXPECT_EQ(e.rfind(bad.string() + ":4: unknown action 'fly'", 0), 0u) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  ASSERT_TRUE(app.lesson_panel().active());
+  EXPECT_EQ(app.lesson_panel().lesson()->title, "Good");
+  EXPECT_EQ(app.lesson_panel().index(), 1);
+  // A folder, a missing file: refused the same way.
+  EXPECT_FALSE(app.start_lesson(bad.parent_path()));
+  EXPECT_FALSE(app.start_lesson(bad.parent_path() / "missing.lesson"));
+  EXPECT_EQ(app.lesson_panel().lesson()->title, "Good");
+  // Leaving: the bar goes and the panels take the whole work area again.
+  app.lesson_panel().leave();
+  app.frame();
+  app.frame();
+  EXPECT_FALSE(app.lesson_panel().active());
+  EXPECT_FALSE(app.last_frame().was_drawn(PanelId::kLesson));
+  std::filesystem::remove_all(good.parent_path());
+}
+
+TEST(LessonGui, TheBundledLessonsStartAndSetTheirPrompt) {
+  REQUIRE_DISPLAY();
+  const auto dir = find_data("lessons");
+  ASSERT_FALSE(dir.empty()) << "no lessons folder beside the build (share/tokenscope/lessons)";
+  const auto files = lesson::list_lessons(dir);
+  ASSERT_GE(files.size(), 3u);
+  AppOptions o = options();
+  {
+    // --lesson with a malformed file stops the launch with its one line.
+    AppOptions bad_options = o;
+    bad_options.lesson =
+        write_file("bad2.lesson", "title: T\n[step]\npanel: nowhere\ntext: x\n").string();
+    try {
+      App bad(bad_options);
+      ADD_FAILURE() << "a malformed --lesson file was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(bad_options.lesson + ":3: unknown panel 'nowhere'", 0),
+                0u)
+          << e.what();
+    }
+  }
+  o.prompt = "Something else entirely";
+  o.lesson = files[0].string();
+  App app(o);
+  app.load_model_blocking();
+  app.settle(4, 100);
+  ASSERT_TRUE(app.lesson_panel().active());
+  EXPECT_EQ(app.lesson_panel().lesson()->title, "Prefill, decode and the KV cache");
+  EXPECT_EQ(app.controller().snapshot()->prompt_text, "Today's weather is so");
+  for (const auto& f : files) EXPECT_TRUE(app.start_lesson(f)) << app.state().error_text;
+  const char* argv[] = {"tokenscope", "--lesson", "x.lesson"};
+  EXPECT_EQ(parse_app_options(3, argv).lesson, "x.lesson");
+  EXPECT_NE(app_help().find("--lesson FILE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ts::app

@@ -1,0 +1,225 @@
+// The lesson file parser: good files, and every malformed kind giving one
+// line that names the file and the line at fault.
+#include "lesson/lesson.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#include "util/error.h"
+
+namespace ts::lesson {
+namespace {
+
+const Vocabulary kVocab{{"prompt", "transport", "attention", "sampling", "kv", "cache"},
+                        {"lesson", "memory", "cost"}};
+
+const char* kGood = R"(# A comment line
+title: Prefill, decode and the KV cache
+prompt: Today's weather is so
+layout: lesson
+
+[step]
+panel: prompt
+text: The prompt is tokens.
+text: Each chip is one token.
+question: Why is "Today's" two tokens?
+answer: The tokenizer splits off 's.
+
+[step]
+panel: transport
+action: step
+text: Press Space to run the prefill.
+text:
+text: A second paragraph.
+
+[step]
+action: temperature 0.7
+panel: sampling
+text: Set the temperature.
+
+[step]
+action: kv_cache off
+text: Turn the cache off.
+
+[step]
+action:   top_k 40
+text: Keep 40.
+)";
+
+// The message of the ts::Error that parsing `text` throws ("" if none).
+std::string error_of(const std::string& text, const std::string& name = "x.lesson") {
+  try {
+    parse_lesson(text, name, kVocab);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Lesson, AGoodFileGivesEveryStepWithItsActionPanelAndQuestion) {
+  const Lesson l = parse_lesson(kGood, "good.lesson", kVocab);
+  EXPECT_EQ(l.title, "Prefill, decode and the KV cache");
+  EXPECT_EQ(l.prompt, "Today's weather is so");
+  EXPECT_EQ(l.layout, "lesson");
+  ASSERT_EQ(l.steps.size(), 5u);
+  EXPECT_EQ(l.steps[0].line, 6);
+  EXPECT_EQ(l.steps[0].panel, "prompt");
+  EXPECT_EQ(l.steps[0].text, "The prompt is tokens. Each chip is one token.");
+  EXPECT_EQ(l.steps[0].action.kind, ActionKind::kNext);
+  EXPECT_EQ(l.steps[0].question, "Why is \"Today's\" two tokens?");
+  EXPECT_EQ(l.steps[0].answer, "The tokenizer splits off 's.");
+  EXPECT_EQ(l.steps[1].action.kind, ActionKind::kStep);
+  EXPECT_EQ(l.steps[1].text, "Press Space to run the prefill.\n\nA second paragraph.");
+  EXPECT_EQ(l.steps[2].action.kind, ActionKind::kTemperature);
+  EXPECT_DOUBLE_EQ(l.steps[2].action.value, 0.7);
+  EXPECT_EQ(l.steps[2].panel, "sampling");
+  EXPECT_EQ(l.steps[3].action.kind, ActionKind::kKvCache);
+  EXPECT_FALSE(l.steps[3].action.on);
+  EXPECT_EQ(l.steps[3].panel, "");
+  EXPECT_EQ(l.steps[4].action.kind, ActionKind::kTopK);
+  EXPECT_EQ(l.steps[4].action.value, 40);
+  EXPECT_EQ(action_text(l.steps[2].action), "temperature 0.7");
+  EXPECT_EQ(action_text(l.steps[3].action), "kv_cache off");
+}
+
+TEST(Lesson, WindowsLineEndsAndEveryActionNameParse) {
+  std::string t = "title: T\r\n";
+  for (const char* a : {"next", "step", "prefill", "back", "greedy", "temperature 1.5", "top_p 0.9",
+                        "top_k 5", "kv_cache on", "click_token", "cache_compare"})
+    t += std::string("[step]\r\ntext: x\r\naction: ") + a + "\r\n";
+  const Lesson l = parse_lesson(t, "crlf.lesson", kVocab);
+  ASSERT_EQ(l.steps.size(), 11u);
+  EXPECT_EQ(l.steps[10].action.kind, ActionKind::kCacheCompare);
+  EXPECT_TRUE(l.steps[8].action.on);
+  for (const Step& s : l.steps) EXPECT_EQ(s.text, "x");  // no \r left
+}
+
+TEST(Lesson, MalformedFilesNameTheFileAndTheLine) {
+  const std::string head = "title: T\n[step]\ntext: x\n";  // the next line is line 4
+  struct Case {
+    std::string text, expected;
+  };
+  const Case cases[] = {
+      {head + "panel: heatmap\n", "x.lesson:4: unknown panel 'heatmap'"},
+      {head + "action: dance\n", "x.lesson:4: unknown action 'dance'"},
+      {head + "action: temperature warm\n", "x.lesson:4: temperature: 'warm' is not a number"},
+      {head + "action: temperature 0.7x\n", "x.lesson:4: temperature: '0.7x' is not a number"},
+      {head + "action: temperature 0\n", "x.lesson:4: temperature: 0 is out of range"},
+      {head + "action: temperature nan\n", "x.lesson:4: temperature: 'nan' is not a number"},
+      {head + "action: top_p 1.5\n", "x.lesson:4: top_p: 1.5 is out of range"},
+      {head + "action: top_k 2.5\n", "x.lesson:4: top_k: '2.5' is not a whole number"},
+      {head + "action: temperature\n", "x.lesson:4: action 'temperature' needs a value"},
+      {head + "action: step now\n", "x.lesson:4: action 'step' takes no value"},
+      {head + "action: kv_cache maybe\n", "x.lesson:4: action 'kv_cache' needs on or off"},
+      {head + "action: step\naction: back\n", "x.lesson:5: 'action' given twice"},
+      {head + "answer: 42\n", "x.lesson:4: an answer needs a question before it"},
+      {head + "colour: red\n", "x.lesson:4: unknown key 'colour'"},
+      {head + "just words\n", "x.lesson:4: expected 'key: value' or [step]"},
+      {head + "[quiz]\n", "x.lesson:4: unknown section '[quiz]'"},
+      {head + "title: again\n", "x.lesson:4: 'title' belongs before the first [step]"},
+      {head + "panel:\n", "x.lesson:4: 'panel' has no value"},
+      {"title: T\nlayout: nowhere\n[step]\ntext: x\n", "x.lesson:2: unknown layout 'nowhere'"},
+      {"title: T\ntext: x\n", "x.lesson:2: 'text' outside a step"},
+      {"title: T\n[step]\ntext: x\n\n[step]\npanel: kv\n", "x.lesson:5: step 2 has no text"},
+      {"[step]\ntext: x\n", "x.lesson: no 'title:' line"},
+      {"title: T\n", "x.lesson: no [step] section"},
+      {"", "x.lesson: empty file"},
+      {"\n  \n# only a comment\n", "x.lesson: empty file"},
+  };
+  for (const Case& c : cases) {
+    const std::string e = error_of(c.text);
+    EXPECT_EQ(e.rfind(c.expected, 0), 0u) << "got: " << e << "\nexpected: " << c.expected;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+}
+
+TEST(Lesson, BinaryAndNonUtf8TextIsRefusedWithItsLine) {
+  EXPECT_EQ(error_of("title: T\n[step]\ntext: caf\xE9\n").rfind("x.lesson:3: not valid UTF-8", 0),
+            0u);
+  EXPECT_EQ(error_of("title: T\n\xC0\xAF\n").rfind("x.lesson:2: not valid UTF-8", 0),
+            0u);                                                                        // overlong
+  EXPECT_EQ(error_of("title: T\xE2\x82").rfind("x.lesson:1: not valid UTF-8", 0), 0u);  // cut off
+  EXPECT_EQ(error_of("title: T\xED\xA0\x80\n").rfind("x.lesson:1: not valid UTF-8", 0), 0u);
+  EXPECT_EQ(error_of(std::string("title: T\n[step]\ntext: a\0b\n", 24)).rfind("x.lesson:3: ", 0),
+            0u);
+  // Valid UTF-8 beyond ASCII is text like any other.
+  const Lesson l = parse_lesson("title: Cafés ☕ 😀\n[step]\ntext: ␣so\n", "u.lesson", kVocab);
+  EXPECT_EQ(l.title, "Cafés ☕ 😀");
+}
+
+TEST(Lesson, AHugeFileIsRefusedBeforeItIsParsed) {
+  std::string big = "title: T\n[step]\ntext: x\n";
+  while (big.size() <= kMaxLessonBytes) big += "text: " + std::string(70, 'a') + "\n";
+  const std::string e = error_of(big);
+  EXPECT_EQ(e.rfind("x.lesson: larger than 65536 bytes", 0), 0u) << e;
+}
+
+std::filesystem::path temp_dir() {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tokenscope-lesson-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TEST(Lesson, FilesAreReadListedAndSpecialFilesRefused) {
+  const auto dir = temp_dir();
+  std::ofstream(dir / "b.lesson") << kGood;
+  std::ofstream(dir / "a.lesson") << "title: A\n[step]\ntext: a\n";
+  std::ofstream(dir / "notes.txt") << "not a lesson";
+  std::filesystem::create_directory(dir / "c.lesson");  // a folder, not a file
+  const auto list = list_lessons(dir);
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].filename(), "a.lesson");
+  EXPECT_EQ(list[1].filename(), "b.lesson");
+  EXPECT_EQ(load_lesson(list[1], kVocab).steps.size(), 5u);
+  EXPECT_TRUE(list_lessons(dir / "missing").empty());
+  auto load_error = [&](const std::filesystem::path& p) -> std::string {
+    try {
+      load_lesson(p, kVocab);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(load_error(dir / "missing.lesson"),
+            (dir / "missing.lesson").string() + ": no such file");
+  EXPECT_EQ(load_error(dir / "c.lesson"), (dir / "c.lesson").string() + ": not a regular file");
+  const auto fifo = dir / "fifo.lesson";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(load_error(fifo), fifo.string() + ": not a regular file");  // and no hang
+  std::ofstream(dir / "bad.lesson") << "title: T\n[step]\ntext: x\naction: fly\n";
+  EXPECT_EQ(load_error(dir / "bad.lesson")
+                .rfind((dir / "bad.lesson").string() + ":4: unknown action 'fly'", 0),
+            0u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Lesson, TheBundledLessonsParseWithTheWindowsNames) {
+  // The panel keys and layout names the window accepts (its panel_list.h and
+  // layout.cpp); a bundled lesson using another name would fail here.
+  const Vocabulary window{{"prompt", "transport", "attention", "kv", "logits", "sampling",
+                           "timeline", "roofline", "lens", "cache", "lanes", "help"},
+                          {"classroom", "lesson", "memory", "cost", "layers", "compare", "prompt",
+                           "transport", "attention", "kv", "logits", "sampling", "timeline",
+                           "roofline", "lens", "cache", "lanes", "help"}};
+  const auto list = list_lessons(std::filesystem::path(TS_SOURCE_DIR) / "assets" / "lessons");
+  ASSERT_GE(list.size(), 3u);
+  for (const auto& p : list) {
+    SCOPED_TRACE(p.string());
+    const Lesson l = load_lesson(p, window);
+    EXPECT_FALSE(l.title.empty());
+    EXPECT_GE(l.steps.size(), 4u);
+    bool waits = false;
+    for (const Step& s : l.steps) waits = waits || s.action.kind != ActionKind::kNext;
+    EXPECT_TRUE(waits) << "a lesson asks the class to do something";
+  }
+}
+
+}  // namespace
+}  // namespace ts::lesson
