@@ -24,6 +24,7 @@ struct CliOptions {
   int eval_window = 0;         // 0: the model's context
   bool quiet = false;
   bool logit_lens = false;  // print the logit lens after every step
+  bool memory = false;      // --memory: print the memory report after load and after the run
   bool help = false;
 };
 
