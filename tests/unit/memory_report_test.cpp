@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include "engine/cpu/cpu_backend.h"
+#include "engine/engine.h"
 #include "session/memory_report.h"
 #include "session/session.h"
 #include "test_models.h"
@@ -127,6 +129,78 @@ TEST(MemoryReport, LinesNameEveryPartWithUnits) {
   const nlohmann::json j = memory_report_json(memory_report(s));
   EXPECT_EQ(j["weights"]["bytes"].get<int64_t>(), m.engine->config().parameter_count() * 4);
   EXPECT_EQ(j["trace"]["budget_bytes"].get<int64_t>(), SessionOptions{}.trace_budget_bytes);
+}
+
+// A backend that passes everything to the CPU backend and keeps the
+// options of the last forward.
+class OptionsSpy final : public Backend {
+ public:
+  explicit OptionsSpy(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  std::string device_name() const override { return inner_->device_name(); }
+  void init_cache(const KvCacheShape& shape) override { inner_->init_cache(shape); }
+  void copy_blocks(const std::vector<BlockCopy>& copies) override { inner_->copy_blocks(copies); }
+  void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
+               std::vector<EntryOutput>& outputs) override {
+    last = options;
+    inner_->forward(batch, options, outputs);
+  }
+  ForwardOptions last;
+
+ private:
+  std::unique_ptr<Backend> inner_;
+};
+
+// A prompt's attention (n_layer x n_head x n^2) is recorded only for the
+// layers the trace budget keeps, so a long prompt never holds it all; the
+// trace is the same as when every layer was recorded and the budget cut it.
+TEST(MemoryReport, PrefillRecordsOnlyTheAttentionTheBudgetKeeps) {
+  const LoadedModel m = test::load_tiny();
+  const ModelConfig& cfg = m.engine->config();
+  auto weights = std::shared_ptr<const ModelWeights>(m.engine, &m.engine->weights());
+  auto spy_owner = std::make_unique<OptionsSpy>(make_cpu_backend(weights, 2));
+  OptionsSpy* spy = spy_owner.get();
+  auto engine = std::make_shared<Engine>(weights, std::move(spy_owner), 4 * cfg.n_ctx);
+  // Long enough (most of the 64-token context) that one layer's attention
+  // outweighs the rest of the step's trace (logits, residuals, tables).
+  std::string prompt = "The cat sat on the mat.";
+  while (m.tokenizer->encode_ids(prompt + " The dog sat.").size() < 60) prompt += " The dog sat.";
+  const int n = static_cast<int>(m.tokenizer->encode_ids(prompt).size());
+  ASSERT_GE(n, 48);
+  const int64_t per_layer = int64_t{cfg.n_head} * n * n * 4;
+  ASSERT_GE(cfg.n_layer, 2);
+
+  SessionOptions o;
+  o.trace_budget_bytes = per_layer + per_layer / 2;  // one layer and the logits fit, not two
+  Session s(m.tokenizer, engine, o);
+  s.set_prompt(prompt);
+  const StepTrace& pre = s.prefill();
+  ASSERT_EQ(spy->last.attention_layers.size(), static_cast<size_t>(cfg.n_layer));
+  EXPECT_TRUE(spy->last.attention_layers[0]);
+  for (int l = 1; l < cfg.n_layer; ++l) EXPECT_FALSE(spy->last.attention_layers[l]) << l;
+  ASSERT_EQ(pre.lanes[0].attention.size(), static_cast<size_t>(cfg.n_layer));
+  ASSERT_TRUE(pre.lanes[0].attention[0]);
+  EXPECT_FALSE(pre.lanes[0].attention[1]);
+  EXPECT_LE(s.trace_bytes(), o.trace_budget_bytes);
+
+  // The same prompt with room for everything: layer 0 is the same numbers,
+  // and a layer left out is recomputed to the same numbers on demand.
+  Session all(m.tokenizer, m.engine, SessionOptions{});
+  all.set_prompt(prompt);
+  const StepTrace& full = all.prefill();
+  ASSERT_TRUE(full.lanes[0].attention[1]);
+  EXPECT_EQ(*pre.lanes[0].attention[0], *full.lanes[0].attention[0]);
+  EXPECT_EQ(s.attention(0, 0, 1), *full.lanes[0].attention[1]);
+
+  // Nothing fits: no layer is recorded, and the trace still has one entry per layer.
+  SessionOptions none;
+  none.trace_budget_bytes = 1;
+  Session empty(m.tokenizer, engine, none);
+  empty.set_prompt(prompt);
+  const StepTrace& bare = empty.prefill();
+  for (int l = 0; l < cfg.n_layer; ++l) EXPECT_FALSE(spy->last.attention_layers[l]) << l;
+  ASSERT_EQ(bare.lanes[0].attention.size(), static_cast<size_t>(cfg.n_layer));
+  for (int l = 0; l < cfg.n_layer; ++l) EXPECT_FALSE(bare.lanes[0].attention[l]) << l;
 }
 
 }  // namespace
