@@ -31,6 +31,8 @@ void Controller::install(LoadedModel model) {
   worker_.reset();  // the old worker's thread ends before the new one starts
   worker_ = std::make_unique<SessionWorker>(std::move(session), model.name, model.backend_notice);
   analysis_ = std::make_shared<AnalysisStore>();
+  load_seconds_ = model.load_seconds;
+  warmup_seconds_ = model.warmup_seconds;
 }
 
 void Controller::load_banned_words(const Tokenizer& tokenizer, bool bundled) {

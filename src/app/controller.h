@@ -28,6 +28,9 @@ class Controller {
   void load_async(const ModelSetupOptions& options);
   bool loading() const { return load_.valid(); }
   const std::string& loading_what() const { return loading_what_; }
+  // Load and warm-up time of the model in use (LoadedModel's), for the status bar.
+  double load_seconds() const { return load_seconds_; }
+  double warmup_seconds() const { return warmup_seconds_; }
   // Call once per frame: finishes a background load.
   void poll();
 
@@ -83,6 +86,7 @@ class Controller {
   std::shared_ptr<AnalysisStore> analysis_;  // shared with the jobs it queued
   std::future<LoadedModel> load_;
   std::string loading_what_;
+  double load_seconds_ = 0, warmup_seconds_ = 0;
   std::string error_;
   uint64_t error_serial_ = 0;
 };

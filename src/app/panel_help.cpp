@@ -1,8 +1,12 @@
 #include "app/panel_help.h"
 
+#include <cstdio>
+#include <string>
+
 #include "app/help_text.h"
 #include "app/panel_table.h"
 #include "app/panel_transport.h"
+#include "session/memory_report.h"
 
 namespace ts::app {
 
@@ -76,6 +80,29 @@ void StatusBar::draw(PanelContext& ctx, const StatusInfo& info) {
       ImGui::TextDisabled("%d layers \u00D7 %d heads |", s.config.n_layer, s.config.n_head);
       ImGui::SameLine();
       ImGui::TextUnformatted(TransportPanel::where_text(s).c_str());
+      // Load time and where memory goes: as much as fits, every part on hover.
+      {
+        char load[64];
+        std::snprintf(load, sizeof load, "load %.2f s + warm-up %.2f s", ctx.ctl.load_seconds(),
+                      ctx.ctl.warmup_seconds());
+        const std::string memory = memory_report_short(s.memory);
+        const std::string full = std::string(load) + " | " + memory;
+        const std::string rss = memory.substr(0, memory.find(':'));
+        const float room = ImGui::GetWindowContentRegionMax().x - ImGui::GetCursorPosX() -
+                           ImGui::GetFontSize() * 8;
+        const std::string& shown = ImGui::CalcTextSize(full.c_str()).x < room     ? full
+                                   : ImGui::CalcTextSize(memory.c_str()).x < room ? memory
+                                                                                  : rss;
+        ImGui::SameLine();
+        ImGui::TextDisabled("|");
+        ImGui::SameLine();
+        ImGui::TextUnformatted(shown.c_str());
+        if (ImGui::IsItemHovered()) {
+          std::string tip = std::string(load) + " (neither is in any step's time)\n";
+          for (const std::string& line : memory_report_lines(s.memory)) tip += line + "\n";
+          ImGui::SetTooltip("%s", tip.c_str());
+        }
+      }
       if (!s.notice.empty()) {
         ImGui::SameLine();
         // In full when it fits, else a marker with the text on hover.

@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "model/model_loader.h"
 #include "session/cache_comparison.h"
+#include "session/memory_report.h"
 #include "session/model_flags.h"
 #include "session/model_setup.h"
 #include "session/session.h"
@@ -28,7 +29,8 @@ using nlohmann::json;
 
 struct BenchOptions {
   ts::ModelSetupOptions setup;  // --model, --device, --threads (shared with the other front ends)
-  std::string write_random;     // write a random GPT-2-124M here, then bench it
+  std::string write_random;     // write a random checkpoint here, then bench it
+  std::string random_shape;     // its flag: --write-random-124m or --write-random-1.5b
   int prefill_tokens = 128;
   int context = 64;  // cached tokens before the decode steps
   int decode_steps = 20;
@@ -39,11 +41,14 @@ struct BenchOptions {
 
 std::string help_text() {
   return R"(tokenscope-bench: prefill and decode speed, printed as JSON with the bounds
-measured in the same run (memory read bandwidth, peak FMA throughput).
+measured in the same run (memory read bandwidth, peak FMA throughput), the
+load time, and where memory goes after loading and after the run.
 
 )" + ts::model_flags_help() +
          R"(  --write-random-124m DIR write a random GPT-2-124M-shaped checkpoint to DIR (created
-                          if missing) and benchmark it, instead of --model
+                          if missing) and benchmark it, instead of --model; with a
+                          byte-level tokenizer, so tokenscope-cli runs it too
+  --write-random-1.5b DIR the same in GPT-2 XL's shape (48 layers, 1600 dims: 6.2 GB)
   --prefill-tokens N      prompt length of the prefill measurement (default 128)
   --context N             cached tokens before the decode measurement (default 64)
   --decode-steps N        decode steps measured (median reported; default 20)
@@ -94,9 +99,12 @@ BenchOptions parse(int argc, char** argv) {
     if (a == "--tokenizer")
       throw ts::Error("--tokenizer: the bench runs the model on random token ids, no tokenizer");
     if (ts::parse_model_flag(r, o.setup)) continue;
-    if (a == "--write-random-124m")
+    if (a == "--write-random-124m" || a == "--write-random-1.5b") {
+      if (!o.write_random.empty())
+        throw ts::Error(o.random_shape + " and " + a + " conflict: give one model");
       o.write_random = ts::non_empty(a, r.value());
-    else if (a == "--prefill-tokens")
+      o.random_shape = a;
+    } else if (a == "--prefill-tokens")
       o.prefill_tokens = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
     else if (a == "--context")
       o.context = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
@@ -110,9 +118,9 @@ BenchOptions parse(int argc, char** argv) {
       throw ts::Error("unknown option '" + a + "' (see --help)");
   }
   if (o.setup.model.empty() && o.write_random.empty())
-    throw ts::Error("give --model DIR or --write-random-124m DIR");
+    throw ts::Error("give --model DIR, --write-random-124m DIR or --write-random-1.5b DIR");
   if (!o.setup.model.empty() && !o.write_random.empty())
-    throw ts::Error("--model and --write-random-124m conflict: give one model");
+    throw ts::Error("--model and " + o.random_shape + " conflict: give one model");
   return o;
 }
 
@@ -199,9 +207,13 @@ int run(int argc, char** argv) {
     }
     std::string model_dir = o.setup.model.string();
     if (!o.write_random.empty()) {
-      ts::bench::write_random_checkpoint(ts::bench::gpt2_124m_config(), o.write_random, 124);
+      ts::bench::write_random_checkpoint(o.random_shape == "--write-random-1.5b"
+                                             ? ts::bench::gpt2_1558m_config()
+                                             : ts::bench::gpt2_124m_config(),
+                                         o.write_random, 124);
       model_dir = o.write_random;
     }
+    const auto load_start = std::chrono::steady_clock::now();
     auto weights = std::make_shared<const ts::ModelWeights>(ts::load_model(model_dir));
     const int n_ctx = weights->config.n_ctx;
     // Checked before the KV cache is allocated.
@@ -220,6 +232,10 @@ int run(int argc, char** argv) {
     const ts::KvCacheSize kv = ts::kv_cache_size_for(weights->config, max_lanes + 2);
     ts::Engine engine(weights, std::move(sel.backend), kv.tokens);
     const ts::ModelConfig& cfg = engine.config();
+    // Weights read in (populated map or converted copies), backend and KV pool set up.
+    const double load_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+    const json memory_after_load = ts::memory_report_json(ts::memory_report(engine));
 
     const ts::cpu::MachineRoofs roofs =
         ts::measure_bench_roofs(engine.backend(), o.setup.cpu_threads);
@@ -231,7 +247,8 @@ int run(int argc, char** argv) {
                    {"machine",
                     {{"read_bandwidth_gb_per_s", roofs.read_bandwidth * 1e-9},
                      {"peak_gflops", roofs.peak_flops * 1e-9},
-                     {"threads", roofs.threads}}}};
+                     {"threads", roofs.threads}}},
+                   {"load_seconds", load_seconds}};
     report["prefill"] = {bench_prefill(engine, o, roofs, false),
                          bench_prefill(engine, o, roofs, true)};
     json decode = json::array();
@@ -280,6 +297,11 @@ int run(int argc, char** argv) {
     for (int n : o.cache_compare) compare.push_back(cache_compare(engine, n));
     if (!compare.empty()) report["kv_cache_on_vs_off"] = compare;
     report["device_after_run"] = engine.backend().device_name();  // e.g. graphs captured
+    // Where memory goes (session/memory_report.h): after loading, and after
+    // every measurement above (their sequences released; the KV pool's pages
+    // written so far stay resident and are reused).
+    report["memory"] = {{"after_load", memory_after_load},
+                        {"after_run", ts::memory_report_json(ts::memory_report(engine))}};
     std::cout << report.dump(2) << std::endl;
     return 0;
   }

@@ -7,8 +7,10 @@
 #include <random>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
+#include "model/tokenizer.h"
 #include "util/error.h"
 
 namespace ts::bench {
@@ -45,6 +47,29 @@ std::vector<TensorSpec> specs(const ModelConfig& c) {
   return t;
 }
 
+// vocab.json of `size` tokens: byte b is token b (in GPT-2's printable
+// alphabet), then the filler words "aa", "ab", ... (never produced by
+// merges: merges.txt has none), then <|endoftext|>.
+std::string byte_level_vocab(int size) {
+  nlohmann::json vocab = nlohmann::json::object();
+  int id = 0;
+  for (int b = 0; b < 256 && id < size - 1; ++b)
+    vocab[bytes_to_gpt2_unicode(std::string(1, static_cast<char>(b)))] = id++;
+  for (int len = 2; id < size - 1; ++len) {
+    std::string word(static_cast<size_t>(len), 'a');
+    for (;;) {
+      if (id >= size - 1) break;
+      vocab[word] = id++;
+      int i = len - 1;  // next word of this length, like an odometer
+      while (i >= 0 && word[i] == 'z') word[i--] = 'a';
+      if (i < 0) break;
+      ++word[i];
+    }
+  }
+  vocab["<|endoftext|>"] = id;
+  return vocab.dump();
+}
+
 }  // namespace
 
 ModelConfig gpt2_124m_config() {
@@ -57,10 +82,18 @@ ModelConfig gpt2_124m_config() {
   return c;
 }
 
+ModelConfig gpt2_1558m_config() {
+  ModelConfig c = gpt2_124m_config();
+  c.n_embd = 1600;
+  c.n_head = 25;
+  c.n_layer = 48;
+  return c;
+}
+
 void write_random_checkpoint(const ModelConfig& config, const std::filesystem::path& dir,
                              uint64_t seed) {
   namespace fs = std::filesystem;
-  if (dir.empty()) throw Error("--write-random-124m: the directory name is empty");
+  if (dir.empty()) throw Error("random checkpoint: the directory name is empty");
   std::error_code ec;
   const fs::file_status st = fs::status(dir, ec);
   if (fs::exists(st) && !fs::is_directory(st))
@@ -83,6 +116,15 @@ void write_random_checkpoint(const ModelConfig& config, const std::filesystem::p
     config_out.flush();
     if (!config_out)
       throw Error((dir / "config.json").string() + ": cannot write (" + std::strerror(errno) + ")");
+  }
+
+  for (const auto& [name, text] :
+       {std::pair<const char*, std::string>{"vocab.json", byte_level_vocab(config.vocab_size)},
+        std::pair<const char*, std::string>{"merges.txt", "#version: 0.2\n"}}) {
+    std::ofstream out(dir / name, std::ios::binary);
+    out << text;
+    out.flush();
+    if (!out) throw Error((dir / name).string() + ": cannot write (" + std::strerror(errno) + ")");
   }
 
   const std::vector<TensorSpec> tensors = specs(config);

@@ -10,6 +10,12 @@
 namespace ts::bench {
 
 ModelConfig gpt2_124m_config();
+// GPT-2 XL's shape: 48 layers, 1600 dims, 25 heads (1.56 G parameters,
+// 6.2 GB of fp32 weights).
+ModelConfig gpt2_1558m_config();
+// Also writes a byte-level tokenizer of config.vocab_size tokens
+// (vocab.json + merges.txt: the 256 bytes, filler words, <|endoftext|> last)
+// so that the CLI and the window run the checkpoint too.
 // Throws ts::Error when the directory cannot be written.
 void write_random_checkpoint(const ModelConfig& config, const std::filesystem::path& dir,
                              uint64_t seed);

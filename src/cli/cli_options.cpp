@@ -85,6 +85,11 @@ Output
   --quiet                 print only the generated text
   --logit-lens            after each step, the top-5 predictions read off the residual
                           stream after every layer (final layer norm + unembedding)
+  --memory                print where memory goes after loading and after the run, one
+                          line per part: weights (read in place / converted, resident),
+                          KV pool (reserved, held, resident), trace store and its budget,
+                          the forward's scratch, and the process's resident memory (from
+                          /proc/self/status)
   --eval-loss FILE        print the model's mean next-token loss on a text file (at
                           most 64 MiB) as one JSON line and exit
   --eval-window N         window for --eval-loss, 2 up to the model's context (default:
@@ -218,6 +223,10 @@ CliOptions parse_cli(int argc, char** argv) {
     } else if (a == "--logit-lens") {
       r.no_value();
       o.logit_lens = true;
+    } else if (a == "--memory") {
+      // The memory report (session/memory_report.h), printed by main.cpp.
+      r.no_value();
+      o.memory = true;
     } else if (a == "--eval-loss")
       o.eval_loss_file = non_empty(a, r.value());
     else if (a == "--eval-window")

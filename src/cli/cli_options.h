@@ -26,6 +26,7 @@ struct CliOptions {
   bool quiet = false;
   bool logit_lens = false;  // print the logit lens after every step
   BanWordsFlags ban_words;  // --ban-words FILE / --no-ban-words (default: on for the bundled model)
+  bool memory = false;      // --memory: print the memory report after load and after the run
   bool help = false;
 
   // --score: continuations scored after --prompt under the raw model (one

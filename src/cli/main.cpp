@@ -18,6 +18,7 @@
 #include "cli/score_printer.h"
 #include "cli/step_printer.h"
 #include "session/evaluate.h"
+#include "session/memory_report.h"
 #include "session/model_setup.h"
 #include "session/quiz.h"
 #include "session/score.h"
@@ -202,6 +203,12 @@ std::string milliseconds(double seconds) {
   return buf;
 }
 
+// --memory: the memory report, one indented line per part.
+void print_memory(std::ostream& out, const char* when, const ts::MemoryReport& r) {
+  out << "memory " << when << ":\n";
+  for (const std::string& line : ts::memory_report_lines(r)) out << "  " << line << "\n";
+}
+
 int run(int argc, char** argv) {
   const ts::cli::CliOptions o = ts::cli::parse_cli(argc, argv);
   if (o.help) {
@@ -237,6 +244,7 @@ int run(int argc, char** argv) {
               << milliseconds(model.warmup_seconds)
               << " ms (neither is counted in any step's time)\n"
               << ts::describe_banned_words(session.banned_words().get()) << "\n";
+  if (o.memory) print_memory(std::cout, "after load", ts::memory_report(session));
   // No SA_RESTART: a Ctrl-C also ends --interactive's wait for a line.
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
@@ -263,6 +271,7 @@ int run(int argc, char** argv) {
     }
     ts::cli::print_lanes_text(std::cout, session);
   }
+  if (o.memory) print_memory(std::cout, "after the run", ts::memory_report(session));
   const bool interrupted = g_interrupted != 0;
   if (!o.json_file.empty()) {
     ts::JsonExportOptions jo;

@@ -214,15 +214,15 @@ ForwardOptions forward_options(const SessionOptions& o) {
   return f;
 }
 
-// Keeps only the rows [first_row, rows) of each recorded layer.
+// Keeps only the rows [first_row, rows) of each recorded layer. Every row
+// kept is moved, not copied: a long prompt's attention must not exist twice.
 std::vector<std::shared_ptr<const std::vector<float>>> attention_rows(
-    const std::vector<std::vector<float>>& attention, int n_head, int rows, int context,
-    int first_row) {
+    std::vector<std::vector<float>>& attention, int n_head, int rows, int context, int first_row) {
   std::vector<std::shared_ptr<const std::vector<float>>> out(attention.size());
   for (size_t l = 0; l < attention.size(); ++l) {
     if (attention[l].empty()) continue;
     if (first_row == 0) {
-      out[l] = std::make_shared<const std::vector<float>>(attention[l]);
+      out[l] = std::make_shared<const std::vector<float>>(std::move(attention[l]));
       continue;
     }
     auto kept = std::make_shared<std::vector<float>>();
@@ -325,17 +325,19 @@ const StepTrace& Session::prefill() {
   if (options_.kv_cache) {
     base = cache.create();
     try {
-      result = engine_->forward({ForwardRequest{base, ids}}, forward_options(options_));
+      result = engine_->forward({ForwardRequest{base, ids}}, prefill_options(ids.size()));
     } catch (...) {
       cache.release(base);
       throw;
     }
   } else {
-    result = engine_->forward_scratch(ids, forward_options(options_));
+    result = engine_->forward_scratch(ids, prefill_options(ids.size()));
   }
   auto trace = std::make_shared<StepTrace>(
       make_trace(Phase::kPrefill, result.seconds, result.cost, static_cast<int>(ids.size())));
-  const EntryOutput& out = result.outputs[0];
+  EntryOutput& out = result.outputs[0];
+  // One entry per layer, recorded or not (none may fit the budget).
+  if (options_.record_attention) out.attention.resize(engine_->config().n_layer);
   try {
     for (size_t i = 0; i < lanes.size(); ++i) {
       Lane& lane = lanes[i];
@@ -504,6 +506,22 @@ void Session::commit(StepTrace trace, std::vector<LaneStep> lane_records) {
   }
   trace.kv_after = engine_->cache().occupancy();
   publish(std::make_shared<StepTrace>(std::move(trace)));
+}
+
+ForwardOptions Session::prefill_options(size_t tokens) const {
+  ForwardOptions f = forward_options(options_);
+  if (!f.record_attention) return f;
+  // A prompt's attention is n_layer x n_head x n^2 floats. Only the layers
+  // the trace budget can keep are recorded (apply_budget drops the others
+  // from the last layer down, and their attention is recomputed on demand):
+  // a long prompt's full attention would otherwise be held for the step,
+  // far beyond the budget (534 MB at 963 tokens on GPT-2 124M).
+  const ModelConfig& cfg = engine_->config();
+  const int64_t per_layer = int64_t{cfg.n_head} * int64_t(tokens) * int64_t(tokens) * 4;
+  const int64_t room = options_.trace_budget_bytes - trace_bytes_;
+  f.attention_layers.assign(cfg.n_layer, false);
+  for (int l = 0; l < cfg.n_layer && (l + 1) * per_layer <= room; ++l) f.attention_layers[l] = true;
+  return f;
 }
 
 void Session::apply_budget(StepTrace& trace) {

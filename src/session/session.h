@@ -181,6 +181,8 @@ class Session {
   };
   SeqId sequence_for(const std::vector<int>& tokens, const std::vector<CachedSequence>& sources);
   void apply_budget(StepTrace& trace);
+  // The prefill's forward options: attention only for the layers the trace budget can keep.
+  ForwardOptions prefill_options(size_t tokens) const;
   void publish(std::shared_ptr<StepTrace> trace);
   // A trace for the next history step, with the step's measured time and cost
   // and the number of tokens it ran through the model.

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "session/memory_report.h"
 #include "session/session.h"
 
 namespace ts {
@@ -37,6 +38,7 @@ struct SessionSnapshot {
   std::string last_error;
   uint64_t error_serial = 0;  // grows with every error, so a front end can tell new ones
   std::shared_ptr<const Tokenizer> tokenizer;  // const calls only (token_bytes, decode)
+  MemoryReport memory;                         // where memory goes, read when published
 };
 using SnapshotPtr = std::shared_ptr<const SessionSnapshot>;
 

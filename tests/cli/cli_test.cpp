@@ -958,3 +958,79 @@ TEST(CliQuiz, GuessesAreScoredWithTheStepsProbabilitiesAndTheModelsChoiceIsRevea
     EXPECT_NE(lines[0].find(says), std::string::npos) << lines[0];
   }
 }
+
+// ---- --memory: where memory goes, after loading and after the run ----
+namespace {
+
+// The lines of the block that follows "memory WHEN:" in the output.
+std::vector<std::string> memory_block(const std::string& out, const std::string& when) {
+  std::vector<std::string> block;
+  bool in = false;
+  for (const std::string& l : lines_of(out)) {
+    if (l == "memory " + when + ":") {
+      in = true;
+      continue;
+    }
+    if (in && !starts_with(l, "  ")) break;
+    if (in) block.push_back(l.substr(2));
+  }
+  return block;
+}
+
+// The figure that follows `after` in `line`, in bytes (-1 when absent):
+// "0 B", "4.0 KiB", "1.5 MiB", "6.20 GiB".
+double bytes_after(const std::string& line, const std::string& after) {
+  const size_t at = line.find(after);
+  if (at == std::string::npos) return -1;
+  std::istringstream in(line.substr(at + after.size()));
+  double value = 0;
+  std::string unit;
+  if (!(in >> value >> unit)) return -1;
+  if (unit == "B") return value;
+  if (unit == "KiB") return value * 1024;
+  if (unit == "MiB") return value * 1048576;
+  if (unit == "GiB") return value * 1073741824;
+  return -1;
+}
+
+TEST(Cli, MemoryPrintsEveryPartAfterLoadAndAfterTheRun) {
+  const CliRun r = run_cli(with_tiny({"--steps", "3", "--memory"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> loaded = memory_block(r.out, "after load");
+  const std::vector<std::string> run = memory_block(r.out, "after the run");
+  ASSERT_GE(loaded.size(), 5u) << r.out;
+  ASSERT_GE(run.size(), 5u) << r.out;
+  const char* parts[] = {"weights", "KV pool", "trace", "scratch", "process"};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_TRUE(starts_with(loaded[i], parts[i])) << loaded[i];
+    EXPECT_TRUE(starts_with(run[i], parts[i])) << run[i];
+    EXPECT_GE(bytes_after(run[i], parts[i]), 0) << run[i];  // a figure with its unit
+  }
+  // The tiny model (2 layers x 64 dims, context 64, 457 tokens) has 133,440
+  // fp32 parameters: 533,760 bytes, read in place from its F32 file.
+  EXPECT_TRUE(
+      starts_with(loaded[0], "weights  521.2 KiB fp32 (stored F32): 521.2 KiB read in place"))
+      << loaded[0];
+  // Nothing traced after load; the run's prefill and 3 steps keep attention
+  // and logits, within the default budget.
+  EXPECT_TRUE(starts_with(loaded[2], "trace    0 B of a 256.0 MiB budget")) << loaded[2];
+  EXPECT_GT(bytes_after(run[2], "trace    "), 0.0) << run[2];
+  // The session's sequence holds the prompt and the 3 steps' tokens at the
+  // end: its blocks are held and their pages resident.
+  EXPECT_EQ(bytes_after(loaded[1], "reserved, "), 0.0) << loaded[1];
+  EXPECT_GT(bytes_after(run[1], "reserved, "), 0.0) << run[1];
+  EXPECT_NE(run[4].find("/proc/self/status"), std::string::npos) << run[4];
+  // Without --memory, no report.
+  const CliRun plain = run_cli(with_tiny({"--steps", "1"}));
+  EXPECT_EQ(plain.out.find("memory after"), std::string::npos);
+}
+
+TEST(Cli, MemoryTakesNoValueAndNotWithEvalLoss) {
+  expect_one_error_line(run_cli(with_tiny({"--memory=yes"})), "tokenscope-cli",
+                        "--memory takes no value", "--memory=yes");
+  expect_one_error_line(run_cli(with_tiny({"--eval-loss", "x.txt", "--memory"})), "tokenscope-cli",
+                        "--eval-loss and --memory conflict", "--eval-loss with --memory");
+  EXPECT_NE(run_cli({"--help"}).out.find("--memory"), std::string::npos);
+}
+
+}  // namespace

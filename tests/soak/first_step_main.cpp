@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "proc_memory.h"
+#include "session/memory_report.h"
 #include "session/model_setup.h"
 #include "session/session.h"
 
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
     ts::SessionOptions so;
     so.max_new_tokens = decode_steps + 1;
     ts::Session s(m.tokenizer, m.engine, so);
+    const nlohmann::json report_loaded = ts::memory_report_json(ts::memory_report(s));
     s.set_prompt(prompt);
     const double prefill = s.prefill().seconds;
     std::vector<double> decode;
@@ -94,7 +96,10 @@ int main(int argc, char** argv) {
           {"trace_budget_mb", so.trace_budget_bytes / 1048576.0},
           {"before_load", memory_json(before)},
           {"after_load", memory_json(loaded)},
-          {"after_steps", memory_json(end)}}}};
+          {"after_steps", memory_json(end)},
+          // Part by part (session/memory_report.h), after loading and at the end.
+          {"report_after_load", report_loaded},
+          {"report_after_steps", ts::memory_report_json(ts::memory_report(s))}}}};
     std::cout << out.dump(2) << "\n";
     return 0;
   } catch (const std::exception& e) {

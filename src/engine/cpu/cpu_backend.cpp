@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -59,6 +60,7 @@ class PoolBuffer {
   }
   float* data() { return data_; }
   const float* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
 
  private:
   float* data_ = nullptr;
@@ -89,6 +91,10 @@ struct Activations {
         attn(x.size()),
         proj(x.size()),
         hidden(4 * x.size()) {}
+  int64_t bytes() const {
+    return int64_t(sizeof(float)) *
+           int64_t(x.size() + ln.size() + qkv.size() + attn.size() + proj.size() + hidden.size());
+  }
 };
 
 class CpuBackend final : public Backend {
@@ -104,6 +110,7 @@ class CpuBackend final : public Backend {
   void copy_blocks(const std::vector<BlockCopy>& copies) override;
   void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
                std::vector<EntryOutput>& outputs) override;
+  CpuBackendMemory memory() const;
 
  private:
   BatchRows lay_out(const std::vector<BatchEntry>& batch) const;
@@ -112,13 +119,16 @@ class CpuBackend final : public Backend {
   void gelu(std::vector<float>& hidden);
   void record_residual(int slot, const BatchRows& in, const std::vector<float>& x,
                        std::vector<EntryOutput>& outputs) const;
-  void logits(const std::vector<float>& ln_f, const BatchRows& in, bool all_rows,
-              std::vector<EntryOutput>& outputs);
+  // Returns the bytes of the rows and logits matrices it allocated.
+  int64_t logits(const std::vector<float>& ln_f, const BatchRows& in, bool all_rows,
+                 std::vector<EntryOutput>& outputs);
 
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool pool_;
   KvCacheShape shape_;
   std::vector<PoolBuffer> k_pool_, v_pool_;  // [layer][slot * C]
+  // Scratch of the last and the largest forward (read by memory()).
+  std::atomic<int64_t> scratch_last_{0}, scratch_peak_{0};
 };
 
 // GPT-2, one block per iteration: x += attn(ln_1(x)); x += mlp(ln_2(x)).
@@ -162,7 +172,11 @@ void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpti
         last ? w.ln_f_bias : w.layers[l + 1].ln_1_bias, rows, c, eps, a.ln.data());
     if (options.record_residuals) record_residual(l + 1, in, a.x, outputs);
   }
-  logits(a.ln, in, options.all_logits, outputs);  // ln_f(x) . wte^T (the tied unembedding)
+  const int64_t logits_scratch =
+      logits(a.ln, in, options.all_logits, outputs);  // ln_f(x) . wte^T (the tied unembedding)
+  const int64_t scratch = a.bytes() + logits_scratch;
+  scratch_last_ = scratch;
+  if (scratch > scratch_peak_) scratch_peak_ = scratch;
 }
 
 // ---- plumbing ----
@@ -255,8 +269,8 @@ void CpuBackend::record_residual(int slot, const BatchRows& in, const std::vecto
 
 // logits = ln_f(x) . wte^T for the rows that need them: every new token's
 // with all_rows, else each entry's last.
-void CpuBackend::logits(const std::vector<float>& ln_f, const BatchRows& in, bool all_rows,
-                        std::vector<EntryOutput>& outputs) {
+int64_t CpuBackend::logits(const std::vector<float>& ln_f, const BatchRows& in, bool all_rows,
+                           std::vector<EntryOutput>& outputs) {
   const ModelWeights& w = *weights_;
   const size_t c = w.config.n_embd, v = w.config.vocab_size;
   std::vector<float> rows_in;
@@ -276,6 +290,7 @@ void CpuBackend::logits(const std::vector<float>& ln_f, const BatchRows& in, boo
     outputs[e].logits.assign(all.begin() + at * v, all.begin() + (at + count[e]) * v);
     at += count[e];
   }
+  return int64_t(sizeof(float)) * int64_t(rows_in.size() + all.size());
 }
 
 void CpuBackend::init_cache(const KvCacheShape& shape) {
@@ -305,7 +320,23 @@ void CpuBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
   }
 }
 
+CpuBackendMemory CpuBackend::memory() const {
+  CpuBackendMemory m;
+  for (size_t l = 0; l < k_pool_.size(); ++l) {
+    m.kv_pools.push_back({k_pool_[l].data(), k_pool_[l].bytes()});
+    m.kv_pools.push_back({v_pool_[l].data(), v_pool_[l].bytes()});
+  }
+  m.scratch_last_bytes = scratch_last_;
+  m.scratch_peak_bytes = scratch_peak_;
+  return m;
+}
+
 }  // namespace
+
+std::optional<CpuBackendMemory> cpu_backend_memory(const Backend& backend) {
+  if (const auto* cpu = dynamic_cast<const CpuBackend*>(&backend)) return cpu->memory();
+  return std::nullopt;
+}
 
 std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const ModelWeights> weights,
                                           int threads) {

@@ -1,0 +1,295 @@
+#include "session/memory_report.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/engine.h"
+#include "session/session.h"
+
+namespace ts {
+namespace {
+
+size_t page_size() {
+  static const size_t page = [] {
+    const long p = ::sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<size_t>(p) : size_t{4096};
+  }();
+  return page;
+}
+
+struct Range {
+  uintptr_t begin = 0, end = 0;  // [begin, end)
+};
+
+// Page-aligned ranges covering `ranges`, sorted, overlaps merged (two
+// tensors sharing a page count it once).
+std::vector<Range> page_ranges(std::vector<Range> ranges) {
+  const uintptr_t page = page_size();
+  for (Range& r : ranges) {
+    r.begin -= r.begin % page;
+    r.end = (r.end + page - 1) / page * page;
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  std::vector<Range> merged;
+  for (const Range& r : ranges) {
+    if (r.end <= r.begin) continue;
+    if (!merged.empty() && r.begin <= merged.back().end)
+      merged.back().end = std::max(merged.back().end, r.end);
+    else
+      merged.push_back(r);
+  }
+  return merged;
+}
+
+// Resident bytes of page-aligned ranges, in chunks so that a 6 GB model
+// needs no 1.5 M-entry vector.
+int64_t resident_pages_bytes(const std::vector<Range>& aligned) {
+  const size_t page = page_size();
+  constexpr size_t kChunkPages = 1 << 16;
+  std::vector<unsigned char> vec(kChunkPages);
+  int64_t resident = 0;
+  for (const Range& r : aligned) {
+    for (uintptr_t at = r.begin; at < r.end;) {
+      const size_t pages = std::min<size_t>(kChunkPages, (r.end - at) / page);
+      if (::mincore(reinterpret_cast<void*>(at), pages * page, vec.data()) == 0)
+        for (size_t i = 0; i < pages; ++i) resident += (vec[i] & 1) ? int64_t(page) : 0;
+      at += pages * page;
+    }
+  }
+  return resident;
+}
+
+// The tensors of the weights, as address ranges.
+std::vector<Range> weight_ranges(const ModelWeights& w) {
+  const ModelConfig& c = w.config;
+  const int64_t C = c.n_embd;
+  std::vector<Range> out;
+  auto add = [&](const float* p, int64_t floats) {
+    if (p == nullptr || floats <= 0) return;
+    const auto b = reinterpret_cast<uintptr_t>(p);
+    out.push_back({b, b + static_cast<uintptr_t>(floats) * sizeof(float)});
+  };
+  add(w.wte, int64_t(c.vocab_size) * C);
+  add(w.wpe, int64_t(c.n_ctx) * C);
+  for (const LayerWeights& L : w.layers) {
+    add(L.ln_1_weight, C);
+    add(L.ln_1_bias, C);
+    add(L.attn_qkv_weight, C * 3 * C);
+    add(L.attn_qkv_bias, 3 * C);
+    add(L.attn_proj_weight, C * C);
+    add(L.attn_proj_bias, C);
+    add(L.ln_2_weight, C);
+    add(L.ln_2_bias, C);
+    add(L.mlp_fc_weight, C * 4 * C);
+    add(L.mlp_fc_bias, 4 * C);
+    add(L.mlp_proj_weight, 4 * C * C);
+    add(L.mlp_proj_bias, C);
+  }
+  add(w.ln_f_weight, C);
+  add(w.ln_f_bias, C);
+  return out;
+}
+
+// The file-backed mappings of this process (/proc/self/maps lines whose
+// inode is not 0), sorted by address.
+std::vector<Range> file_mappings() {
+  std::vector<Range> out;
+  std::ifstream in("/proc/self/maps");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string span, perms, offset, dev;
+    unsigned long long inode = 0;
+    if (!(fields >> span >> perms >> offset >> dev >> inode) || inode == 0) continue;
+    const auto dash = span.find('-');
+    if (dash == std::string::npos) continue;
+    try {
+      out.push_back({static_cast<uintptr_t>(std::stoull(span.substr(0, dash), nullptr, 16)),
+                     static_cast<uintptr_t>(std::stoull(span.substr(dash + 1), nullptr, 16))});
+    } catch (const std::exception&) {
+      continue;
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  return out;
+}
+
+bool inside_any(const std::vector<Range>& sorted, const Range& r) {
+  auto it = std::upper_bound(sorted.begin(), sorted.end(), r.begin,
+                             [](uintptr_t v, const Range& m) { return v < m.begin; });
+  if (it == sorted.begin()) return false;
+  --it;
+  return r.begin >= it->begin && r.end <= it->end;
+}
+
+void read_process_status(MemoryReport& r) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    const auto kib = [&] {
+      try {
+        return std::stoll(line.substr(line.find(':') + 1)) * 1024;
+      } catch (const std::exception&) {
+        return 0ll;
+      }
+    };
+    if (line.rfind("VmRSS:", 0) == 0) r.rss_bytes = kib();
+    if (line.rfind("RssAnon:", 0) == 0) r.rss_anon_bytes = kib();
+    if (line.rfind("RssFile:", 0) == 0) r.rss_file_bytes = kib();
+    if (line.rfind("VmHWM:", 0) == 0) r.rss_peak_bytes = kib();
+  }
+}
+
+// "0 B", "812 B", "4.0 KiB", "474.7 MiB", "5.80 GiB": a figure readable at
+// every model size, with its unit.
+std::string mib(int64_t bytes) {
+  char buf[48];
+  const double b = static_cast<double>(bytes);
+  if (bytes > -1024 && bytes < 1024)
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else if (b > -(1 << 20) && b < (1 << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  else if (b > -(1ll << 30) && b < (1ll << 30))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1ll << 30));
+  return buf;
+}
+
+std::string mib_number(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+}  // namespace
+
+int64_t resident_bytes_of(const void* begin, size_t bytes) {
+  const auto b = reinterpret_cast<uintptr_t>(begin);
+  return resident_pages_bytes(page_ranges({{b, b + bytes}}));
+}
+
+int64_t MemoryReport::accounted_bytes() const {
+  return weight_resident_bytes + kv_resident_bytes + std::max<int64_t>(0, trace_bytes);
+}
+
+double MemoryReport::rss_ratio() const {
+  const int64_t need = weight_bytes + kv_resident_bytes + std::max<int64_t>(0, trace_bytes);
+  return need > 0 ? static_cast<double>(rss_bytes) / static_cast<double>(need) : 0.0;
+}
+
+MemoryReport memory_report(const Engine& engine) {
+  MemoryReport r;
+  const ModelWeights& w = engine.weights();
+  r.weight_dtype = w.storage_dtype;
+  const std::vector<Range> tensors = weight_ranges(w);
+  const std::vector<Range> files = file_mappings();
+  for (const Range& t : tensors) {
+    const int64_t n = static_cast<int64_t>(t.end - t.begin);
+    r.weight_bytes += n;
+    (inside_any(files, t) ? r.weight_mapped_bytes : r.weight_converted_bytes) += n;
+  }
+  r.weight_resident_bytes = resident_pages_bytes(page_ranges(tensors));
+
+  const KvOccupancy kv = engine.cache().occupancy();
+  r.kv_used_bytes = kv.bytes_per_layer_used * engine.config().n_layer;
+  if (const auto cpu = cpu_backend_memory(engine.backend())) {
+    std::vector<Range> pools;
+    for (const CpuBackendMemory::Range& p : cpu->kv_pools) {
+      const auto b = reinterpret_cast<uintptr_t>(p.begin);
+      pools.push_back({b, b + p.bytes});
+      r.kv_reserved_bytes += static_cast<int64_t>(p.bytes);
+    }
+    r.kv_resident_bytes = resident_pages_bytes(page_ranges(pools));
+    r.scratch_last_bytes = cpu->scratch_last_bytes;
+    r.scratch_peak_bytes = cpu->scratch_peak_bytes;
+  } else {
+    r.kv_on_host = false;
+  }
+  read_process_status(r);
+  return r;
+}
+
+MemoryReport memory_report(const Session& session) {
+  MemoryReport r = memory_report(session.engine());
+  r.trace_bytes = session.trace_bytes();
+  r.trace_budget_bytes = session.options().trace_budget_bytes;
+  return r;
+}
+
+std::vector<std::string> memory_report_lines(const MemoryReport& r) {
+  std::vector<std::string> lines;
+  std::string weights = "weights  " + mib(r.weight_bytes) + " fp32 (stored " +
+                        (r.weight_dtype.empty() ? std::string("?") : r.weight_dtype) +
+                        "): " + mib(r.weight_mapped_bytes) + " read in place from the file map, " +
+                        mib(r.weight_converted_bytes) + " converted copies; " +
+                        mib(r.weight_resident_bytes) + " resident";
+  lines.push_back(weights);
+  if (r.kv_on_host)
+    lines.push_back("KV pool  " + mib(r.kv_reserved_bytes) + " reserved, " + mib(r.kv_used_bytes) +
+                    " held by sequences now, " + mib(r.kv_resident_bytes) +
+                    " resident (pages written so far)");
+  else
+    lines.push_back("KV pool  " + mib(r.kv_used_bytes) +
+                    " held by sequences now, in device memory (not in this process's RSS)");
+  if (r.trace_bytes >= 0)
+    lines.push_back("trace    " + mib(r.trace_bytes) + " of a " + mib(r.trace_budget_bytes) +
+                    " budget (attention and logits the history keeps)");
+  else
+    lines.push_back("trace    0 B (no session yet)");
+  if (r.scratch_last_bytes >= 0)
+    lines.push_back("scratch  " + mib(r.scratch_last_bytes) +
+                    " in the last forward (freed after it), largest so far " +
+                    mib(r.scratch_peak_bytes));
+  else
+    lines.push_back("scratch  not reported by this backend (device memory)");
+  lines.push_back("process  " + mib(r.rss_bytes) + " resident (anonymous " + mib(r.rss_anon_bytes) +
+                  ", file " + mib(r.rss_file_bytes) + "), peak " + mib(r.rss_peak_bytes) + "; " +
+                  mib(r.other_bytes()) + " outside the parts above; from /proc/self/status");
+  char ratio[96];
+  std::snprintf(ratio, sizeof ratio, "%.2f", r.rss_ratio());
+  lines.push_back("ratio    " + std::string(ratio) +
+                  " = resident / (weights + KV pool resident + trace)");
+  return lines;
+}
+
+std::string memory_report_short(const MemoryReport& r) {
+  std::string s = "RSS " + mib_number(r.rss_bytes) + " MiB: weights " +
+                  mib_number(r.weight_resident_bytes) + ", KV " +
+                  mib_number(r.kv_on_host ? r.kv_resident_bytes : 0);
+  if (r.trace_bytes >= 0) s += ", trace " + mib_number(r.trace_bytes);
+  return s + " MiB";
+}
+
+nlohmann::json memory_report_json(const MemoryReport& r) {
+  return {{"weights",
+           {{"bytes", r.weight_bytes},
+            {"mapped_bytes", r.weight_mapped_bytes},
+            {"converted_bytes", r.weight_converted_bytes},
+            {"resident_bytes", r.weight_resident_bytes},
+            {"stored_as", r.weight_dtype}}},
+          {"kv_pool",
+           {{"on_host", r.kv_on_host},
+            {"reserved_bytes", r.kv_reserved_bytes},
+            {"used_bytes", r.kv_used_bytes},
+            {"resident_bytes", r.kv_resident_bytes}}},
+          {"trace", {{"bytes", r.trace_bytes}, {"budget_bytes", r.trace_budget_bytes}}},
+          {"scratch", {{"last_bytes", r.scratch_last_bytes}, {"peak_bytes", r.scratch_peak_bytes}}},
+          {"process",
+           {{"source", "/proc/self/status"},
+            {"rss_bytes", r.rss_bytes},
+            {"rss_anon_bytes", r.rss_anon_bytes},
+            {"rss_file_bytes", r.rss_file_bytes},
+            {"peak_rss_bytes", r.rss_peak_bytes},
+            {"other_bytes", r.other_bytes()}}},
+          {"rss_ratio", r.rss_ratio()}};
+}
+
+}  // namespace ts

@@ -1,0 +1,207 @@
+// The memory report: each part agrees with the object that holds the memory
+// (weights, KV pool, trace store, scratch) and with the kernel's view.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/engine.h"
+#include "session/memory_report.h"
+#include "session/session.h"
+#include "test_models.h"
+
+namespace ts {
+namespace {
+
+TEST(MemoryReport, ResidentBytesCountsTouchedPagesOnly) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* p = ::mmap(nullptr, 16 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  auto* bytes = static_cast<unsigned char*>(p);
+  EXPECT_EQ(resident_bytes_of(p, 16 * page), 0);
+  bytes[0] = 1;
+  bytes[5 * page + 7] = 1;
+  bytes[15 * page + page - 1] = 1;
+  EXPECT_EQ(resident_bytes_of(p, 16 * page), int64_t(3 * page));
+  // A range that starts and ends inside pages counts those whole pages.
+  EXPECT_EQ(resident_bytes_of(bytes + 5 * page + 100, 10), int64_t(page));
+  ::munmap(p, 16 * page);
+}
+
+TEST(MemoryReport, WeightsAreTheModelsTensors) {
+  const LoadedModel m = test::load_tiny();
+  const MemoryReport r = memory_report(*m.engine);
+  const ModelConfig& cfg = m.engine->config();
+  EXPECT_EQ(r.weight_bytes, cfg.parameter_count() * 4);
+  EXPECT_EQ(r.weight_mapped_bytes + r.weight_converted_bytes, r.weight_bytes);
+  // The fixture is F32 safetensors: every tensor is read in place from the map.
+  EXPECT_EQ(r.weight_dtype, "F32");
+  EXPECT_EQ(r.weight_mapped_bytes, r.weight_bytes);
+  // Populated at load: every page of every tensor is in memory.
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  EXPECT_GE(r.weight_resident_bytes, r.weight_bytes);
+  EXPECT_LE(r.weight_resident_bytes, r.weight_bytes + 2 * page);
+  // No session: no trace store.
+  EXPECT_EQ(r.trace_bytes, -1);
+  EXPECT_GT(r.rss_bytes, 0);
+  EXPECT_GE(r.rss_peak_bytes, r.rss_bytes);
+  EXPECT_EQ(r.rss_bytes - r.accounted_bytes(), r.other_bytes());
+}
+
+TEST(MemoryReport, KvResidentGrowsWithTokensWrittenNotWithTheReservation) {
+  const LoadedModel m = test::load_tiny();
+  const ModelConfig& cfg = m.engine->config();
+  const KvCacheShape& shape = m.engine->cache().shape();
+  const int64_t bytes_per_token = int64_t(2) * cfg.n_layer * cfg.n_embd * 4;  // K and V
+  const MemoryReport loaded = memory_report(*m.engine);
+  ASSERT_TRUE(loaded.kv_on_host);
+  EXPECT_EQ(loaded.kv_reserved_bytes,
+            int64_t(shape.num_blocks) * shape.block_size * bytes_per_token);
+  EXPECT_EQ(loaded.kv_used_bytes, 0);  // the warm-up's sequence was released
+  // Only the warm-up's block was written: far below the reservation.
+  EXPECT_LT(loaded.kv_resident_bytes, loaded.kv_reserved_bytes / 4);
+
+  Session s(m.tokenizer, m.engine, SessionOptions{});
+  s.set_prompt(
+      "The cat sat on the mat, and then the dog sat on the cat, and then the bird sat on the "
+      "dog.");
+  s.prefill();
+  const int tokens = static_cast<int>(s.prompt_tokens().size());
+  ASSERT_GT(tokens, 2 * shape.block_size);
+  const MemoryReport after = memory_report(s);
+  const int blocks = (tokens + shape.block_size - 1) / shape.block_size;
+  EXPECT_EQ(after.kv_used_bytes, int64_t(blocks) * shape.block_size * bytes_per_token);
+  // Every written slot's K and V rows are in resident pages.
+  EXPECT_GE(after.kv_resident_bytes, int64_t(tokens) * bytes_per_token);
+  EXPECT_GT(after.kv_resident_bytes, loaded.kv_resident_bytes);
+  EXPECT_LE(after.kv_resident_bytes, after.kv_reserved_bytes);
+  EXPECT_EQ(after.kv_reserved_bytes, loaded.kv_reserved_bytes);
+}
+
+TEST(MemoryReport, TraceBytesAreTheSessionsHistory) {
+  const LoadedModel m = test::load_tiny();
+  SessionOptions o;
+  o.trace_budget_bytes = 3 << 20;
+  Session s(m.tokenizer, m.engine, o);
+  s.set_prompt("Once upon a time");
+  s.prefill();
+  for (int i = 0; i < 4; ++i) s.step();
+  const MemoryReport r = memory_report(s);
+  int64_t history = 0;
+  for (const StepTracePtr& t : s.history()) history += t->memory_bytes();
+  EXPECT_GT(history, 0);
+  EXPECT_EQ(r.trace_bytes, history);
+  EXPECT_EQ(r.trace_bytes, s.trace_bytes());
+  EXPECT_EQ(r.trace_budget_bytes, 3 << 20);
+}
+
+TEST(MemoryReport, ScratchOfADecodeStepIsItsActivationsAndLogitsRow) {
+  const LoadedModel m = test::load_tiny();
+  const ModelConfig& cfg = m.engine->config();
+  Session s(m.tokenizer, m.engine, SessionOptions{});
+  s.set_prompt("Once upon a time");
+  s.prefill();
+  const int prompt = static_cast<int>(s.prompt_tokens().size());
+  const MemoryReport after_prefill = memory_report(s);
+  s.step();
+  const MemoryReport r = memory_report(s);
+  // One row: x, ln, attn, proj (C each), qkv (3C), hidden (4C); the logits
+  // input row (C) and the logits (vocab).
+  const int64_t c = cfg.n_embd;
+  EXPECT_EQ(r.scratch_last_bytes, 4 * (11 * c + c + cfg.vocab_size));
+  // The prefill's rows were the largest forward so far.
+  EXPECT_EQ(after_prefill.scratch_last_bytes, 4 * (11 * c * prompt + c + cfg.vocab_size));
+  EXPECT_GE(r.scratch_peak_bytes, after_prefill.scratch_last_bytes);
+}
+
+TEST(MemoryReport, LinesNameEveryPartWithUnits) {
+  const LoadedModel m = test::load_tiny();
+  Session s(m.tokenizer, m.engine, SessionOptions{});
+  const std::vector<std::string> lines = memory_report_lines(memory_report(s));
+  ASSERT_GE(lines.size(), 5u);
+  const char* parts[] = {"weights", "KV pool", "trace", "scratch", "process"};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(lines[i].rfind(parts[i], 0), 0u) << lines[i];
+    EXPECT_NE(lines[i].find("iB"), std::string::npos) << lines[i];  // KiB, MiB or GiB
+  }
+  const nlohmann::json j = memory_report_json(memory_report(s));
+  EXPECT_EQ(j["weights"]["bytes"].get<int64_t>(), m.engine->config().parameter_count() * 4);
+  EXPECT_EQ(j["trace"]["budget_bytes"].get<int64_t>(), SessionOptions{}.trace_budget_bytes);
+}
+
+// A backend that passes everything to the CPU backend and keeps the
+// options of the last forward.
+class OptionsSpy final : public Backend {
+ public:
+  explicit OptionsSpy(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  std::string device_name() const override { return inner_->device_name(); }
+  void init_cache(const KvCacheShape& shape) override { inner_->init_cache(shape); }
+  void copy_blocks(const std::vector<BlockCopy>& copies) override { inner_->copy_blocks(copies); }
+  void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
+               std::vector<EntryOutput>& outputs) override {
+    last = options;
+    inner_->forward(batch, options, outputs);
+  }
+  ForwardOptions last;
+
+ private:
+  std::unique_ptr<Backend> inner_;
+};
+
+// A prompt's attention (n_layer x n_head x n^2) is recorded only for the
+// layers the trace budget keeps, so a long prompt never holds it all; the
+// trace is the same as when every layer was recorded and the budget cut it.
+TEST(MemoryReport, PrefillRecordsOnlyTheAttentionTheBudgetKeeps) {
+  const LoadedModel m = test::load_tiny();
+  const ModelConfig& cfg = m.engine->config();
+  auto weights = std::shared_ptr<const ModelWeights>(m.engine, &m.engine->weights());
+  auto spy_owner = std::make_unique<OptionsSpy>(make_cpu_backend(weights, 2));
+  OptionsSpy* spy = spy_owner.get();
+  auto engine = std::make_shared<Engine>(weights, std::move(spy_owner), 4 * cfg.n_ctx);
+  // Long enough (most of the 64-token context) that one layer's attention
+  // outweighs the rest of the step's trace (logits, residuals, tables).
+  std::string prompt = "The cat sat on the mat.";
+  while (m.tokenizer->encode_ids(prompt + " The dog sat.").size() < 60) prompt += " The dog sat.";
+  const int n = static_cast<int>(m.tokenizer->encode_ids(prompt).size());
+  ASSERT_GE(n, 48);
+  const int64_t per_layer = int64_t{cfg.n_head} * n * n * 4;
+  ASSERT_GE(cfg.n_layer, 2);
+
+  SessionOptions o;
+  o.trace_budget_bytes = per_layer + per_layer / 2;  // one layer and the logits fit, not two
+  Session s(m.tokenizer, engine, o);
+  s.set_prompt(prompt);
+  const StepTrace& pre = s.prefill();
+  ASSERT_EQ(spy->last.attention_layers.size(), static_cast<size_t>(cfg.n_layer));
+  EXPECT_TRUE(spy->last.attention_layers[0]);
+  for (int l = 1; l < cfg.n_layer; ++l) EXPECT_FALSE(spy->last.attention_layers[l]) << l;
+  ASSERT_EQ(pre.lanes[0].attention.size(), static_cast<size_t>(cfg.n_layer));
+  ASSERT_TRUE(pre.lanes[0].attention[0]);
+  EXPECT_FALSE(pre.lanes[0].attention[1]);
+  EXPECT_LE(s.trace_bytes(), o.trace_budget_bytes);
+
+  // The same prompt with room for everything: layer 0 is the same numbers,
+  // and a layer left out is recomputed to the same numbers on demand.
+  Session all(m.tokenizer, m.engine, SessionOptions{});
+  all.set_prompt(prompt);
+  const StepTrace& full = all.prefill();
+  ASSERT_TRUE(full.lanes[0].attention[1]);
+  EXPECT_EQ(*pre.lanes[0].attention[0], *full.lanes[0].attention[0]);
+  EXPECT_EQ(s.attention(0, 0, 1), *full.lanes[0].attention[1]);
+
+  // Nothing fits: no layer is recorded, and the trace still has one entry per layer.
+  SessionOptions none;
+  none.trace_budget_bytes = 1;
+  Session empty(m.tokenizer, engine, none);
+  empty.set_prompt(prompt);
+  const StepTrace& bare = empty.prefill();
+  for (int l = 0; l < cfg.n_layer; ++l) EXPECT_FALSE(spy->last.attention_layers[l]) << l;
+  ASSERT_EQ(bare.lanes[0].attention.size(), static_cast<size_t>(cfg.n_layer));
+  for (int l = 0; l < cfg.n_layer; ++l) EXPECT_FALSE(bare.lanes[0].attention[l]) << l;
+}
+
+}  // namespace
+}  // namespace ts
