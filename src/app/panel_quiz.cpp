@@ -183,6 +183,14 @@ void QuizPanel::draw(PanelContext& ctx) {
     if (std::exchange(reveal_requested_, false)) reveal(ctx);
     poll(ctx);
   }
+  // Closing the panel while a question is open withdraws the question: the
+  // hidden Logits and Choosing panels must not stay hidden with no Reveal
+  // button left to bring them back.
+  if (!ctx.state.settings.panel_open(PanelId::kQuiz) && phase_ == Phase::kAsking) {
+    phase_ = Phase::kIdle;
+    votes_.clear();
+    hide_panels(ctx, false);
+  }
   if (!begin_panel(ctx, PanelId::kQuiz)) return;
   if (!ctx.snap || !ctx.ctl.worker() || !ctx.snap->tokenizer) {
     empty_hint(ctx, "No model loaded yet.");

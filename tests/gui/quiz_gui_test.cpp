@@ -114,5 +114,27 @@ TEST(GuiQuiz, ARoundWithKnownAnswersIsScoredAndTheHiddenPanelsReturn) {
   EXPECT_EQ(app.last_frame().gl_errors, 0);
 }
 
+TEST(GuiQuiz, ClosingThePanelWhileAskingBringsTheHiddenPanelsBack) {
+  if (!display_available())
+    GTEST_SKIP() << "no display (DISPLAY is not set): run the GUI tests under xvfb-run -a";
+  App app(options());
+  app.load_model_blocking();
+  app.settle();
+  app.state().settings.panel_open(PanelId::kQuiz) = true;
+  app.settle(2, 50);
+  QuizPanel& quiz = app.quiz_panel();
+  quiz.request_ask();
+  app.settle(3, 100);
+  ASSERT_TRUE(quiz.asking()) << quiz.error();
+  ASSERT_FALSE(app.last_frame().was_drawn(PanelId::kLogits));
+  // The teacher closes the quiz (its window's x) instead of revealing.
+  app.state().settings.panel_open(PanelId::kQuiz) = false;
+  app.settle(2, 50);
+  EXPECT_FALSE(quiz.asking());
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kLogits));
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kSampling));
+  EXPECT_TRUE(app.controller().snapshot()->history.empty());  // nothing was stepped
+}
+
 }  // namespace
 }  // namespace ts::app
