@@ -116,6 +116,14 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
                {"uniform", rec.draw.uniform},
                {"chosen_token", rec.draw.chosen_token},
                {"chosen_prob", rec.draw.chosen_prob}};
+  // A contrastive lane chooses by score among its candidates, not by the
+  // pipeline's argmax: the draw is that choice ("contrastive" has the rest).
+  if (ls.contrastive)
+    draw = {{"greedy", false},
+            {"by_contrastive_score", true},
+            {"uniform", 0.0},
+            {"chosen_token", ls.chosen_token},
+            {"chosen_prob", ls.chosen_prob}};
   json j = {{"lane", ls.lane},
             {"input_tokens", ls.input_tokens},
             {"start_pos", ls.start_pos},
