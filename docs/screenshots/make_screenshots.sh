@@ -83,6 +83,10 @@ shot panel-lens --steps 3 --layout lens --width 1100 --height 520
 "${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "$LONG" --compare greedy "top_p=0.9,temperature=0.8,seed=3" "beams=3" "repetition_penalty=1.3" \
   --lane 2 --steps 8 --layout compare --width 1600 --height 900 --screenshot "$OUT/lanes-4.png"
 
+# Greedy vs contrastive: the contrastive lane's candidates in the Choosing panel.
+"${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "Once upon a time" --compare greedy "contrastive=4,alpha=0.6" \
+  --steps 24 --lane 1 --layout sampling --width 1100 --height 620 --screenshot "$OUT/contrastive.png"
+
 # Committed pictures are kept small: 256-colour palettes (text stays sharp),
 # then lossless recompression, when the tools are installed
 # (apt-get install pngquant optipng).

@@ -36,6 +36,7 @@ const char* branch_refusal(const SessionSnapshot* snap, const StepView& v) {
   if (v.lane < 0 || v.lane >= static_cast<int>(snap->lanes.size())) return "no such lane";
   const Lane& lane = snap->lanes[v.lane];
   if (lane.beam_search()) return "a beam-search lane cannot branch (its beams are its branches)";
+  if (lane.contrastive()) return "a contrastive lane cannot branch (it chooses by score)";
   if (lane.closed) return "this lane is closed";
   return nullptr;
 }

@@ -35,7 +35,8 @@ constexpr Preset kPresets[] = {{"greedy", "greedy"},
                                {"top-p 0.9", "top_p=0.9,seed=3"},
                                {"min-p 0.05", "min_p=0.05,seed=4"},
                                {"rep 1.3", "repetition_penalty=1.3"},
-                               {"beams 4", "beams=4"}};
+                               {"beams 4", "beams=4"},
+                               {"contrastive 4", "contrastive=4,alpha=0.6"}};
 
 // The first history step where the lanes that have a record chose different tokens.
 int first_divergence(const SessionSnapshot& snap) {
@@ -63,6 +64,12 @@ std::string stage_summary(const SessionSnapshot& snap, const LaneStep& r) {
   else if (r.beam)
     std::snprintf(b, sizeof(b), "%s\nbest beam's token; %zu candidates ranked",
                   describe(r.params).c_str(), r.beam->candidates.size());
+  else if (r.contrastive)
+    std::snprintf(b, sizeof(b),
+                  "%s\nbest score of %d candidates: penalty %.3f\np = %s, entropy %.2f nats",
+                  describe(r.params).c_str(), r.contrastive->k,
+                  r.contrastive->candidates[r.contrastive->chosen].penalty,
+                  format_percent(r.chosen_prob).c_str(), r.entropy);
   else if (r.params.do_sample)
     std::snprintf(
         b, sizeof(b),
@@ -92,6 +99,9 @@ std::string stage_line(const SessionSnapshot& snap, const LaneStep& r) {
                   token_piece(snap, r.chosen_token).c_str(), format_percent(r.chosen_prob).c_str());
   else if (r.beam)
     std::snprintf(b, sizeof(b), "best of %zu beam candidates", r.beam->candidates.size());
+  else if (r.contrastive)
+    std::snprintf(b, sizeof(b), "best score of %d, penalty %.2f", r.contrastive->k,
+                  r.contrastive->candidates[r.contrastive->chosen].penalty);
   else if (r.params.do_sample)
     std::snprintf(b, sizeof(b), "drew u=%.3f, %s kept", r.uniform,
                   format_count(r.kept_tokens).c_str());
@@ -239,7 +249,8 @@ void LanesPanel::draw_setup(PanelContext& ctx) {
   ImGui::EndDisabled();
   dim_text_wrapped(
       "Type any strategy (e.g. \"top_p=0.9,temperature=0.8,seed=7\", \"beams=4,"
-      "length_penalty=1.2\"). Press Space to run the prefill once for every lane.");
+      "length_penalty=1.2\", \"contrastive=4,alpha=0.6\"). Press Space to run the prefill "
+      "once for every lane.");
 }
 
 void LanesPanel::draw_columns(PanelContext& ctx, float height, int diverge) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "sampling/contrastive.h"
 #include "sampling/distribution.h"
 #include "util/error.h"
 
@@ -19,7 +20,11 @@ const char* const SamplingPanel::kHelp =
     "likely token. Sampling draws a random number u in [0, 1) from the seed and picks "
     "the token where the cumulative probability passes u.\n\nChanging a control "
     "re-chooses the newest step's token from the same logits: same logits, different "
-    "token.";
+    "token.\n\nContrastive search (a contrastive=K lane) runs the K most likely tokens "
+    "through the model and penalises each by how similar its last-layer hidden state is "
+    "to what was already said (the largest cosine similarity with any earlier position): "
+    "score = (1 - alpha) p - alpha penalty. The alpha slider re-ranks the recorded "
+    "candidates; hover a candidate to see its similarity to every earlier token.";
 
 std::string stage_label(const StageRecord& stage, const SamplingParams& p) {
   char b[64];
@@ -143,6 +148,11 @@ void SamplingPanel::draw(PanelContext& ctx) {
     end_panel();
     return;
   }
+  if (ctx.view.record && ctx.view.record->contrastive && !ctx.view.branched) {
+    draw_contrastive_step(ctx, *ctx.view.record);
+    end_panel();
+    return;
+  }
   draw_controls(ctx);
   if (!ctx.snap || !ctx.view.record) {
     empty_hint(ctx, ctx.snap ? "After prefill this shows how the strategy picks the next token."
@@ -217,6 +227,153 @@ void SamplingPanel::draw_beam_step(PanelContext& ctx, const BeamStep& step) {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", fate.c_str());
   }
   ImGui::EndTable();
+}
+
+void SamplingPanel::draw_contrastive_step(PanelContext& ctx, const LaneStep& record) {
+  const SessionSnapshot& snap = *ctx.snap;
+  const ContrastiveStep& step = *record.contrastive;
+  const float font = ImGui::GetFontSize();
+  if (alpha_step_ != &step) {  // a new step on show: start from the lane's own alpha
+    alpha_step_ = &step;
+    alpha_view_ = step.alpha;
+    hovered_candidate_ = -1;
+  }
+  ImGui::Text("Contrastive search: %s", describe(record.params).c_str());
+  panel_help_button(PanelId::kSampling);
+  dim_text_wrapped(
+      "The %d most likely tokens ran through the model in one batched forward. Each is "
+      "penalised by the largest cosine similarity between its hidden state and an earlier "
+      "position's: score = (1 \u2212 \u03b1) p \u2212 \u03b1 penalty, the largest wins.",
+      step.k);
+  ImGui::SetNextItemWidth(std::min(ImGui::GetContentRegionAvail().x, font * 22));
+  ImGui::SliderFloat("##alpha", &alpha_view_, 0.0f, 1.0f, "\u03b1 %.2f (re-ranks, no recompute)");
+  alpha_view_ = std::clamp(alpha_view_, 0.0f, 1.0f);
+  ImGui::SameLine();
+  if (ImGui::SmallButton("lane's \u03b1")) alpha_view_ = step.alpha;
+  alpha_winner_ = contrastive_choice(step.candidates, alpha_view_, &alpha_scores_);
+  const ContrastiveCandidate& won = step.candidates[alpha_winner_];
+  headline_ = "contrastive \u2192 \u201C" + token_piece(snap, won.token) + "\u201D";
+  ImGui::TextUnformatted(headline_.c_str());
+  ImGui::SameLine();
+  if (alpha_winner_ == step.chosen)
+    dim_text_wrapped("p = %s, penalty %.3f, score %.3f", format_percent(won.prob).c_str(),
+                     won.penalty, alpha_scores_[alpha_winner_]);
+  else
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.warning),
+                       "at \u03b1 %.2f; the lane (\u03b1 %.2f) chose \u201C%s\u201D", alpha_view_,
+                       step.alpha, token_piece(snap, step.candidates[step.chosen].token).c_str());
+
+  // Bars: the two terms of the score, (1 - alpha) p against alpha penalty,
+  // on one scale so that their difference is the score.
+  float scale = 1e-6f;
+  for (const ContrastiveCandidate& c : step.candidates)
+    scale = std::max({scale, (1 - alpha_view_) * c.prob, alpha_view_ * std::max(c.penalty, 0.0f)});
+  const float strip_h = font * 3.2f;
+  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
+                                ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchProp;
+  int hovered = -1;
+  if (ImGui::BeginTable(
+          "contrastive", 7, flags,
+          ImVec2(0, std::max(ImGui::GetContentRegionAvail().y - strip_h, font * 6)))) {
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("token");
+    ImGui::TableSetupColumn("p");
+    ImGui::TableSetupColumn("penalty");
+    ImGui::TableSetupColumn("most like");
+    ImGui::TableSetupColumn("score");
+    ImGui::TableSetupColumn("chosen");
+    ImGui::TableSetupColumn("(1\u2212\u03b1) p (blue) vs \u03b1 penalty (red)",
+                            ImGuiTableColumnFlags_WidthStretch, 3.0f);
+    ImGui::TableHeadersRow();
+    for (size_t i = 0; i < step.candidates.size(); ++i) {
+      const ContrastiveCandidate& c = step.candidates[i];
+      const bool wins = static_cast<int>(i) == alpha_winner_;
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      const std::string piece = token_piece(snap, c.token);
+      // The row is one selectable: hovering any of it shows the candidate's
+      // similarity strip below.
+      ImGui::PushID(static_cast<int>(i));
+      if (wins) ImGui::PushStyleColor(ImGuiCol_Text, ctx.pal.accent);
+      ImGui::Selectable(piece.c_str(), false, ImGuiSelectableFlags_SpanAllColumns);
+      if (wins) ImGui::PopStyleColor();
+      if (ImGui::IsItemHovered()) hovered = static_cast<int>(i);
+      ImGui::PopID();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(format_percent(c.prob).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%.3f", c.penalty);
+      ImGui::TableNextColumn();
+      const bool known = c.similar_pos < static_cast<int>(record.context_ids.size());
+      ImGui::Text("\u201C%s\u201D @%d",
+                  known ? token_piece(snap, record.context_ids[c.similar_pos]).c_str() : "?",
+                  c.similar_pos);
+      ImGui::TableNextColumn();
+      ImGui::Text("%.3f", alpha_scores_[i]);
+      ImGui::TableNextColumn();
+      if (wins)
+        ImGui::TextColored(
+            ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s",
+            static_cast<int>(i) == step.chosen ? "\u2713 chosen" : "\u2713 would win");
+      else if (static_cast<int>(i) == step.chosen)
+        ImGui::TextDisabled("lane chose");
+      ImGui::TableNextColumn();
+      const float w = ImGui::GetContentRegionAvail().x;
+      const float bar_h = font * 0.35f;
+      const ImVec2 at = ImGui::GetCursorScreenPos();
+      ImDrawList* dl = ImGui::GetWindowDrawList();
+      const float conf = (1 - alpha_view_) * c.prob / scale;
+      const float pen = alpha_view_ * std::max(c.penalty, 0.0f) / scale;
+      const float y0 = at.y + ImGui::GetTextLineHeight() * 0.5f - bar_h - 1;
+      dl->AddRectFilled(ImVec2(at.x, y0),
+                        ImVec2(at.x + w * std::clamp(conf, 0.0f, 1.0f), y0 + bar_h),
+                        ctx.pal.accent2);
+      dl->AddRectFilled(ImVec2(at.x, y0 + bar_h + 2),
+                        ImVec2(at.x + w * std::clamp(pen, 0.0f, 1.0f), y0 + 2 * bar_h + 2),
+                        ctx.pal.error);
+      ImGui::Dummy(ImVec2(w, ImGui::GetTextLineHeight()));
+    }
+    ImGui::EndTable();
+  }
+  if (hovered >= 0) hovered_candidate_ = hovered;
+  // The similarity strip: one cell per earlier position, darker = more
+  // similar to the hovered candidate (the winner until one is hovered).
+  const int shown =
+      hovered_candidate_ >= 0 && hovered_candidate_ < step.k ? hovered_candidate_ : alpha_winner_;
+  const ContrastiveCandidate& sc = step.candidates[shown];
+  ImGui::TextDisabled("similarity of \u201C%s\u201D to each earlier token (max %.3f at @%d):",
+                      token_piece(snap, sc.token).c_str(), sc.penalty, sc.similar_pos);
+  const float avail = ImGui::GetContentRegionAvail().x;
+  const int n = step.positions;
+  if (n > 0 && step.similarity.size() >= static_cast<size_t>(step.k) * n) {
+    const float cell = std::max(avail / n, 1.0f);
+    const float h = font * 1.1f;
+    const ImVec2 at = ImGui::GetCursorScreenPos();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    for (int p = 0; p < n; ++p) {
+      const float sim = step.similarity[static_cast<size_t>(shown) * n + p];
+      const ImVec2 a(at.x + p * cell, at.y),
+          b(at.x + (p + 1) * cell - (cell > 3 ? 1 : 0), at.y + h);
+      dl->AddRectFilled(a, b, with_alpha(ctx.pal.error, std::clamp(sim, 0.0f, 1.0f)));
+      if (p == sc.similar_pos) dl->AddRect(a, b, ctx.pal.selected, 0, 0, 2.0f);
+      // The token itself where the cell is wide enough to read it.
+      if (cell >= font * 1.8f && p < static_cast<int>(record.context_ids.size())) {
+        const std::string piece =
+            fit_text(token_piece(snap, record.context_ids[p]), cell - font * 0.3f);
+        dl->AddText(ImVec2(a.x + font * 0.15f, a.y + (h - font) * 0.5f), ctx.pal.text,
+                    piece.c_str());
+      }
+    }
+    ImGui::InvisibleButton("##simstrip", ImVec2(cell * n, h));
+    if (ImGui::IsItemHovered()) {
+      const int p =
+          std::clamp(static_cast<int>((ImGui::GetIO().MousePos.x - at.x) / cell), 0, n - 1);
+      const bool known = p < static_cast<int>(record.context_ids.size());
+      ImGui::SetTooltip("@%d \u201C%s\u201D: cosine %.3f", p,
+                        known ? token_piece(snap, record.context_ids[p]).c_str() : "?",
+                        step.similarity[static_cast<size_t>(shown) * n + p]);
+    }
+  }
 }
 
 void SamplingPanel::draw_controls(PanelContext& ctx) {

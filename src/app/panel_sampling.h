@@ -20,11 +20,23 @@ class SamplingPanel : public Panel {
   const std::optional<SamplingRecord>& record() const { return rec_; }
   // The line that says what chose the token, as last drawn (tests).
   const std::string& headline() const { return headline_; }
+  // Contrastive lanes: the alpha the candidate table re-ranks with (it
+  // starts at the lane's own for each step shown), and the candidate that
+  // wins under it, as last drawn: both from the recorded p and penalties,
+  // nothing is recomputed.
+  float contrastive_alpha() const { return alpha_view_; }
+  void set_contrastive_alpha(float alpha) { alpha_view_ = alpha; }
+  int contrastive_winner() const { return alpha_winner_; }
+  const std::vector<float>& contrastive_scores() const { return alpha_scores_; }
 
  private:
   void draw_controls(PanelContext& ctx);
   // A beam lane's step: the ranked candidates and what became of each.
   void draw_beam_step(PanelContext& ctx, const BeamStep& step);
+  // A contrastive lane's step: the candidates' p, penalty, most similar
+  // earlier token and score, a bar pair each, the alpha slider, and the
+  // similarity strip of the hovered candidate over the context.
+  void draw_contrastive_step(PanelContext& ctx, const LaneStep& record);
   void draw_stages(PanelContext& ctx, float height);
   void draw_strip(PanelContext& ctx);
   void update(PanelContext& ctx);
@@ -39,6 +51,11 @@ class SamplingPanel : public Panel {
   int rec_lane_ = -1;
   StepTracePtr kept_;
   std::string headline_;
+  const ContrastiveStep* alpha_step_ = nullptr;  // the step alpha_view_ was reset for
+  float alpha_view_ = 0;
+  int alpha_winner_ = -1;
+  std::vector<float> alpha_scores_;
+  int hovered_candidate_ = -1;
 };
 
 // "top-p 0.9" style label of a stage as this strategy configures it.

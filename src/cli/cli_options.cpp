@@ -58,12 +58,17 @@ Generation
                           flag
   --strategy STR          a whole strategy, e.g. "top_p=0.9,temperature=0.8", or HF beam
                           search: "beams=4" (2..8), with length_penalty=F and
-                          early_stopping=true|false|never
+                          early_stopping=true|false|never, or contrastive search:
+                          "contrastive=4,alpha=0.6" (2..16 candidates run in one
+                          forward; score = (1 - alpha) p - alpha x the largest cosine
+                          similarity of its hidden state to an earlier one; alpha in
+                          [0, 1], default 0.6, 0 = greedy; no sampling keys)
   --compare STR...        several lanes sharing one prefill, printed as columns step by
                           step (token and its probability; the first step where they
                           differ is marked), then per lane: log-probability, perplexity,
                           distinct 1/2/3-grams, tokens/s; e.g.
                           --compare greedy "top_p=0.9,temperature=0.8" "beams=4"
+                          "contrastive=4,alpha=0.6"
   --no-kv-cache           recompute the whole sequence at every decode step
 )" + ban_words_help() +
                      R"(

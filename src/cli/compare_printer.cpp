@@ -70,6 +70,7 @@ void ComparePrinter::print_row(std::ostream& out, const StepTrace& step) {
   int first_token = -1;
   bool differ = false;
   bool switched = false;
+  bool penalised = false;
   for (const Lane& lane : session_.lanes()) {
     const LaneStep* r = session_.record(step.index, lane.id);
     std::string cell;
@@ -81,6 +82,11 @@ void ComparePrinter::print_row(std::ostream& out, const StepTrace& step) {
       if (r->beam)
         for (const BeamCandidate& c : r->beam->candidates)
           if (c.new_beam == 0 && c.parent != 0) cell += " \u21ba", switched = true;
+      // A contrastive lane: the winner's degeneration penalty.
+      if (r->contrastive) {
+        cell += " pen " + fmt("%.2f", r->contrastive->candidates[r->contrastive->chosen].penalty);
+        penalised = true;
+      }
       if (first_token < 0) first_token = r->chosen_token;
       differ = differ || r->chosen_token != first_token;
     }
@@ -94,6 +100,11 @@ void ComparePrinter::print_row(std::ostream& out, const StepTrace& step) {
   if (switched && !legend_shown_) {
     out << fit("", kStepWidth) << "  (\u21ba: the best beam now extends another beam)\n";
     legend_shown_ = true;
+  }
+  if (penalised && !contrastive_legend_shown_) {
+    out << fit("", kStepWidth)
+        << "  (pen: the chosen candidate's largest cosine similarity to an earlier position)\n";
+    contrastive_legend_shown_ = true;
   }
 }
 

@@ -24,6 +24,7 @@ class ComparePrinter {
   bool header_shown_ = false;
   bool diverged_ = false;
   bool legend_shown_ = false;
+  bool contrastive_legend_shown_ = false;
 };
 
 }  // namespace ts::cli

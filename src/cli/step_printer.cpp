@@ -41,6 +41,25 @@ void print_banned_words(std::ostream& out, const Tokenizer& tok, const LaneStep&
   out << "\n";
 }
 
+// One line per candidate: probability, degeneration penalty (and the
+// earlier token it is most similar to), score; the winner marked.
+void print_contrastive(std::ostream& out, const Tokenizer& tok, const LaneStep& ls) {
+  const ContrastiveStep& c = *ls.contrastive;
+  out << "    contrastive k=" << c.k << " alpha=" << fmt("%.2f", c.alpha)
+      << ": score = (1 - alpha) p - alpha penalty\n";
+  for (size_t i = 0; i < c.candidates.size(); ++i) {
+    const ContrastiveCandidate& cand = c.candidates[i];
+    const int similar = cand.similar_pos < static_cast<int>(ls.context_ids.size())
+                            ? ls.context_ids[cand.similar_pos]
+                            : -1;
+    out << "      " << (static_cast<int>(i) == c.chosen ? "* " : "  ")
+        << quoted_piece(tok, cand.token) << " p " << fmt("%.3f", cand.prob) << " penalty "
+        << fmt("%.3f", cand.penalty) << " (like "
+        << (similar >= 0 ? quoted_piece(tok, similar) : std::string("?")) << " at "
+        << cand.similar_pos << ") score " << fmt("%.3f", cand.score) << "\n";
+  }
+}
+
 }  // namespace
 
 std::string printable(std::string_view text) {
@@ -65,10 +84,18 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
   out << "[" << phase_name(step.phase);
   if (step.phase == Phase::kDecode) out << " " << step.index;
   out << "] ";
-  if (step.phase == Phase::kPrefill)
+  // Contrastive lanes run k candidates each in the same forward (in prefill,
+  // a second forward after the prompt's).
+  int candidates = 0;
+  for (const LaneStep& ls : step.lanes)
+    if (ls.contrastive) candidates += ls.contrastive->k;
+  if (step.phase == Phase::kPrefill) {
     out << inputs << " tokens in one pass";
-  else
+    if (candidates > 0) out << ", then " << candidates << " contrastive candidates";
+  } else {
     out << step.lanes.size() << (step.lanes.size() == 1 ? " lane" : " lanes") << ", 1 token each";
+    if (candidates > 0) out << " (" << candidates << " contrastive candidates among them)";
+  }
   if (!step.kv_cache) out << " (KV cache off: " << step.recomputed_tokens << " tokens recomputed)";
   out << " | " << fmt("%.2f", step.seconds * 1e3) << " ms on " << step.backend << " | "
       << fmt("%.3f", step.cost.flops * 1e-9) << " GFLOP, " << fmt("%.1f", step.cost.bytes() * 1e-6)
@@ -91,6 +118,7 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
       out << " " << quoted_piece(tok, id) << " " << fmt("%.3f", probs[id]);
     out << "\n";
     print_banned_words(out, tok, ls, probs);
+    if (ls.contrastive) print_contrastive(out, tok, ls);
   }
 }
 

@@ -26,6 +26,9 @@ struct ForwardOptions {
   std::vector<bool> attention_layers;  // empty = every layer (when recording)
   bool all_logits = false;             // logits for every new token, else the last
   bool record_residuals = false;       // residual stream of the last token (logit lens)
+  // The last layer's output after ln_f for every new token (contrastive
+  // search compares them); off by default so other steps copy nothing.
+  bool record_hidden = false;
   bool wants_attention(int layer) const {
     return record_attention &&
            (attention_layers.empty() ||
@@ -41,6 +44,8 @@ struct EntryOutput {
   std::vector<std::vector<float>> attention;
   // [n_layer + 1][C]: embedding, then after each block (before ln_f).
   std::vector<float> residuals;
+  // [rows][C]: ln_f(x) of every new token, with record_hidden (else empty).
+  std::vector<float> hidden;
 };
 
 class Backend {

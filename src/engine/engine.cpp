@@ -102,6 +102,9 @@ ForwardResult Engine::forward_uncached(const std::vector<int>& context,
   ForwardOptions last_row = options;
   last_row.all_logits = false;
   ForwardResult r = forward_scratch(context, last_row);
+  std::vector<float>& hidden = r.outputs[0].hidden;
+  if (!hidden.empty())  // the last token's row only, as a cached step returns it
+    hidden.erase(hidden.begin(), hidden.end() - config().n_embd);
   // Keep the last row of each recorded attention layer: [head][rows][context] ->
   // [head][1][context].
   const size_t n = context.size();

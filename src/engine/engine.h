@@ -49,8 +49,8 @@ class Engine {
 
   // The decode step without a KV cache (the naive loop): the whole context
   // runs through a temporary sequence, and the output is the last token's as
-  // a cached step returns it (its logits, residuals and attention row
-  // [head][1][context]; options.all_logits does not apply); seconds and cost
+  // a cached step returns it (its logits, residuals, hidden state and
+  // attention row [head][1][context]; options.all_logits does not apply); seconds and cost
   // are the whole recomputation's.
   // The session's cache-off steps and the cache on/off comparison use it.
   ForwardResult forward_uncached(const std::vector<int>& context, const ForwardOptions& options);

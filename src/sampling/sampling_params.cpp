@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "sampling/contrastive.h"
 #include "util/error.h"
 
 namespace ts {
@@ -52,6 +53,62 @@ EarlyStopping parse_early_stopping(std::string_view value) {
   bad_value("early_stopping", value, "true, false or never");
 }
 
+// Contrastive search's items: contrastive=K, alpha=A. Returns false for any
+// other key. Range checks are validate_contrastive's.
+bool parse_contrastive_item(const std::string& key, std::string_view value, SamplingParams& p) {
+  if (key == "contrastive") {
+    p.contrastive_k = parse_int<int>(key, value, "a whole number from 2 to 16");
+    if (p.contrastive_k < kMinContrastiveK || p.contrastive_k > kMaxContrastiveK)
+      bad_value(key, value, "a whole number from 2 to 16");
+    return true;
+  }
+  if (key == "alpha") {
+    p.penalty_alpha = parse_float(key, value);
+    if (!(p.penalty_alpha >= 0.0f && p.penalty_alpha <= 1.0f))
+      bad_value(key, value, "a number from 0 to 1");
+    return true;
+  }
+  return false;
+}
+
+// What contrastive search cannot be combined with (it is deterministic and
+// chooses by score, not by a draw or a beam).
+void validate_contrastive(const SamplingParams& p) {
+  if (!p.contrastive()) {
+    if (p.penalty_alpha != kDefaultPenaltyAlpha) throw Error("alpha needs contrastive=K");
+    return;
+  }
+  if (p.contrastive_k < kMinContrastiveK || p.contrastive_k > kMaxContrastiveK)
+    throw Error("contrastive must be from 2 to 16 candidates, 0 = off (got " +
+                std::to_string(p.contrastive_k) + ")");
+  if (!(p.penalty_alpha >= 0.0f && p.penalty_alpha <= 1.0f))
+    throw Error("alpha must be in [0, 1] (got " + num(p.penalty_alpha) + ")");
+  if (p.do_sample)
+    throw Error(
+        "contrastive cannot be combined with sampling (contrastive search is deterministic)");
+  if (p.beam_search()) throw Error("contrastive cannot be combined with beams");
+  if (p.repetition_penalty != 1.0f)
+    throw Error("contrastive cannot be combined with repetition_penalty");
+}
+
+void check_contrastive_items(const SamplingParams& p, bool greedy_word,
+                             const std::string& sampling_item,
+                             const std::vector<std::string>& seen) {
+  if (!p.contrastive()) {
+    for (const std::string& key : seen)
+      if (key == "alpha") throw Error("strategy: alpha needs contrastive=K");
+    return;
+  }
+  if (greedy_word) throw Error("strategy: contrastive cannot be combined with greedy");
+  if (!sampling_item.empty())
+    throw Error("strategy: contrastive cannot be combined with " + sampling_item +
+                " (contrastive search is deterministic)");
+}
+
+std::string format_contrastive(const SamplingParams& p) {
+  return "contrastive=" + std::to_string(p.contrastive_k) + ",alpha=" + num(p.penalty_alpha);
+}
+
 }  // namespace
 
 void SamplingParams::validate() const {
@@ -88,6 +145,7 @@ void SamplingParams::validate() const {
   if (beam_search() && repetition_penalty != 1.0f) {
     throw Error("beams cannot be combined with repetition_penalty");
   }
+  validate_contrastive(*this);
 }
 
 SamplingParams parse_strategy(std::string_view text) {
@@ -124,15 +182,18 @@ SamplingParams parse_strategy(std::string_view text) {
         if (sampling_item.empty()) sampling_item = key;
       } else if (key == "temperature" || key == "top_k" || key == "top_p" || key == "min_p" ||
                  key == "repetition_penalty" || key == "seed" || key == "beams" ||
-                 key == "length_penalty" || key == "early_stopping") {
+                 key == "length_penalty" || key == "early_stopping" || key == "contrastive" ||
+                 key == "alpha") {
         throw Error("strategy: " + key + " needs a value (" + key + "=...)");
       } else {
         throw Error("strategy: unknown item '" + key +
                     "' (expected greedy, sample, temperature=, top_k=, top_p=, min_p=, "
-                    "repetition_penalty=, seed=, beams=, length_penalty=, early_stopping=)");
+                    "repetition_penalty=, seed=, beams=, length_penalty=, early_stopping=, "
+                    "contrastive=, alpha=)");
       }
       continue;
     }
+    if (parse_contrastive_item(key, value, p)) continue;
     if (key == "temperature") {
       p.temperature = parse_float(key, value);
     } else if (key == "top_p") {
@@ -157,7 +218,7 @@ SamplingParams parse_strategy(std::string_view text) {
     } else {
       throw Error("strategy: unknown key '" + key +
                   "' (expected temperature, top_k, top_p, min_p, repetition_penalty, seed, "
-                  "beams, length_penalty, early_stopping)");
+                  "beams, length_penalty, early_stopping, contrastive, alpha)");
     }
     if (key == "length_penalty" || key == "early_stopping") {
       if (beam_key.empty()) beam_key = key;
@@ -174,6 +235,7 @@ SamplingParams parse_strategy(std::string_view text) {
                 (greedy_word ? std::string("greedy") : sampling_item) +
                 " (beam search is deterministic)");
   }
+  check_contrastive_items(p, greedy_word, sampling_item, seen);
   if (!beam_key.empty() && !beams_given) {
     throw Error("strategy: " + beam_key + " needs beams=N");
   }
@@ -192,6 +254,8 @@ std::string format_strategy(const SamplingParams& p) {
     if (p.length_penalty != 1.0f) add("length_penalty=" + num(p.length_penalty));
     if (p.early_stopping != EarlyStopping::kFalse)
       add(std::string("early_stopping=") + early_stopping_name(p.early_stopping));
+  } else if (p.contrastive()) {
+    add(format_contrastive(p));
   } else if (!p.do_sample) {
     add("greedy");
   } else {
@@ -215,6 +279,9 @@ std::string describe(const SamplingParams& p) {
     if (p.length_penalty != 1.0f) parts.push_back("lp " + num(p.length_penalty));
     if (p.early_stopping != EarlyStopping::kFalse)
       parts.push_back(std::string("early ") + early_stopping_name(p.early_stopping));
+  } else if (p.contrastive()) {
+    parts.push_back("contrastive " + std::to_string(p.contrastive_k));
+    parts.push_back("\u03b1 " + num(p.penalty_alpha));  // "α 0.6"
   } else if (!p.do_sample) {
     parts.push_back("greedy");
   } else {

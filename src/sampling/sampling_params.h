@@ -10,6 +10,8 @@
 
 namespace ts {
 
+inline constexpr float kDefaultPenaltyAlpha = 0.6f;
+
 struct SamplingParams {
   bool do_sample = false;           // false = greedy (argmax after the repetition penalty)
   float temperature = 1.0f;         // > 0 when sampling; 1 = off
@@ -24,11 +26,18 @@ struct SamplingParams {
   int num_beams = 1;
   float length_penalty = 1.0f;
   EarlyStopping early_stopping = EarlyStopping::kFalse;
+  // Contrastive search (HF generate's top_k + penalty_alpha): contrastive_k
+  // 0 = off, 2..16 = a contrastive lane ranking that many candidates with
+  // penalty_alpha in [0, 1]. Deterministic, like greedy: it cannot be
+  // combined with sampling, beams or the repetition penalty.
+  int contrastive_k = 0;
+  float penalty_alpha = kDefaultPenaltyAlpha;
 
   // Throws ts::Error naming the parameter when a value is out of range.
   void validate() const;
 
   bool beam_search() const { return num_beams > 1; }
+  bool contrastive() const { return contrastive_k > 0; }
 
   bool operator==(const SamplingParams&) const = default;
 };
@@ -37,8 +46,9 @@ inline constexpr int kMaxBeams = 8;
 
 // Parses a strategy string: comma-separated items, each a keyword ("greedy",
 // "sample") or key=value with key one of temperature, top_k, top_p, min_p,
-// repetition_penalty, seed. Any item except greedy / seed / repetition_penalty
-// turns sampling on. The result is validated. Unknown keys, bad numbers,
+// repetition_penalty, seed, beams, length_penalty, early_stopping,
+// contrastive (the number of candidates) and alpha. Any item except greedy / seed /
+// repetition_penalty turns sampling on. The result is validated. Unknown keys, bad numbers,
 // duplicates and "greedy" mixed with sampling keys throw ts::Error naming the
 // item.
 SamplingParams parse_strategy(std::string_view text);
@@ -47,7 +57,8 @@ SamplingParams parse_strategy(std::string_view text);
 std::string format_strategy(const SamplingParams& params);
 
 // A short human label: "greedy", "greedy · rep 1.3", "top-p 0.9 · T 0.8",
-// "sample · T 0.7 · seed 7", "beams 4 · lp 0.8 · early true". The seed is
+// "sample · T 0.7 · seed 7", "beams 4 · lp 0.8 · early true",
+// "contrastive 4 · α 0.6". The seed is
 // shown when sampling and not 0.
 std::string describe(const SamplingParams& params);
 

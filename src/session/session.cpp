@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sampling/contrastive.h"
 #include "sampling/distribution.h"
 #include "sampling/sampling_pipeline.h"
 #include "util/error.h"
@@ -153,12 +154,18 @@ std::string Session::next_action() const {
   for (const Lane& lane : lanes_) {
     if (!lane.running()) continue;
     ++running;
-    sequences += lane.beam_search() ? static_cast<int>(lane.beams->beams.size()) : 1;
-    cached = std::max(cached, static_cast<int>(prompt_tokens_.size() + lane.generated.size()) - 1);
+    sequences += lane.beam_search()   ? static_cast<int>(lane.beams->beams.size())
+                 : lane.contrastive() ? lane.params.contrastive_k
+                                      : 1;
+    // A contrastive lane's last token is cached already (it ran as a candidate).
+    cached = std::max(cached, static_cast<int>(prompt_tokens_.size() + lane.generated.size()) -
+                                  (lane.contrastive() ? 0 : 1));
   }
-  // Every open beam is a sequence of its own in the batched step.
-  const std::string beams =
-      sequences > running ? " (" + std::to_string(sequences) + " sequences: one per beam)" : "";
+  // Every open beam and every contrastive candidate is a sequence of its own
+  // in the batched step.
+  const std::string beams = sequences > running ? " (" + std::to_string(sequences) +
+                                                      " sequences: one per beam or candidate)"
+                                                : "";
   const std::string step = "decode step " + std::to_string(history_.size());
   if (!options_.kv_cache)
     return step + ": KV cache off, recomputes all " + std::to_string(cached + 1) + " tokens" +
@@ -188,7 +195,9 @@ void Session::finish_lane_if_done(Lane& lane, const LaneStep& ls) const {
     lane.stop_reason = "end of text";
   else if (static_cast<int>(lane.generated.size()) >= options_.max_new_tokens)
     lane.stop_reason = "token limit (" + std::to_string(options_.max_new_tokens) + ")";
-  else if (ls.context() >= n_ctx)
+  else if (ls.context() + (lane.contrastive() ? 1 : 0) >= n_ctx)
+    // A contrastive lane runs its next candidates one position further on:
+    // it stops when they would not fit.
     lane.stop_reason = "context end: the model holds " + std::to_string(n_ctx) + " tokens";
 }
 
@@ -207,10 +216,11 @@ StepTrace Session::make_trace(Phase phase, double seconds, const StepCost& cost,
 
 namespace {
 
-ForwardOptions forward_options(const SessionOptions& o) {
+ForwardOptions forward_options(const SessionOptions& o, bool hidden = false) {
   ForwardOptions f;
   f.record_attention = o.record_attention;
   f.record_residuals = o.record_residuals;
+  f.record_hidden = hidden;
   return f;
 }
 
@@ -318,6 +328,14 @@ const StepTrace& Session::prefill() {
   if (state() == SessionState::kNoPrompt) throw Error("prefill: enter a prompt first");
   if (!history_.empty()) throw Error("prefill already done: press Reset to start again");
   const std::vector<int> ids = prompt_ids();
+  const bool contrastive = std::any_of(strategies_.begin(), strategies_.end(),
+                                       [](const SamplingParams& p) { return p.contrastive(); });
+  const int n_ctx = engine_->config().n_ctx;
+  if (contrastive && static_cast<int>(ids.size()) >= n_ctx)
+    throw Error(
+        "contrastive search runs its candidates one position past the prompt, and the "
+        "prompt fills the model's context of " +
+        std::to_string(n_ctx) + " tokens");
   ForwardResult result;
   std::vector<Lane> lanes(strategies_.size());
   KvCacheManager& cache = engine_->cache();
@@ -325,13 +343,14 @@ const StepTrace& Session::prefill() {
   if (options_.kv_cache) {
     base = cache.create();
     try {
-      result = engine_->forward({ForwardRequest{base, ids}}, prefill_options(ids.size()));
+      result =
+          engine_->forward({ForwardRequest{base, ids}}, prefill_options(ids.size(), contrastive));
     } catch (...) {
       cache.release(base);
       throw;
     }
   } else {
-    result = engine_->forward_scratch(ids, prefill_options(ids.size()));
+    result = engine_->forward_scratch(ids, prefill_options(ids.size(), contrastive));
   }
   auto trace = std::make_shared<StepTrace>(
       make_trace(Phase::kPrefill, result.seconds, result.cost, static_cast<int>(ids.size())));
@@ -362,6 +381,10 @@ const StepTrace& Session::prefill() {
         if (options_.kv_cache) lane.beam_seqs = {cache.fork(base)};
         ls = advance_beams(lane, {std::move(ls)});
         commit_beams(lane, ls);
+      } else if (lane.contrastive()) {
+        // Chosen below, once every contrastive lane's candidates have run.
+        if (options_.kv_cache) lane.seq = cache.fork(base);
+        lane.hidden = std::make_shared<const std::vector<float>>(out.hidden);
       } else {
         if (options_.kv_cache) lane.seq = cache.fork(base);
         choose(ls, lane);
@@ -370,6 +393,7 @@ const StepTrace& Session::prefill() {
       }
       trace->lanes.push_back(std::move(ls));
     }
+    if (contrastive) choose_first_contrastive(lanes, trace->lanes, *trace);
   } catch (...) {
     for (Lane& l : lanes) release_lane_sequences(l);
     if (base >= 0) cache.release(base);
@@ -388,21 +412,31 @@ const StepTrace& Session::step() {
   if (s == SessionState::kNoPrompt) throw Error("step: enter a prompt first");
   if (s == SessionState::kFinished) throw Error("cannot step: " + next_action());
 
-  const std::vector<DecodeRequest> requests = gather_requests();
+  std::vector<DecodeRequest> requests = gather_requests();
+  fork_candidates(requests, lanes_);
   std::vector<LaneStep> records;
-  StepTrace trace = forward_requests(requests, records);
-  std::vector<LaneStep> chosen;
+  StepTrace trace;
   try {
-    chosen = choose_tokens(requests, std::move(records));
+    trace = forward_requests(requests, records);
+  } catch (...) {
+    release_candidate_forks(requests, lanes_);
+    throw;
+  }
+  std::vector<LaneStep> chosen;
+  std::vector<ContrastiveOutcome> outcomes;
+  try {
+    chosen = choose_tokens(requests, std::move(records), outcomes);
   } catch (...) {
     // Choosing cannot fail for validated parameters, but if it does the
     // cache is rolled back so the session stays where it was.
     if (options_.kv_cache)
       for (const DecodeRequest& r : requests)
-        engine_->cache().truncate(r.seq, static_cast<int>(r.context.size()) - 1);
+        if (r.candidate < 0)
+          engine_->cache().truncate(r.seq, static_cast<int>(r.context.size()) - 1);
+    release_candidate_forks(requests, lanes_);
     throw;
   }
-  commit(std::move(trace), std::move(chosen));
+  commit(std::move(trace), std::move(chosen), outcomes);
   return *history_.back();
 }
 
@@ -410,6 +444,12 @@ std::vector<Session::DecodeRequest> Session::gather_requests() const {
   std::vector<DecodeRequest> requests;
   for (const Lane& lane : lanes_) {
     if (!lane.running()) continue;
+    if (lane.contrastive()) {
+      std::vector<DecodeRequest> candidates = candidate_requests(lane, *lane.pending);
+      requests.insert(requests.end(), std::make_move_iterator(candidates.begin()),
+                      std::make_move_iterator(candidates.end()));
+      continue;
+    }
     if (!lane.beam_search()) {
       requests.push_back(
           {lane.id, lane.seq, lane_tokens(lane.id), static_cast<int>(lane.generated.size())});
@@ -428,7 +468,9 @@ std::vector<Session::DecodeRequest> Session::gather_requests() const {
 
 StepTrace Session::forward_requests(const std::vector<DecodeRequest>& requests,
                                     std::vector<LaneStep>& records) {
-  const ForwardOptions fopts = forward_options(options_);
+  const bool hidden = std::any_of(requests.begin(), requests.end(),
+                                  [](const DecodeRequest& r) { return r.candidate >= 0; });
+  const ForwardOptions fopts = forward_options(options_, hidden);
   std::vector<EntryOutput> outputs;
   std::vector<AppendPlan> plans;
   double seconds = 0;
@@ -468,6 +510,7 @@ StepTrace Session::forward_requests(const std::vector<DecodeRequest>& requests,
     }
     ls.logits = std::move(outputs[i].logits);
     ls.residuals = std::move(outputs[i].residuals);
+    if (requests[i].candidate >= 0) ls.hidden = std::move(outputs[i].hidden);
     ls.attention =
         attention_rows(outputs[i].attention, engine_->config().n_head, 1, ls.context(), 0);
     ls.entropy = raw_entropy(ls.logits);
@@ -476,10 +519,24 @@ StepTrace Session::forward_requests(const std::vector<DecodeRequest>& requests,
 }
 
 std::vector<LaneStep> Session::choose_tokens(const std::vector<DecodeRequest>& requests,
-                                             std::vector<LaneStep> records) const {
+                                             std::vector<LaneStep> records,
+                                             std::vector<ContrastiveOutcome>& outcomes) const {
   std::vector<LaneStep> lane_records;
   for (size_t i = 0; i < requests.size();) {
     const Lane& lane = lanes_[requests[i].lane];
+    if (lane.contrastive()) {
+      std::vector<LaneStep> group;
+      std::vector<SeqId> seqs;
+      for (; i < requests.size() && requests[i].lane == lane.id; ++i) {
+        group.push_back(std::move(records[i]));
+        seqs.push_back(requests[i].seq);
+      }
+      ContrastiveOutcome outcome;
+      lane_records.push_back(
+          choose_contrastive(lane, *lane.pending, std::move(group), seqs, outcome));
+      outcomes.push_back(std::move(outcome));
+      continue;
+    }
     if (!lane.beam_search()) {
       choose(records[i], lane);
       lane_records.push_back(std::move(records[i++]));
@@ -493,11 +550,15 @@ std::vector<LaneStep> Session::choose_tokens(const std::vector<DecodeRequest>& r
   return lane_records;
 }
 
-void Session::commit(StepTrace trace, std::vector<LaneStep> lane_records) {
+void Session::commit(StepTrace trace, std::vector<LaneStep> lane_records,
+                     const std::vector<ContrastiveOutcome>& outcomes) {
+  size_t outcome = 0;
   for (LaneStep& ls : lane_records) {
     Lane& lane = lanes_[ls.lane];
     if (ls.beam) {
       commit_beams(lane, ls);
+    } else if (ls.contrastive) {
+      commit_contrastive(lane, ls, outcomes[outcome++]);
     } else {
       lane.generated.push_back(ls.chosen_token);
       finish_lane_if_done(lane, ls);
@@ -508,8 +569,8 @@ void Session::commit(StepTrace trace, std::vector<LaneStep> lane_records) {
   publish(std::make_shared<StepTrace>(std::move(trace)));
 }
 
-ForwardOptions Session::prefill_options(size_t tokens) const {
-  ForwardOptions f = forward_options(options_);
+ForwardOptions Session::prefill_options(size_t tokens, bool hidden) const {
+  ForwardOptions f = forward_options(options_, hidden);
   if (!f.record_attention) return f;
   // A prompt's attention is n_layer x n_head x n^2 floats. Only the layers
   // the trace budget can keep are recorded (apply_budget drops the others
@@ -522,6 +583,141 @@ ForwardOptions Session::prefill_options(size_t tokens) const {
   f.attention_layers.assign(cfg.n_layer, false);
   for (int l = 0; l < cfg.n_layer && (l + 1) * per_layer <= room; ++l) f.attention_layers[l] = true;
   return f;
+}
+
+std::vector<float> Session::contrastive_probs(const LaneStep& from) const {
+  if (!banned_words_) return softmax(from.logits);
+  std::vector<float> logits = from.logits;
+  apply_banned_words(logits, *banned_words_, from.context_ids);
+  return softmax(logits);
+}
+
+std::vector<Session::DecodeRequest> Session::candidate_requests(const Lane& lane,
+                                                                const LaneStep& from) const {
+  const std::vector<int> tokens =
+      contrastive_candidates(contrastive_probs(from), lane.params.contrastive_k);
+  std::vector<int> context = prompt_ids();
+  context.insert(context.end(), lane.generated.begin(), lane.generated.end());
+  std::vector<DecodeRequest> requests;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::vector<int> with = context;
+    with.push_back(tokens[i]);
+    requests.push_back({lane.id, -1, std::move(with), static_cast<int>(lane.generated.size()) + 1,
+                        static_cast<int>(i)});
+  }
+  return requests;
+}
+
+void Session::fork_candidates(std::vector<DecodeRequest>& requests,
+                              const std::vector<Lane>& lanes) {
+  if (!options_.kv_cache) return;
+  try {
+    for (DecodeRequest& r : requests)
+      if (r.candidate >= 0) r.seq = engine_->cache().fork(lanes[r.lane].seq);
+  } catch (...) {
+    release_candidate_forks(requests, lanes);
+    throw;
+  }
+}
+
+void Session::release_candidate_forks(const std::vector<DecodeRequest>& requests,
+                                      const std::vector<Lane>& lanes) {
+  KvCacheManager& cache = engine_->cache();
+  for (const DecodeRequest& r : requests)
+    if (r.candidate >= 0 && r.seq >= 0 && r.seq != lanes[r.lane].seq && cache.contains(r.seq))
+      cache.release(r.seq);
+}
+
+LaneStep Session::choose_contrastive(const Lane& lane, const LaneStep& from,
+                                     std::vector<LaneStep> candidates,
+                                     const std::vector<SeqId>& seqs,
+                                     ContrastiveOutcome& outcome) const {
+  const int c = engine_->config().n_embd;
+  if (!lane.hidden) throw Error("contrastive: lane " + std::to_string(lane.id) + " has no states");
+  std::vector<int> tokens;
+  std::vector<const float*> states;
+  for (const LaneStep& cand : candidates) {
+    if (static_cast<int>(cand.hidden.size()) != c)
+      throw Error("contrastive: a candidate's hidden state is missing");
+    tokens.push_back(cand.input_tokens.at(0));
+    states.push_back(cand.hidden.data());
+  }
+  auto step = std::make_shared<ContrastiveStep>(contrastive_rank(
+      contrastive_probs(from), tokens, *lane.hidden, states, c, lane.params.penalty_alpha));
+  const ContrastiveCandidate& won = step->candidates[step->chosen];
+  LaneStep ls = from;
+  ls.lane = lane.id;
+  ls.params = lane.params;
+  ls.chosen_token = won.token;
+  ls.chosen_prob = won.prob;
+  ls.uniform = 0;
+  ls.kept_tokens = step->k;
+  ls.banned_words = banned_words_;
+  outcome.lane = lane.id;
+  outcome.winner_seq = seqs.at(step->chosen);
+  for (size_t i = 0; i < seqs.size(); ++i)
+    if (static_cast<int>(i) != step->chosen && seqs[i] >= 0) outcome.losers.push_back(seqs[i]);
+  outcome.pending = std::make_shared<const LaneStep>(std::move(candidates[step->chosen]));
+  ls.contrastive = std::move(step);
+  return ls;
+}
+
+void Session::commit_contrastive(Lane& lane, const LaneStep& record,
+                                 const ContrastiveOutcome& outcome) {
+  if (outcome.winner_seq >= 0) {
+    KvCacheManager& cache = engine_->cache();
+    for (SeqId seq : outcome.losers) cache.release(seq);
+    if (lane.seq >= 0) cache.release(lane.seq);
+    lane.seq = outcome.winner_seq;
+  }
+  auto hidden = std::make_shared<std::vector<float>>(*lane.hidden);
+  hidden->insert(hidden->end(), outcome.pending->hidden.begin(), outcome.pending->hidden.end());
+  lane.hidden = std::move(hidden);
+  lane.pending = outcome.pending;
+  lane.generated.push_back(record.chosen_token);
+  finish_lane_if_done(lane, record);
+}
+
+void Session::choose_first_contrastive(std::vector<Lane>& lanes, std::vector<LaneStep>& records,
+                                       StepTrace& trace) {
+  std::vector<DecodeRequest> requests;
+  for (const Lane& lane : lanes) {
+    if (!lane.contrastive()) continue;
+    std::vector<DecodeRequest> r = candidate_requests(lane, records[lane.id]);
+    requests.insert(requests.end(), std::make_move_iterator(r.begin()),
+                    std::make_move_iterator(r.end()));
+  }
+  fork_candidates(requests, lanes);
+  std::vector<LaneStep> chosen;
+  std::vector<ContrastiveOutcome> outcomes;
+  try {
+    std::vector<LaneStep> candidates;
+    const StepTrace run = forward_requests(requests, candidates);
+    // The candidates' forward is part of the prefill step's cost.
+    trace.seconds += run.seconds;
+    trace.cost += run.cost;
+    trace.recomputed_tokens += run.recomputed_tokens;
+    for (size_t i = 0; i < requests.size();) {
+      const int id = requests[i].lane;
+      std::vector<LaneStep> group;
+      std::vector<SeqId> seqs;
+      for (; i < requests.size() && requests[i].lane == id; ++i) {
+        group.push_back(std::move(candidates[i]));
+        seqs.push_back(requests[i].seq);
+      }
+      outcomes.emplace_back();
+      chosen.push_back(
+          choose_contrastive(lanes[id], records[id], std::move(group), seqs, outcomes.back()));
+    }
+  } catch (...) {
+    release_candidate_forks(requests, lanes);
+    throw;
+  }
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    LaneStep& record = records[outcomes[i].lane];
+    record = std::move(chosen[i]);
+    commit_contrastive(lanes[outcomes[i].lane], record, outcomes[i]);
+  }
 }
 
 void Session::apply_budget(StepTrace& trace) {
@@ -592,7 +788,17 @@ void Session::release_unused_sequences(const Lane& from, const Lane& kept) {
 
 void Session::undo_record(Lane& lane, const LaneStep& record) {
   const bool cached = options_.kv_cache && !lane.closed;
-  if (!record.beam) {
+  if (record.contrastive) {
+    // The chosen token was cached by the winner's fork: cut it off; the
+    // record becomes the one the lane chooses from again.
+    if (cached) engine_->cache().truncate(lane.seq, record.context());
+    if (lane.hidden)
+      lane.hidden = std::make_shared<const std::vector<float>>(
+          lane.hidden->begin(),
+          lane.hidden->begin() + static_cast<long>(record.context()) * engine_->config().n_embd);
+    lane.pending = std::make_shared<const LaneStep>(record);
+    lane.generated.pop_back();
+  } else if (!record.beam) {
     if (cached) engine_->cache().truncate(lane.seq, record.start_pos);
     lane.generated.pop_back();
   } else {
@@ -678,6 +884,11 @@ void Session::rechoose(int lane_id, const SamplingParams& params) {
   if (current.beam_search() || params.beam_search())
     throw Error("rechoose: beam lanes choose by score, not by a draw (lane " +
                 std::to_string(lane_id) + ")");
+  if (current.contrastive() || params.contrastive())
+    throw Error(
+        "rechoose: contrastive lanes choose by score over a forward of their candidates "
+        "(lane " +
+        std::to_string(lane_id) + ")");
   if (current.closed) throw Error("rechoose: lane " + std::to_string(lane_id) + " is closed");
   auto trace = std::make_shared<StepTrace>(*history_.back());
   auto it = std::find_if(trace->lanes.begin(), trace->lanes.end(),
@@ -728,6 +939,7 @@ int Session::branch(int step, int lane_id, int token) {
   const std::string name = "lane " + std::to_string(lane_id);
   if (source.closed) throw Error("branch: " + name + " is closed");
   if (source.beam_search()) throw Error("branch: " + name + " uses beam search");
+  if (source.contrastive()) throw Error("branch: " + name + " uses contrastive search");
   if (token < 0 || token >= engine_->config().vocab_size)
     throw Error("branch: token " + std::to_string(token) + " is not in the vocabulary (0 to " +
                 std::to_string(engine_->config().vocab_size - 1) + ")");

@@ -48,6 +48,11 @@ const char* state_name(SessionState state);
 // lane's token chosen instead). Between branch_step and first_step it did not
 // exist and has no record.
 //
+// Contrastive lanes (params.contrastive_k > 1) run their k candidates in
+// one batched forward, each on a fork of the lane's sequence (blocks shared
+// copy-on-write); the winner's fork becomes the lane's sequence and the
+// others are released. Their records carry a ContrastiveStep.
+//
 // Beam lanes (params.num_beams > 1) keep num_beams KV sequences that share
 // blocks copy-on-write; generated is the best open beam while running and the
 // best hypothesis once stopped. Each of their records carries a BeamStep.
@@ -64,6 +69,15 @@ struct Lane {
   std::shared_ptr<const BeamSearchState> beams;  // open beams and finished hypotheses
   std::vector<SeqId> beam_seqs;                  // one KV sequence per open beam
   bool beam_search() const { return beams != nullptr; }
+
+  // Contrastive lanes only (params.contrastive()). The winner of each step
+  // was computed as a candidate, so `seq` caches every chosen token; pending
+  // is the record the next step chooses from (the winner's logits, attention
+  // and state at its position), hidden the last layer's state after ln_f at
+  // every cached position, [positions][C].
+  std::shared_ptr<const LaneStep> pending;
+  std::shared_ptr<const std::vector<float>> hidden;
+  bool contrastive() const { return params.contrastive(); }
 
   // Branching.
   int parent = -1;       // the lane it was branched from; -1: started at prefill
@@ -119,7 +133,7 @@ class Session {
   // step `step`, with `token` chosen there instead: its KV sequence is a fork
   // of the lane's, truncated (never recomputed); from the next step() on it
   // steps with the others. Returns the new lane's id. Needs fewer than
-  // kMaxLanes open lanes; beam lanes cannot be branched.
+  // kMaxLanes open lanes; beam and contrastive lanes cannot be branched.
   int branch(int step, int lane, int token);
   // Undoes the last token of one lane only (its latest record is removed
   // from the history; a decode step left with no record stays, empty).
@@ -182,7 +196,7 @@ class Session {
   SeqId sequence_for(const std::vector<int>& tokens, const std::vector<CachedSequence>& sources);
   void apply_budget(StepTrace& trace);
   // The prefill's forward options: attention only for the layers the trace budget can keep.
-  ForwardOptions prefill_options(size_t tokens) const;
+  ForwardOptions prefill_options(size_t tokens, bool hidden) const;
   void publish(std::shared_ptr<StepTrace> trace);
   // A trace for the next history step, with the step's measured time and cost
   // and the number of tokens it ran through the model.
@@ -196,7 +210,40 @@ class Session {
     SeqId seq;                 // -1 with the cache off
     std::vector<int> context;  // prompt + tokens; the last one is fed now
     int step_index;            // index of the token it chooses in its lane
+    int candidate = -1;        // contrastive lanes: which candidate it feeds
   };
+  // The probabilities a contrastive lane ranks after record `from`: the raw
+  // model's with the banned-words stage applied when it is on (HF runs the
+  // logits processors before contrastive search's top-k).
+  std::vector<float> contrastive_probs(const LaneStep& from) const;
+  // Contrastive lanes: the requests that run a lane's k candidates, chosen
+  // from record `from` (seq -1: fork_candidates gives each its own fork).
+  std::vector<DecodeRequest> candidate_requests(const Lane& lane, const LaneStep& from) const;
+  // One fork of its lane's sequence per candidate request (cache on); on
+  // failure every fork made is released.
+  void fork_candidates(std::vector<DecodeRequest>& requests, const std::vector<Lane>& lanes);
+  // Releases the forks of candidate requests except the lanes' sequences.
+  void release_candidate_forks(const std::vector<DecodeRequest>& requests,
+                               const std::vector<Lane>& lanes);
+  // What a contrastive lane's step decided (the winner's record is the next
+  // step's pending record, its fork the lane's sequence).
+  struct ContrastiveOutcome {
+    int lane = -1;
+    SeqId winner_seq = -1;
+    std::vector<SeqId> losers;  // the other candidates' forks, released at commit
+    std::shared_ptr<const LaneStep> pending;
+  };
+  // Ranks a lane's candidates (their records, in candidate order) and
+  // returns the lane's record: `from` with the winner chosen. Changes nothing.
+  LaneStep choose_contrastive(const Lane& lane, const LaneStep& from,
+                              std::vector<LaneStep> candidates, const std::vector<SeqId>& seqs,
+                              ContrastiveOutcome& outcome) const;
+  // The lane takes the winner (never throws): sequence, states, pending.
+  void commit_contrastive(Lane& lane, const LaneStep& record, const ContrastiveOutcome& outcome);
+  // Prefill's second forward: every contrastive lane's candidates for its
+  // first token; records[i] is lane i's prefill record (chosen here).
+  void choose_first_contrastive(std::vector<Lane>& lanes, std::vector<LaneStep>& records,
+                                StepTrace& trace);
   std::vector<DecodeRequest> gather_requests() const;
   // Runs the model for every request (one batched forward with the cache, a
   // recomputation of each whole context without it): one record per request
@@ -206,10 +253,13 @@ class Session {
   // One record per lane with its token chosen (beam lanes: scored over their
   // beams' records). Changes nothing.
   std::vector<LaneStep> choose_tokens(const std::vector<DecodeRequest>& requests,
-                                      std::vector<LaneStep> records) const;
-  // Each lane takes its chosen token (beam lanes: their new beams); the trace
-  // goes into the history. Never throws for a chosen record.
-  void commit(StepTrace trace, std::vector<LaneStep> lane_records);
+                                      std::vector<LaneStep> records,
+                                      std::vector<ContrastiveOutcome>& outcomes) const;
+  // Each lane takes its chosen token (beam lanes: their new beams,
+  // contrastive lanes: their winners); the trace goes into the history.
+  // Never throws for a chosen record.
+  void commit(StepTrace trace, std::vector<LaneStep> lane_records,
+              const std::vector<ContrastiveOutcome>& outcomes);
 
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<Engine> engine_;

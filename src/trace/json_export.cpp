@@ -40,7 +40,29 @@ json params_to_json(const SamplingParams& p) {
           {"seed", p.seed},
           {"num_beams", p.num_beams},
           {"length_penalty", p.length_penalty},
-          {"early_stopping", early_stopping_name(p.early_stopping)}};
+          {"early_stopping", early_stopping_name(p.early_stopping)},
+          {"contrastive_k", p.contrastive_k},
+          {"penalty_alpha", p.penalty_alpha}};
+}
+
+// A contrastive step: every candidate with its probability, degeneration
+// penalty (and the earlier position and token it is most similar to) and
+// score; `chosen` indexes candidates.
+json contrastive_step_to_json(const ContrastiveStep& c, const std::vector<int>& context) {
+  json candidates = json::array();
+  for (size_t i = 0; i < c.candidates.size(); ++i) {
+    const ContrastiveCandidate& cand = c.candidates[i];
+    candidates.push_back({{"token", cand.token},
+                          {"prob", cand.prob},
+                          {"penalty", cand.penalty},
+                          {"similar_pos", cand.similar_pos},
+                          {"similar_token", cand.similar_pos < static_cast<int>(context.size())
+                                                ? json(context[cand.similar_pos])
+                                                : json(nullptr)},
+                          {"score", cand.score},
+                          {"chosen", static_cast<int>(i) == c.chosen}});
+  }
+  return {{"k", c.k}, {"alpha", c.alpha}, {"chosen", c.chosen}, {"candidates", candidates}};
 }
 
 json hypothesis_to_json(const BeamHypothesis& h) {
@@ -102,6 +124,14 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
                {"uniform", rec.draw.uniform},
                {"chosen_token", rec.draw.chosen_token},
                {"chosen_prob", rec.draw.chosen_prob}};
+  // A contrastive lane chooses by score among its candidates, not by the
+  // pipeline's argmax: the draw is that choice ("contrastive" has the rest).
+  if (ls.contrastive)
+    draw = {{"greedy", false},
+            {"by_contrastive_score", true},
+            {"uniform", 0.0},
+            {"chosen_token", ls.chosen_token},
+            {"chosen_prob", ls.chosen_prob}};
   json j = {{"lane", ls.lane},
             {"input_tokens", ls.input_tokens},
             {"start_pos", ls.start_pos},
@@ -117,6 +147,7 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
             {"sampling_stages", stages},
             {"draw", draw}};
   if (ls.beam) j["beam"] = beam_step_to_json(*ls.beam);
+  if (ls.contrastive) j["contrastive"] = contrastive_step_to_json(*ls.contrastive, ls.context_ids);
   if (options.full_logits) {
     json all = json::array();
     for (float v : ls.logits) all.push_back(finite_or_null(v));

@@ -38,6 +38,12 @@ int64_t StepTrace::memory_bytes() const {
     for (const auto& a : l.attention)
       if (a) total += static_cast<int64_t>(a->size()) * 4;
     if (l.beam) total += beam_step_bytes(*l.beam);
+    total += static_cast<int64_t>(l.hidden.size()) * 4;
+    if (l.contrastive)
+      total +=
+          sizeof(ContrastiveStep) +
+          static_cast<int64_t>(l.contrastive->candidates.size()) * sizeof(ContrastiveCandidate) +
+          static_cast<int64_t>(l.contrastive->similarity.size()) * 4;
   }
   for (const auto& s : kv_after.sequences) total += static_cast<int64_t>(s.block_table.size()) * 4;
   total += static_cast<int64_t>(kv_after.ref_counts.size()) * 4;

@@ -14,6 +14,7 @@
 #include "engine/kv_cache.h"
 #include "sampling/banned_words.h"
 #include "sampling/beam_search.h"
+#include "sampling/contrastive.h"
 #include "sampling/sampling_params.h"
 
 namespace ts {
@@ -64,6 +65,14 @@ struct LaneStep {
   // extends (inputs, logits, attention of that beam; chosen_token is the
   // token it appended); the whole step is here.
   std::shared_ptr<const BeamStep> beam;
+  // Contrastive lanes: the candidates, their penalties and scores, and which
+  // won (chosen_token is candidates[chosen].token). The record's own outputs
+  // (inputs, logits, attention) are those of its last input token, computed
+  // in the previous step's forward when it ran as a candidate.
+  std::shared_ptr<const ContrastiveStep> contrastive;
+  // Contrastive lanes: the last layer's state after ln_f at the last input
+  // position ([C]); empty otherwise.
+  std::vector<float> hidden;
 
   int context() const { return start_pos + static_cast<int>(input_tokens.size()); }
   int rows() const { return static_cast<int>(input_tokens.size()); }

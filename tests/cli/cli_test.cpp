@@ -1033,4 +1033,93 @@ TEST(Cli, MemoryTakesNoValueAndNotWithEvalLoss) {
   EXPECT_NE(run_cli({"--help"}).out.find("--memory"), std::string::npos);
 }
 
+// ---------------------------------------------------------- contrastive search
+
+// A contrastive lane in plain output (candidates with their penalty and
+// score, the winner marked), --compare (its penalty in the column) and
+// --json (every candidate); the three agree on the text, and alpha 0 is
+// greedy.
+TEST(CliContrastive, PlainCompareAndJsonAgree) {
+  const fs::path json_path = scratch_dir() / "contrastive.json";
+  // The bundled model (no --model): its contrastive winners are not always
+  // the most probable candidate, which the draw check below needs.
+  const CliRun plain = run_cli(
+      {"--steps", "5", "--strategy", "contrastive=4,alpha=0.6", "--json", json_path.string()});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("contrastive k=4 alpha=0.60"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("4 contrastive candidates"), std::string::npos) << plain.out;
+  int marked = 0;
+  for (const std::string& line : lines_of(plain.out))
+    if (starts_with(line, "      * ")) ++marked;
+  EXPECT_EQ(marked, 6);  // one winner per step: prefill + 5 decode steps
+
+  const nlohmann::json session = nlohmann::json::parse(read_file(json_path));
+  ASSERT_EQ(session["steps"].size(), 6u);
+  const auto& lane = session["lanes"][0];
+  int not_most_probable = 0;
+  for (const auto& step : session["steps"]) {
+    const auto& c = step["lanes"][0]["contrastive"];
+    ASSERT_EQ(c["candidates"].size(), 4u);
+    EXPECT_FLOAT_EQ(c["alpha"].get<float>(), 0.6f);
+    const auto& won = c["candidates"][c["chosen"].get<int>()];
+    if (c["chosen"].get<int>() != 0) ++not_most_probable;
+    EXPECT_TRUE(won["chosen"].get<bool>());
+    EXPECT_EQ(won["token"], step["lanes"][0]["chosen_token"]);
+    EXPECT_EQ(step["lanes"][0]["draw"]["chosen_token"], won["token"]);
+    for (const auto& cand : c["candidates"]) {
+      // score = (1 - alpha) p - alpha penalty, and the winner's is the largest.
+      EXPECT_NEAR(cand["score"].get<double>(),
+                  0.4 * cand["prob"].get<double>() - 0.6 * cand["penalty"].get<double>(), 1e-6);
+      EXPECT_LE(cand["score"].get<double>(), won["score"].get<double>());
+      EXPECT_GE(cand["penalty"].get<double>(), -1.0);
+      EXPECT_LE(cand["penalty"].get<double>(), 1.0 + 1e-6);
+    }
+  }
+
+  EXPECT_GT(not_most_probable, 0);
+
+  const CliRun compare = run_cli(
+      {"--steps", "5", "--compare", "greedy", "contrastive=4,alpha=0.6", "contrastive=2,alpha=0"});
+  ASSERT_EQ(compare.exit_code, 0) << compare.err;
+  const std::string text = lane["text"].get<std::string>();
+  EXPECT_NE(
+      compare.out.find("lane 1 (contrastive 4 \u00b7 \u03b1 0.6): Today's weather is so" + text),
+      std::string::npos)
+      << compare.out;
+  EXPECT_NE(compare.out.find(" pen "), std::string::npos) << compare.out;
+  // alpha 0 chooses what greedy chooses.
+  std::string greedy, zero;
+  for (const std::string& line : lines_of(compare.out)) {
+    if (starts_with(line, "lane 0 (greedy): ")) greedy = line.substr(17);
+    if (starts_with(line, "lane 2 (contrastive 2 \u00b7 \u03b1 0): "))
+      zero = line.substr(line.find("): ") + 3);
+  }
+  ASSERT_FALSE(greedy.empty()) << compare.out;
+  EXPECT_EQ(zero, greedy);
+}
+
+// Out-of-range k or alpha, and contrastive with sampling keys or flags: one
+// line, exit code 2.
+TEST(CliContrastive, BadInputIsOneLine) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--strategy", "contrastive=1"}, "contrastive=1 is not a whole number from 2 to 16"},
+      {{"--strategy", "contrastive=17,alpha=0.6"}, "contrastive=17"},
+      {{"--strategy", "contrastive=4,alpha=1.5"}, "alpha=1.5 is not a number from 0 to 1"},
+      {{"--strategy", "contrastive=4,alpha=-0.2"}, "alpha=-0.2"},
+      {{"--strategy", "alpha=0.3"}, "alpha needs contrastive=K"},
+      {{"--strategy", "contrastive=4,temperature=0.7"},
+       "contrastive cannot be combined with temperature"},
+      {{"--strategy", "contrastive=4,top_p=0.9"}, "contrastive cannot be combined with top_p"},
+      {{"--compare", "greedy", "contrastive=4,sample"},
+       "contrastive cannot be combined with sample"},
+      {{"--strategy", "contrastive=4,beams=2"}, "contrastive cannot be combined with beams"},
+      {{"--strategy", "contrastive=4", "--temperature", "0.7"}, "conflict"},
+  };
+  for (const auto& [args, says] : cases) {
+    std::string joined;
+    for (const auto& a : args) joined += " " + a;
+    expect_one_error_line(run_cli(with_tiny(args)), "tokenscope-cli", says, joined);
+  }
+}
+
 }  // namespace

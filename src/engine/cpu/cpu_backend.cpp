@@ -122,6 +122,8 @@ class CpuBackend final : public Backend {
   // Returns the bytes of the rows and logits matrices it allocated.
   int64_t logits(const std::vector<float>& ln_f, const BatchRows& in, bool all_rows,
                  std::vector<EntryOutput>& outputs);
+  void record_hidden(const BatchRows& in, const std::vector<float>& ln_f,
+                     std::vector<EntryOutput>& outputs) const;
 
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool pool_;
@@ -172,6 +174,7 @@ void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpti
         last ? w.ln_f_bias : w.layers[l + 1].ln_1_bias, rows, c, eps, a.ln.data());
     if (options.record_residuals) record_residual(l + 1, in, a.x, outputs);
   }
+  if (options.record_hidden) record_hidden(in, a.ln, outputs);
   const int64_t logits_scratch =
       logits(a.ln, in, options.all_logits, outputs);  // ln_f(x) . wte^T (the tied unembedding)
   const int64_t scratch = a.bytes() + logits_scratch;
@@ -265,6 +268,15 @@ void CpuBackend::record_residual(int slot, const BatchRows& in, const std::vecto
     res.resize((cfg.n_layer + 1) * c);
     std::memcpy(res.data() + slot * c, x.data() + (in.row_begin[e + 1] - 1) * c, sizeof(float) * c);
   }
+}
+
+// The last layer's hidden state after ln_f, every new row of each entry.
+void CpuBackend::record_hidden(const BatchRows& in, const std::vector<float>& ln_f,
+                               std::vector<EntryOutput>& outputs) const {
+  const size_t c = weights_->config.n_embd;
+  for (size_t e = 0; e < outputs.size(); ++e)
+    outputs[e].hidden.assign(ln_f.begin() + in.row_begin[e] * c,
+                             ln_f.begin() + in.row_begin[e + 1] * c);
 }
 
 // logits = ln_f(x) . wte^T for the rows that need them: every new token's

@@ -610,6 +610,15 @@ void CudaBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpt
   check(cudaMemcpyAsync(staging_.get(), results_.get(), staged * sizeof(float),
                         cudaMemcpyDeviceToHost, stream_),
         "copying the step's results");
+  // The last layer's output after ln_f, every row (contrastive search): the
+  // final residual_layernorm leaves it in ln_.
+  std::vector<float> hidden;
+  if (options.record_hidden) {
+    hidden.resize(static_cast<size_t>(plan.rows) * c);
+    check(cudaMemcpyAsync(hidden.data(), ln_.get(), hidden.size() * sizeof(float),
+                          cudaMemcpyDeviceToHost, stream_),
+          "copying the hidden states");
+  }
   outputs.assign(batch.size(), EntryOutput{});
   if (n_recorded > 0 && !layout.stage_probs) {
     for (int e = 0; e < plan.entries; ++e) {
@@ -653,6 +662,9 @@ void CudaBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpt
                       ctx * sizeof(float));
       }
     }
+    if (!hidden.empty())
+      out.hidden.assign(hidden.begin() + static_cast<size_t>(plan.row_begin[e]) * c,
+                        hidden.begin() + static_cast<size_t>(plan.row_begin[e + 1]) * c);
     if (s.residuals) {
       out.residuals.resize(static_cast<size_t>(cfg_.n_layer + 1) * c);
       for (int l = 0; l <= cfg_.n_layer; ++l)
