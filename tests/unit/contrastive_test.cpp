@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "sampling/banned_words.h"
 #include "sampling/contrastive.h"
+#include "sampling/distribution.h"
 #include "sampling/sampling_params.h"
 #include "session/model_setup.h"
 #include "session/session.h"
@@ -210,6 +212,42 @@ TEST(ContrastiveLane, MatchesReferenceOnFixtureModel) {
 
 TEST(ContrastiveLane, MatchesReferenceOnBundledModel) {
   check_against_reference(bundled(), "bundled.json");
+}
+
+TEST(ContrastiveLane, RanksTheProbabilitiesAfterTheBannedWordsStage) {
+  // HF runs the logits processors (bad_words_ids among them) before
+  // contrastive search takes its top-k: a banned token is never a
+  // candidate, and the others' p are renormalised without it.
+  LoadedModel m = test::load_tiny();
+  auto plain = make_session(m, "The cat sat", {contrastive(4, 0.6f)}, 8);
+  plain->prefill();
+  const ContrastiveStep& before = *plain->record(0, 0)->contrastive;
+  const int banned_token = before.candidates[0].token;
+  const std::vector<float> probs = softmax(plain->record(0, 0)->logits);
+  plain.reset();  // its blocks go back to the shared pool
+
+  auto banned = std::make_shared<BannedTokens>();
+  banned->source = "test";
+  banned->entries = 1;
+  banned->sequences = {{banned_token}};
+  banned->singles = {banned_token};
+  auto s = make_session(m, "The cat sat", {contrastive(4, 0.6f)}, 8);
+  s->set_banned_words(banned);
+  s->run(100);
+  ASSERT_GE(s->history().size(), 2u);
+  for (size_t step = 0; step < s->history().size(); ++step) {
+    const LaneStep* r = s->record(static_cast<int>(step), 0);
+    ASSERT_TRUE(r && r->contrastive);
+    EXPECT_EQ(r->banned_words, banned);
+    for (const ContrastiveCandidate& c : r->contrastive->candidates)
+      EXPECT_NE(c.token, banned_token) << "step " << step;
+  }
+  const ContrastiveStep& after = *s->record(0, 0)->contrastive;
+  ASSERT_EQ(after.candidates.size(), 4u);
+  const double rest = 1.0 - probs[banned_token];
+  for (const ContrastiveCandidate& c : after.candidates)
+    EXPECT_NEAR(c.prob, probs[c.token] / rest, 1e-5) << "token " << c.token;
+  expect_pool_exact(*s);
 }
 
 TEST(ContrastiveLane, AlphaZeroIsGreedy) {
