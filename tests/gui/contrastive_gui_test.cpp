@@ -12,32 +12,13 @@
 #include "app/panel_lanes.h"
 #include "app/view_model.h"
 #include "app/window.h"
+#include "gui_test_support.h"
 
 namespace ts::app {
 namespace {
 
-#define REQUIRE_DISPLAY()                                                                     \
-  do {                                                                                        \
-    if (!display_available())                                                                 \
-      GTEST_SKIP() << "no display (DISPLAY is not set): run the GUI tests under xvfb-run -a"; \
-  } while (0)
-
-std::filesystem::path fixture_model() {
-  if (const char* env = std::getenv("TS_FIXTURE_DIR"); env && *env)
-    return std::filesystem::path(env) / "tiny";
-  return std::filesystem::path(TS_FIXTURE_DIR) / "tiny";
-}
-
 AppOptions options() {
-  AppOptions o;
-  o.setup.model = fixture_model();
-  o.setup.cpu_threads = 2;
-  o.hidden = true;
-  o.save_layout = false;
-  o.width = 1280;
-  o.height = 800;
-  o.layout = "classroom";
-  o.prompt = "Today's weather is so";
+  AppOptions o = test::fixture_options("classroom");
   o.compare = {"greedy", "contrastive=4,alpha=0.6"};
   return o;
 }

@@ -21,22 +21,13 @@
 #include "app/app.h"
 #include "app/panel_table.h"
 #include "app/view_model.h"
+#include "gui_test_support.h"
 #include "util/error.h"
 
 namespace ts::app {
 namespace {
 
-#define REQUIRE_DISPLAY()                                                                     \
-  do {                                                                                        \
-    if (!display_available())                                                                 \
-      GTEST_SKIP() << "no display (DISPLAY is not set): run the GUI tests under xvfb-run -a"; \
-  } while (0)
-
-std::filesystem::path fixture_model() {
-  if (const char* env = std::getenv("TS_FIXTURE_DIR"); env && *env)
-    return std::filesystem::path(env) / "tiny";
-  return std::filesystem::path(TS_FIXTURE_DIR) / "tiny";
-}
+using test::fixture_model;
 
 std::filesystem::path temp_dir(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() /
@@ -46,18 +37,7 @@ std::filesystem::path temp_dir(const std::string& name) {
   return dir;
 }
 
-AppOptions test_options() {
-  AppOptions o;
-  o.setup.model = fixture_model();
-  o.setup.cpu_threads = 2;
-  o.hidden = true;
-  o.save_layout = false;
-  o.width = 1280;
-  o.height = 800;
-  o.layout = "classroom";
-  o.prompt = "Today's weather is so";
-  return o;
-}
+AppOptions test_options() { return test::fixture_options("classroom"); }
 
 // Steps the way the window does: one command, then frames until it is done.
 void step(App& app) {

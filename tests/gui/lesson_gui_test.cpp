@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "app/app.h"
+#include "gui_test_support.h"
 #include "lesson/lesson.h"
 #include "util/error.h"
 #include "util/paths.h"
@@ -19,30 +20,7 @@
 namespace ts::app {
 namespace {
 
-#define REQUIRE_DISPLAY()                                                                     \
-  do {                                                                                        \
-    if (!display_available())                                                                 \
-      GTEST_SKIP() << "no display (DISPLAY is not set): run the GUI tests under xvfb-run -a"; \
-  } while (0)
-
-std::filesystem::path fixture_model() {
-  if (const char* env = std::getenv("TS_FIXTURE_DIR"); env && *env)
-    return std::filesystem::path(env) / "tiny";
-  return std::filesystem::path(TS_FIXTURE_DIR) / "tiny";
-}
-
-AppOptions options() {
-  AppOptions o;
-  o.setup.model = fixture_model();
-  o.setup.cpu_threads = 2;
-  o.hidden = true;
-  o.save_layout = false;
-  o.width = 1280;
-  o.height = 800;
-  o.layout = "lesson";
-  o.prompt = "Today's weather is so";
-  return o;
-}
+AppOptions options() { return test::fixture_options("lesson"); }
 
 std::filesystem::path write_file(const std::string& name, const std::string& text) {
   const auto dir = std::filesystem::temp_directory_path() /

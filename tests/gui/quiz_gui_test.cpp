@@ -12,27 +12,15 @@
 
 #include "app/app.h"
 #include "app/window.h"
+#include "gui_test_support.h"
 
 namespace ts::app {
 namespace {
 
-AppOptions options() {
-  AppOptions o;
-  const char* env = std::getenv("TS_FIXTURE_DIR");
-  o.setup.model = std::filesystem::path(env && *env ? env : TS_FIXTURE_DIR) / "tiny";
-  o.setup.cpu_threads = 2;
-  o.hidden = true;
-  o.save_layout = false;
-  o.width = 1280;
-  o.height = 800;
-  o.layout = "classroom";
-  o.prompt = "The cat sat on";
-  return o;
-}
+AppOptions options() { return test::fixture_options("classroom", "The cat sat on"); }
 
 TEST(GuiQuiz, ARoundWithKnownAnswersIsScoredAndTheHiddenPanelsReturn) {
-  if (!display_available())
-    GTEST_SKIP() << "no display (DISPLAY is not set): run the GUI tests under xvfb-run -a";
+  REQUIRE_DISPLAY();
   App app(options());
   app.load_model_blocking();
   app.settle();
@@ -115,8 +103,7 @@ TEST(GuiQuiz, ARoundWithKnownAnswersIsScoredAndTheHiddenPanelsReturn) {
 }
 
 TEST(GuiQuiz, ClosingThePanelWhileAskingBringsTheHiddenPanelsBack) {
-  if (!display_available())
-    GTEST_SKIP() << "no display (DISPLAY is not set): run the GUI tests under xvfb-run -a";
+  REQUIRE_DISPLAY();
   App app(options());
   app.load_model_blocking();
   app.settle();

@@ -11,30 +11,16 @@
 
 #include "app/app.h"
 #include "app/window.h"
+#include "gui_test_support.h"
 #include "session/model_setup.h"
 #include "session/score.h"
 
 namespace ts::app {
 namespace {
 
-std::filesystem::path fixture_model() {
-  if (const char* env = std::getenv("TS_FIXTURE_DIR"); env && *env)
-    return std::filesystem::path(env) / "tiny";
-  return std::filesystem::path(TS_FIXTURE_DIR) / "tiny";
-}
+using test::fixture_model;
 
-AppOptions options() {
-  AppOptions o;
-  o.setup.model = fixture_model();
-  o.setup.cpu_threads = 2;
-  o.hidden = true;
-  o.save_layout = false;
-  o.width = 1280;
-  o.height = 800;
-  o.layout = "score";
-  o.prompt = "Today's weather is so";
-  return o;
-}
+AppOptions options() { return test::fixture_options("score"); }
 
 // Probability of token `id` under row `row` of all-position logits, in long double.
 double model_probability(const std::vector<float>& logits, int vocab, int row, int id) {
@@ -46,8 +32,7 @@ double model_probability(const std::vector<float>& logits, int vocab, int row, i
 }
 
 TEST(GuiScore, CellsShowTheModelsProbabilitiesInTheColourMap) {
-  if (!display_available())
-    GTEST_SKIP() << "no display (DISPLAY is not set): run the GUI tests under xvfb-run -a";
+  REQUIRE_DISPLAY();
   App app(options());
   app.load_model_blocking();
   app.settle();
