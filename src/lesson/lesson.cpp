@@ -227,14 +227,16 @@ class Parser {
   const Vocabulary& vocab_;
 };
 
+// An action's number as the lesson file writes it (shortest form: 1.5, 40).
+std::string num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
 }  // namespace
 
 std::string action_text(const Action& a) {
-  auto num = [](double v) {
-    std::ostringstream o;
-    o << v;
-    return o.str();
-  };
   switch (a.kind) {
     case ActionKind::kNext:
       return "next";
@@ -263,11 +265,6 @@ std::string action_text(const Action& a) {
 }
 
 std::string action_request(const Action& a) {
-  auto num = [](double v) {
-    std::ostringstream o;
-    o << v;
-    return o.str();
-  };
   switch (a.kind) {
     case ActionKind::kNext:
       return "read, then Next";
