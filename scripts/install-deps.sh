@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config git
-  libgtest-dev nlohmann-json3-dev
+  libgtest-dev nlohmann-json3-dev libexpat1-dev
   libimgui-dev libglfw3-dev libstb-dev libgl1-mesa-dri xvfb xauth fonts-dejavu-core
   npm
   clang libclang-rt-14-dev

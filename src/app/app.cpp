@@ -343,6 +343,23 @@ void App::draw_menu_bar() {
           request_panel_save(static_cast<PanelId>(i));
       ImGui::EndMenu();
     }
+    if (ImGui::BeginMenu("Export for slides")) {
+      for (int k = 0; k < kNumExportKinds; ++k)
+        if (ImGui::MenuItem((std::string(export_label(static_cast<ExportKind>(k))) + "...").c_str(),
+                            nullptr, false, view_.step >= 0)) {
+          slides_choice_ = k;
+          open_slides_popup_ = true;
+        }
+      if (ImGui::BeginMenu("Panel as PNG at 2x")) {
+        for (int i = 0; i < kNumWindowPanels; ++i)
+          if (ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, false, saveable_[i])) {
+            slides_choice_ = kNumExportKinds + i;
+            open_slides_popup_ = true;
+          }
+        ImGui::EndMenu();
+      }
+      ImGui::EndMenu();
+    }
     ImGui::Separator();
     if (ImGui::MenuItem("Quit")) window_->request_close();
     ImGui::EndMenu();
@@ -645,6 +662,7 @@ void App::frame() {
   draw_load_model_popup();
   draw_export_popup();
   draw_open_lesson_popup();
+  draw_slides_export_popup();
 
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   const float menu_h = ImGui::GetFrameHeight();
@@ -782,6 +800,7 @@ int App::run() {
     idle_frames_ = input || active ? 0 : idle_frames_ + 1;
     if (idle_frames_ > 30) glfwWaitEventsTimeout(0.1);
     frame();
+    run_pending_capture();
   }
   return 0;
 }

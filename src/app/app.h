@@ -10,6 +10,7 @@
 #include "app/app_options.h"
 #include "app/app_state.h"
 #include "app/controller.h"
+#include "app/exports.h"
 #include "app/heatmap.h"
 #include "app/layout.h"
 #include "app/panel_attention.h"
@@ -68,6 +69,21 @@ class App {
   // next frame renders. False when the panel is not on screen.
   bool can_save_panel(PanelId id) const { return saveable_[static_cast<int>(id)]; }
   bool request_panel_save(PanelId id);
+  // File > Export for slides (app_export.cpp). export_to writes one export
+  // of what is on show to `path`; true when written ("wrote ..." in the
+  // status bar), else the one-line reason is shown and nothing changes.
+  bool export_to(ExportKind kind, const std::string& path);
+  // A panel as PNG at `scale` times its size on screen: the window is drawn
+  // again at that scale off screen (fonts rasterised at that size, see
+  // Window::set_render_scale), the panel cut out and written atomically,
+  // then the window goes back to 1x. Throws ts::Error (not on screen, bad
+  // path). Returns where things were, for tests.
+  struct PanelCapture {
+    int width = 0, height = 0;  // of the PNG
+    PanelBox panel_1x;          // the panel on screen before
+    PanelBox heatmap;           // Attention: its heatmap in the PNG's pixels
+  };
+  PanelCapture write_panel_png_scaled(PanelId id, const std::string& path, int scale);
   // The panels, for tests (each is the class its row in panel_list.h names).
   AttentionPanel& attention_panel() { return panel<AttentionPanel>(PanelId::kAttention); }
   SamplingPanel& sampling_panel() { return panel<SamplingPanel>(PanelId::kSampling); }
@@ -98,6 +114,8 @@ class App {
   void draw_export_popup();
   void draw_lessons_menu();
   void draw_open_lesson_popup();
+  void draw_slides_export_popup();  // app_export.cpp
+  void run_pending_capture();       // the 2x PNG asked for in that popup
   void save_requested_panel();
   void register_settings_handler();
   void apply_options_to_state(const AppOptions& o);
@@ -153,6 +171,14 @@ class App {
   std::string export_path_ = "tokenscope-session.json";
   std::string export_message_seen_;
   int save_panel_ = -1;  // File > Save panel as PNG: written after this frame renders
+  // File > Export for slides: the popup's choice (an ExportKind, or
+  // kNumExportKinds + a panel for its 2x PNG), its path, a 2x PNG to write
+  // after the frame.
+  int slides_choice_ = -1;
+  bool open_slides_popup_ = false;
+  std::string slides_path_;
+  int capture_panel_ = -1;
+  std::string capture_path_;
 
   template <typename T>
   T& panel(PanelId id) {

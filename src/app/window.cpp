@@ -1,5 +1,6 @@
 #include "app/window.h"
 
+#include <cfloat>
 #include <chrono>
 #include <cstdlib>
 
@@ -98,6 +99,9 @@ Window::Window(const WindowOptions& o) {
     font_compact_ = io.Fonts->AddFontDefault(&cfg);
   }
   io.FontDefault = font_normal_;
+  font_path_ = o.font_path;
+  font_from_file_ = font_loaded;
+  normal_atlas_ = io.Fonts;
 
   // Installed before the ImGui backend, which keeps it and calls it from its own.
   glfwSetWindowUserPointer(window_, this);
@@ -114,6 +118,9 @@ Window::Window(const WindowOptions& o) {
 }
 
 Window::~Window() {
+  ImGui::GetIO().Fonts = normal_atlas_;
+  scaled_atlas_.reset();
+  scaled_font_texture_ = gl::Texture();
   capture_fbo_ = gl::Framebuffer();
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
@@ -170,11 +177,44 @@ void Window::apply_style() {
     style.Colors[ImGuiCol_TitleBgActive] = ImVec4(0.14f, 0.22f, 0.36f, 1.0f);
     style.Colors[ImGuiCol_TitleBg] = ImVec4(0.12f, 0.14f, 0.19f, 1.0f);
   }
-  if (presentation_) style.ScaleAllSizes(scale_);
+  if (ui_scale() != 1.0f) style.ScaleAllSizes(ui_scale());
   ImGui::GetStyle() = style;
-  ImGui::GetIO().FontDefault = !presentation_                 ? font_normal_
-                               : scale_ == kPresentationScale ? font_large_
-                                                              : font_compact_;
+  // The same font of whichever atlas is in use (the scaled one holds the
+  // three sizes in the same order).
+  const int font = !presentation_ ? 0 : scale_ == kPresentationScale ? 1 : 2;
+  ImFontAtlas* atlas = ImGui::GetIO().Fonts;
+  ImGui::GetIO().FontDefault = atlas->Fonts.Size > 2 ? atlas->Fonts[font] : font_normal_;
+}
+
+void Window::set_render_scale(float scale) { want_render_scale_ = scale > 0 ? scale : 1.0f; }
+
+void Window::build_scaled_fonts() {
+  // Rasterised at the scaled size: text in a 2x picture is as sharp as at
+  // 1x, not a magnified 1x glyph. Same sizes, order and ranges as the
+  // window's own atlas.
+  auto atlas = std::make_unique<ImFontAtlas>();
+  const float sizes[3] = {kBaseFontSize, kBaseFontSize * kPresentationScale,
+                          kBaseFontSize * kCompactPresentationScale};
+  for (float size : sizes) {
+    ImFontConfig cfg;
+    if (font_from_file_) {
+      cfg.OversampleH = 2;
+      cfg.OversampleV = 1;
+      atlas->AddFontFromFileTTF(font_path_.string().c_str(), size * render_scale_, &cfg,
+                                kGlyphRanges);
+    } else {
+      cfg.SizePixels = 13.0f * size / kBaseFontSize * render_scale_;
+      atlas->AddFontDefault(&cfg);
+    }
+  }
+  unsigned char* pixels = nullptr;
+  int w = 0, h = 0;
+  atlas->GetTexDataAsRGBA32(&pixels, &w, &h);
+  scaled_font_texture_.upload_rgba8(pixels, w, h);
+  scaled_font_texture_.set_filter(true, true, false);
+  atlas->SetTexID(scaled_font_texture_.imgui_id());
+  atlas->ClearTexData();  // the GPU has it
+  scaled_atlas_ = std::move(atlas);
 }
 
 void Window::begin_frame() {
@@ -189,6 +229,18 @@ void Window::begin_frame() {
       --refused_queued_;
     }
   refused_queued_ = 0;
+  if (want_render_scale_ != render_scale_) {
+    render_scale_ = want_render_scale_;
+    if (render_scale_ != 1.0f) {
+      build_scaled_fonts();
+      ImGui::GetIO().Fonts = scaled_atlas_.get();
+    } else {
+      ImGui::GetIO().Fonts = normal_atlas_;
+      scaled_atlas_.reset();
+      scaled_font_texture_ = gl::Texture();
+    }
+    style_dirty_ = true;
+  }
   int win_w = 0, win_h = 0;
   glfwGetWindowSize(window_, &win_w, &win_h);
   const float scale = presentation_scale_for(static_cast<float>(win_h));
@@ -202,6 +254,16 @@ void Window::begin_frame() {
   }
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
+  if (render_scale_ != 1.0f) {
+    // A larger display than the window, drawn off screen: the mouse is
+    // not over it (no hover, no click lands on a scaled frame).
+    ImGuiIO& io = ImGui::GetIO();
+    io.DisplaySize = ImVec2(io.DisplaySize.x * render_scale_, io.DisplaySize.y * render_scale_);
+    io.DisplayFramebufferScale = ImVec2(1.0f, 1.0f);
+    io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+    for (bool& down : io.MouseDown) down = false;
+    io.MouseWheel = io.MouseWheelH = 0;
+  }
   ImGui::NewFrame();
 }
 
@@ -209,6 +271,7 @@ void Window::end_frame(bool swap) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   ImGui::Render();
+  if (render_scale_ != 1.0f) return;  // only capture() draws a scaled frame
   int w = 0, h = 0;
   framebuffer_size(w, h);
   glViewport(0, 0, w, h);
@@ -226,6 +289,11 @@ void Window::end_frame(bool swap) {
 
 std::vector<uint8_t> Window::capture(int& width, int& height) {
   framebuffer_size(width, height);
+  if (render_scale_ != 1.0f) {  // the display ImGui drew, whole pixels
+    const ImVec2 d = ImGui::GetIO().DisplaySize;
+    width = static_cast<int>(d.x);
+    height = static_cast<int>(d.y);
+  }
   {
     gl::StateGuard guard;
     capture_fbo_.resize(width, height);

@@ -4,6 +4,7 @@
 // the theme, and reading the finished frame back for screenshots.
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 
 struct GLFWwindow;
 struct ImFont;
+struct ImFontAtlas;
 
 namespace ts::app {
 
@@ -69,8 +71,17 @@ class Window {
   bool presentation() const { return presentation_; }
   bool light_theme() const { return light_; }
   // The scale of fonts and lines now: 1, or in presentation mode the
-  // projector scale for the window's height (presentation_scale_for()).
-  float ui_scale() const { return presentation_ ? scale_ : 1.0f; }
+  // projector scale for the window's height (presentation_scale_for()),
+  // times the render scale.
+  float ui_scale() const { return (presentation_ ? scale_ : 1.0f) * render_scale_; }
+  // Frames at `scale` times the window's size, for a sharp panel PNG at 2x:
+  // from the next begin_frame() the display is that much larger, every
+  // ImGui size is scaled, and the fonts come from a second atlas rasterised
+  // at that size (not magnified); such frames are drawn only off screen
+  // (capture() reads them), never into the window, and take no mouse input.
+  // 1 goes back to normal and frees that atlas.
+  void set_render_scale(float scale);
+  float render_scale() const { return render_scale_; }
   const std::string& font_notice() const { return font_notice_; }
   void framebuffer_size(int& w, int& h) const;
   GLFWwindow* handle() { return window_; }
@@ -107,6 +118,15 @@ class Window {
   double render_seconds_ = 0, swap_seconds_ = 0;
   std::string renderer_;
   gl::Framebuffer capture_fbo_;
+  // The fonts at the render scale (same order as the normal atlas's) and
+  // their texture, while render_scale_ != 1.
+  void build_scaled_fonts();
+  std::filesystem::path font_path_;
+  bool font_from_file_ = false;
+  float render_scale_ = 1.0f, want_render_scale_ = 1.0f;
+  ImFontAtlas* normal_atlas_ = nullptr;
+  std::unique_ptr<ImFontAtlas> scaled_atlas_;
+  gl::Texture scaled_font_texture_;
   std::vector<KeyPress> key_presses_;
   int refused_chars_ = 0;   // since the last take_refused_characters()
   int refused_queued_ = 0;  // of those, still to take out of ImGui's input queue
