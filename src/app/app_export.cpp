@@ -66,7 +66,9 @@ App::PanelCapture App::write_panel_png_scaled(PanelId id, const std::string& pat
   int w = 0, h = 0;
   PanelBox box;
   bool drawn = false;
-  window_->set_render_scale(static_cast<float>(scale));
+  // On a high-DPI screen the 1x picture already has more pixels than window
+  // units (DisplayFramebufferScale): twice that picture is drawn.
+  window_->set_render_scale(static_cast<float>(scale) * ImGui::GetIO().DisplayFramebufferScale.x);
   // Three frames: the first places the panels at the new size, the next
   // lay out their contents in it (ImGui sizes some things from the
   // previous frame), the last is the one captured.
