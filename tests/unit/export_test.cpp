@@ -325,6 +325,33 @@ TEST(ExportCsv, LogitsAreTheStepsRecordAndItsSoftmax) {
   EXPECT_EQ(std::stoi(rows[1][3]), rec.chosen_token);
 }
 
+TEST(ExportCsv, LogitsHoldEveryLanesOwnRecord) {
+  LoadedModel model = test::load_tiny();
+  Session s(model.tokenizer, model.engine, SessionOptions{});
+  s.set_prompt("Once upon a time");
+  s.set_strategies({SamplingParams{}, test::sampled(1.5f, 7)});
+  s.prefill();
+  s.step();
+  s.step();
+  const StepTrace& trace = *s.history().back();
+  ASSERT_EQ(trace.lanes.size(), 2u);
+  // Different contexts by now, so rows put under the wrong lane would show.
+  ASSERT_NE(trace.lanes[0].logits, trace.lanes[1].logits);
+  const auto rows = parse_csv(logits_csv(
+      trace, 2, [&](int id) { return display_piece(model.tokenizer->token_bytes(id)); }));
+  const size_t vocab = trace.lanes[0].logits.size();
+  ASSERT_EQ(rows.size(), 2 * vocab + 1);
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const int lane = std::stoi(rows[i][1]);
+    const LaneStep* rec = nullptr;
+    for (const LaneStep& ls : trace.lanes)
+      if (ls.lane == lane) rec = &ls;
+    ASSERT_NE(rec, nullptr) << "row " << i;
+    EXPECT_EQ(lane, i <= vocab ? trace.lanes[0].lane : trace.lanes[1].lane);
+    EXPECT_NEAR(std::stod(rows[i][4]), rec->logits[std::stoi(rows[i][3])], 1e-6);
+  }
+}
+
 TEST(ExportCsv, AttentionGridHoldsEveryWeightAndQuotesLabels) {
   Fixture f;
   const AttentionMatrix m = prefill_matrix(*f.session, 1, 2);
