@@ -143,6 +143,14 @@ void App::draw_slides_export_popup() {
   else if (slides_choice_ >= 0)
     ImGui::TextWrapped("%s, from the step on show.",
                        export_label(static_cast<ExportKind>(slides_choice_)));
+  // Every cell is one rectangle: a long context makes a file slide tools
+  // struggle with (1024 positions: about 66 MB, a few seconds to write).
+  const int n = attention_panel().matrix().n;
+  if (slides_choice_ == static_cast<int>(ExportKind::kAttentionSvg) && n > 256)
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(palette(window_->light_theme()).warning),
+                       "%d x %d cells: about %s of SVG. For a slide, the 2x PNG or a shorter "
+                       "prompt may serve better.",
+                       n, n, format_bytes(static_cast<double>(n) * n * 63.0).c_str());
   ImGui::SetNextItemWidth(-FLT_MIN);
   ImGui::InputText("##path", &slides_path_);
   if (ImGui::Button("Export")) {
