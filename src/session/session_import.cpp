@@ -254,6 +254,10 @@ LaneStep read_lane_step(const Reader& r, const json& j, const std::string& w, co
   const int banned = r.integer(j, w, "banned_words", -1, static_cast<int>(lists.size()) - 1);
   if (banned >= 0) ls.banned_words = lists[banned];
   ls.logits = r.packed(r.field(j, w, "logits"), w + ".logits", static_cast<size_t>(vocab), false);
+  // A model's raw logits are finite; the views sort and softmax them.
+  for (size_t i = 0; i < ls.logits.size(); ++i)
+    if (!std::isfinite(ls.logits[i]))
+      r.fail(w + ".logits", "value " + std::to_string(i) + " is not a finite number");
   const json& layers = r.array(j, w, "attention", static_cast<size_t>(cfg.n_layer));
   if (!layers.empty() && static_cast<int>(layers.size()) != cfg.n_layer)
     r.fail(w + ".attention",
@@ -265,8 +269,12 @@ LaneStep read_lane_step(const Reader& r, const json& j, const std::string& w, co
       ls.attention.push_back(nullptr);
       continue;
     }
-    ls.attention.push_back(std::make_shared<const std::vector<float>>(
-        r.packed(layers[l], at(w + ".attention", l), per_layer, true)));
+    std::vector<float> weights = r.packed(layers[l], at(w + ".attention", l), per_layer, true);
+    // Softmax weights: in [0, 1] (NaN fails the test too).
+    for (size_t i = 0; i < weights.size(); ++i)
+      if (!(weights[i] >= 0.0f && weights[i] <= 1.0f))
+        r.fail(at(w + ".attention", l), "weight " + std::to_string(i) + " is outside [0, 1]");
+    ls.attention.push_back(std::make_shared<const std::vector<float>>(std::move(weights)));
   }
   if (j.contains("beam")) ls.beam = read_beam(r, j["beam"], w + ".beam", s);
   if (j.contains("contrastive"))
@@ -492,6 +500,10 @@ ImportedSession import_session_text(std::string_view text, const std::string& na
     if (recs.empty()) r.fail(w + ".replay.lanes", "a step with no lane");
     for (size_t k = 0; k < recs.size(); ++k) {
       LaneStep ls = read_lane_step(r, recs[k], at(w + ".replay.lanes", k), shape, lists);
+      if (static_cast<int>(i) < snap.lanes[ls.lane].first_step)
+        r.fail(at(w + ".replay.lanes", k), "lane " + std::to_string(ls.lane) +
+                                               " has no record before its first step " +
+                                               std::to_string(snap.lanes[ls.lane].first_step));
       for (const LaneStep& other : trace->lanes)
         if (other.lane == ls.lane) r.fail(at(w + ".replay.lanes", k), "a lane appears twice");
       trace->lanes.push_back(std::move(ls));

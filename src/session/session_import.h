@@ -30,7 +30,7 @@
 namespace ts {
 
 inline constexpr uint64_t kMaxSessionFileBytes = uint64_t(1) << 30;  // 1 GiB
-inline constexpr int64_t kMaxSessionJsonValues = int64_t(1) << 26;
+inline constexpr int64_t kMaxSessionJsonValues = int64_t(1) << 24;
 inline constexpr int kMaxSessionJsonDepth = 32;
 inline constexpr int kMaxReplayContext = 1 << 15;  // positions per sequence
 inline constexpr int kMaxReplayLanes = 256;        // lanes ever made (closed ones stay)

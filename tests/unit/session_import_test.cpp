@@ -13,6 +13,7 @@
 
 #include "sampling/banned_words.h"
 #include "sampling/sampling_pipeline.h"
+#include "session/lane_summary.h"
 #include "session/replay_codec.h"
 #include "session/session.h"
 #include "session/session_export.h"
@@ -335,6 +336,19 @@ TEST(SessionImport, SteppingGivesTheLiveStateAtEachStep) {
   EXPECT_EQ(replay_snapshot(got, n + 5, 9)->history.size(), static_cast<size_t>(n));
 }
 
+TEST(SessionImport, LaneSummariesFromTheRecordsAreTheLiveOnes) {
+  const Session& live = *recorded().session;
+  const ImportedSession got = import_session_text(exported_text(), "mem.json");
+  for (int l = 0; l < static_cast<int>(live.lanes().size()); ++l) {
+    const LaneSummary a = summarize_lane(live, l);
+    const LaneSummary b = summarize_lane(got.full.history, got.full.lanes, l);
+    EXPECT_EQ(a.tokens, b.tokens) << l;
+    EXPECT_EQ(a.log_prob, b.log_prob) << l;
+    EXPECT_EQ(a.seconds, b.seconds) << l;
+    EXPECT_GT(a.tokens, 0) << l;
+  }
+}
+
 TEST(SessionImport, AnotherVersionIsRefused) {
   json doc = exported_json();
   doc["format"] = "tokenscope-session/1";
@@ -403,6 +417,24 @@ TEST(SessionImport, CorruptFieldsAreRefused) {
   expect_refused(with([](json& d) { d["steps"][1]["replay"]["kv_ref_counts"].erase(0); }),
                  "steps[1].kv.ref_counts:");
   expect_refused(with([](json& d) { d["state"] = "ready for prefill"; }), "does not match 6 steps");
+  expect_refused(with([](json& d) {
+                   std::vector<float> v(d["model"]["vocab_size"].get<int>(), 0.0f);
+                   v[3] = std::nanf("");
+                   d["steps"][1]["replay"]["lanes"][0]["logits"] = replay::pack_f32(v);
+                 }),
+                 "steps[1].replay.lanes[0].logits: value 3 is not a finite number");
+  expect_refused(with([](json& d) {
+                   json& ls = d["steps"][1]["replay"]["lanes"][0];
+                   const size_t n =
+                       replay::base64_decode(ls["attention"][1].get<std::string>())->size() / 2;
+                   std::vector<float> v(n, 0.0f);
+                   v[0] = 1.5f;
+                   ls["attention"][1] = replay::pack_f16(v);
+                 }),
+                 "steps[1].replay.lanes[0].attention[1]: weight 0 is outside [0, 1]");
+  // A branch's record before the branch existed.
+  expect_refused(with([](json& d) { d["lanes"][4]["first_step"] = 5; }),
+                 "lane 4 has no record before its first step 5");
   // A beam candidate pointing at a beam that does not exist.
   expect_refused(with([](json& d) {
                    for (json& ls : d["steps"][2]["replay"]["lanes"])
