@@ -108,6 +108,14 @@ void Controller::open_session(const std::filesystem::path& file) {
   banned_list_.reset();
   banned_words_on_ = false;
   load_seconds_ = warmup_seconds_ = 0;
+  // The Choosing panel's "Ban listed words" box shows whether the recorded
+  // choices used a list (switching it needs the model, and says so).
+  if (!imported->full.history.empty())
+    for (const LaneStep& ls : imported->full.history.back()->lanes)
+      if (ls.banned_words) {
+        banned_list_ = ls.banned_words;
+        banned_words_on_ = true;
+      }
   replay_ = std::move(imported);
   // Opens at prefill, so that a class walks through it from the start.
   replay_move(replay_->full.history.empty() ? -1 : 0);

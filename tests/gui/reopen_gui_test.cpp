@@ -165,6 +165,9 @@ TEST(GuiReopen, ExportedSessionShowsTheSameRecordsSteppingBothWays) {
   app.settle(2, 50);
   check(0);
 
+  // The recorded choices used no banned-words list: the box is off.
+  EXPECT_FALSE(app.controller().banned_words_on());
+
   // What needs the model says so, and changes nothing.
   const SnapshotPtr before = app.controller().snapshot();
   app.controller().choose_with(0, parse_strategy("top_k=3,seed=1"));
