@@ -87,6 +87,14 @@ shot panel-lens --steps 3 --layout lens --width 1100 --height 520
 "${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "Once upon a time" --compare greedy "contrastive=4,alpha=0.6" \
   --steps 24 --lane 1 --layout sampling --width 1100 --height 620 --screenshot "$OUT/contrastive.png"
 
+# Re-opened: a session exported with --json (File > Export session), stepped
+# through without the model (File > Open session, --open) at decode step 3.
+"${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "$PROMPT" --compare greedy "top_p=0.9,temperature=0.8,seed=3" \
+  --steps 6 --screenshot "$OUT/.reopen-export.png" --json "$OUT/.reopen-session.json"
+"${RUN[@]}" "$BIN" --open "$OUT/.reopen-session.json" --steps 3 --width 1600 --height 900 \
+  --screenshot "$OUT/reopened.png"
+rm -f "$OUT/.reopen-export.png" "$OUT/.reopen-session.json"
+
 # Committed pictures are kept small: 256-colour palettes (text stays sharp),
 # then lossless recompression, when the tools are installed
 # (apt-get install pngquant optipng).

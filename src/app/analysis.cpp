@@ -224,7 +224,8 @@ void AnalysisStore::export_json(SessionWorker& worker, const std::string& path) 
       if (!out)
         throw Error(path + ": cannot write" +
                     (errno ? std::string(": ") + std::strerror(errno) : ""));
-      out << doc.dump(1) << "\n";
+      // Token pieces can be partial UTF-8: replaced rather than failing the export.
+      out << doc.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       out.close();
       if (!out)
         throw Error(path + ": cannot write" +

@@ -217,9 +217,16 @@ void App::load_model_blocking() { ctl_.load_blocking(options_.setup); }
 
 void App::load_model_async() { ctl_.load_async(options_.setup); }
 
+void App::open_session(const std::filesystem::path& file) {
+  ctl_.open_session(file);
+  state_.error_text.clear();
+  state_.notice = "opened " + file.string() + ": " + std::to_string(ctl_.replay_steps()) +
+                  " steps, without the model (Space / Left step through them)";
+}
+
 void App::sync_state() {
-  if (ctl_.worker() != synced_worker_) {
-    synced_worker_ = ctl_.worker();
+  if (ctl_.session_key() != synced_session_) {
+    synced_session_ = ctl_.session_key();
     state_.prompt_edit_synced = false;
     state_.strategy_synced = false;
     state_.view_step = -1;
@@ -335,6 +342,7 @@ void App::draw_menu_bar() {
   if (!ImGui::BeginMainMenuBar()) return;
   if (ImGui::BeginMenu("File")) {
     if (ImGui::MenuItem("Load model...", nullptr, false, !ctl_.loading())) open_load_popup_ = true;
+    if (ImGui::MenuItem("Open session...")) open_session_popup_ = true;
     if (ImGui::MenuItem("Export session as JSON...", nullptr, false, ctl_.analysis() != nullptr))
       open_export_popup_ = true;
     if (ImGui::BeginMenu("Save panel as PNG")) {
@@ -514,6 +522,33 @@ void App::draw_export_popup() {
   }
 }
 
+void App::draw_open_session_popup() {
+  if (open_session_popup_) {
+    ImGui::OpenPopup("Open session");
+    open_session_popup_ = false;
+  }
+  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34, 0), ImGuiCond_Appearing);
+  if (ImGui::BeginPopupModal("Open session", nullptr)) {
+    ImGui::TextWrapped(
+        "A session exported by File > Export session or tokenscope-cli --json. It is stepped "
+        "through without the model; panels that recompute with the model say so. The current "
+        "session stays if the file cannot be read.");
+    ImGui::SetNextItemWidth(-FLT_MIN);
+    ImGui::InputText("##path", &session_path_);
+    if (ImGui::Button("Open")) {
+      try {
+        open_session(session_path_);
+      } catch (const Error& e) {
+        state_.error_text = e.what();  // FILE: reason; nothing changed
+      }
+      ImGui::CloseCurrentPopup();
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+  }
+}
+
 void App::save_requested_panel() {
   if (save_panel_ < 0) return;
   const PanelId id = static_cast<PanelId>(save_panel_);
@@ -661,6 +696,7 @@ void App::frame() {
   draw_menu_bar();
   draw_load_model_popup();
   draw_export_popup();
+  draw_open_session_popup();
   draw_open_lesson_popup();
   draw_slides_export_popup();
 
@@ -844,7 +880,10 @@ int run_screenshot(const AppOptions& options) {
   if (o.layout.empty()) o.layout = "classroom";
   App app(o);
   try {
-    app.load_model_blocking();
+    if (!o.open.empty())
+      app.open_session(o.open);
+    else
+      app.load_model_blocking();
   } catch (const Error& e) {
     std::fprintf(stderr, "tokenscope: %s\n", e.what());
     return 2;
@@ -857,7 +896,11 @@ int run_screenshot(const AppOptions& options) {
                  why.empty() ? "no prompt to show (give one with --prompt)" : why.c_str());
     return 2;
   }
-  if (o.steps >= 0) {
+  if (!o.open.empty()) {
+    // The file opens at its prefill: --steps more of its steps (-1: before prefill).
+    if (o.steps < 0) app.controller().back();
+    for (int i = 0; i < o.steps; ++i) app.controller().advance(app.state().strategies());
+  } else if (o.steps >= 0) {
     app.controller().advance(app.state().strategies());  // prefill
     for (int i = 0; i < o.steps; ++i) app.controller().advance(app.state().strategies());
   }

@@ -43,6 +43,10 @@ class App {
 
   void load_model_blocking();  // throws ts::Error
   void load_model_async();
+  // File > Open session and --open: the session `file` recorded, stepped
+  // through without the model. Throws ts::Error ("FILE: reason"); then the
+  // current session stays.
+  void open_session(const std::filesystem::path& file);
 
   // One frame: events, every panel, render, swap.
   void frame();
@@ -112,6 +116,7 @@ class App {
   void draw_menu_bar();
   void draw_load_model_popup();
   void draw_export_popup();
+  void draw_open_session_popup();
   void draw_lessons_menu();
   void draw_open_lesson_popup();
   void draw_slides_export_popup();  // app_export.cpp
@@ -156,7 +161,7 @@ class App {
   uint64_t frames_ = 0;
   SnapshotPtr snap_;
   StepView view_;
-  const SessionWorker* synced_worker_ = nullptr;
+  const void* synced_session_ = nullptr;  // Controller::session_key() the state was synced to
   uint64_t ctl_error_seen_ = 0;
   std::string notices_;
   std::string ini_path_;
@@ -165,6 +170,8 @@ class App {
   bool open_load_popup_ = false;
   std::string load_path_;
   bool open_export_popup_ = false;
+  bool open_session_popup_ = false;
+  std::string session_path_ = "tokenscope-session.json";
   bool open_lesson_popup_ = false;
   std::unique_ptr<lesson::Lesson> first_lesson_;  // --lesson, until the panels exist
   std::string lesson_path_;

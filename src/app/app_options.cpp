@@ -29,12 +29,24 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       return o;
     }
   FlagReader r(argc, argv);
+  // The first flag that runs the model (--open has none to run).
+  std::string needs_model;
+  auto note_model_flag = [&](const std::string& flag) {
+    if (needs_model.empty()) needs_model = flag;
+  };
   while (r.next()) {
     const std::string arg = r.flag();
     auto need = [&]() { return r.value(); };
+    static const char* const kSessionFlags[] = {"--prompt",         "--strategy",      "--compare",
+                                                "--max-new-tokens", "--no-kv-cache",   "--lesson",
+                                                "--rechoose",       "--cache-compare", "--json"};
+    for (const char* f : kSessionFlags)
+      if (arg == f) note_model_flag(arg);
     if (parse_model_flag(r, o.setup)) {
+      note_model_flag(arg);
       continue;
     } else if (parse_ban_words_flag(r, o.ban_words)) {
+      note_model_flag(arg);
       // Read now, so that a bad list is refused with its file and line
       // before any window opens; it is tokenized once the model is loaded.
       if (o.ban_words.mode == BanWordsFlags::Mode::kFile) read_banned_word_list(o.ban_words.file);
@@ -54,6 +66,8 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
                     std::to_string(o.compare.size()) + ")");
     } else if (arg == "--max-new-tokens") {
       o.max_new_tokens = parse_int(arg, need(), 1, 1 << 20);
+    } else if (arg == "--open") {
+      o.open = non_empty(arg, need());
     } else if (arg == "--screenshot") {
       o.screenshot = non_empty(arg, need());
     } else if (arg == "--steps") {
@@ -124,6 +138,10 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       throw Error("unknown option '" + arg + "' (see --help)");
     }
   }
+  if (!o.open.empty() && !needs_model.empty())
+    throw Error("--open and " + needs_model +
+                " do not combine: a reopened session shows what its file recorded, without "
+                "the model");
   return o;
 }
 
@@ -139,6 +157,11 @@ Keys: Space = prefill / step, Right = step, Left = step back.
 
 model
 )" + model_flags_help() +
+      R"(  --open FILE             step through a session exported by File > Export session
+                          or tokenscope-cli --json, without the model: every panel
+                          its records can feed draws them; panels that recompute
+                          with the model say so (takes no model or session flag)
+)" +
       R"(
 session
   --prompt TEXT          prompt to start with (default "Today's weather is so")
@@ -180,7 +203,8 @@ headless pictures and measurements
   --screenshot FILE.png  run the steps without a visible window, render a few
                          frames and write the window as a PNG, then exit
   --steps N              with --screenshot: decode steps after prefill
-                         (default 0: prefill only; -1: before prefill)
+                         (default 0: prefill only; -1: before prefill; with
+                         --open: steps of the file after its prefill)
   --rechoose STR         with --screenshot: after the steps, re-choose the newest
                          step's token with strategy STR (same logits, new choice)
   --cache-compare N      with --screenshot: first run the prompt N tokens with

@@ -15,6 +15,8 @@ struct AppOptions {
   std::string strategy = "greedy";
   std::vector<std::string> compare;  // several lanes sharing one prefill, one strategy each
   int max_new_tokens = 64;
+  // --open FILE: step through an exported session without the model.
+  std::filesystem::path open;
 
   // Headless picture: --screenshot FILE --steps N
   std::string screenshot;

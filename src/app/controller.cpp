@@ -1,5 +1,6 @@
 #include "app/controller.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "util/error.h"
@@ -28,6 +29,8 @@ void Controller::install(LoadedModel model) {
   }
   load_banned_words(*model.tokenizer, loading_bundled_);
   session->set_banned_words(banned_words_on_ ? banned_list_ : nullptr);
+  replay_.reset();  // a loaded model ends a reopened session
+  replay_snapshot_.reset();
   worker_.reset();  // the old worker's thread ends before the new one starts
   worker_ = std::make_unique<SessionWorker>(std::move(session), model.name, model.backend_notice);
   analysis_ = std::make_shared<AnalysisStore>();
@@ -90,7 +93,50 @@ void Controller::poll() {
   loading_what_.clear();
 }
 
-SnapshotPtr Controller::snapshot() const { return worker_ ? worker_->snapshot() : nullptr; }
+SnapshotPtr Controller::snapshot() const {
+  if (replay_) return replay_snapshot_;
+  return worker_ ? worker_->snapshot() : nullptr;
+}
+
+void Controller::open_session(const std::filesystem::path& file) {
+  // Read and checked in full before anything is replaced.
+  ImportedSession read = import_session_file(file);
+  read.full.notice = "reopened from " + read.file + ", without the model";
+  auto imported = std::make_unique<const ImportedSession>(std::move(read));
+  worker_.reset();
+  analysis_.reset();
+  banned_list_.reset();
+  banned_words_on_ = false;
+  load_seconds_ = warmup_seconds_ = 0;
+  // The Choosing panel's "Ban listed words" box shows whether the recorded
+  // choices used a list (switching it needs the model, and says so).
+  if (!imported->full.history.empty())
+    for (const LaneStep& ls : imported->full.history.back()->lanes)
+      if (ls.banned_words) {
+        banned_list_ = ls.banned_words;
+        banned_words_on_ = true;
+      }
+  replay_ = std::move(imported);
+  // Opens at prefill, so that a class walks through it from the start.
+  replay_move(replay_->full.history.empty() ? -1 : 0);
+}
+
+const std::string& Controller::replay_file() const {
+  static const std::string none;
+  return replay_ ? replay_->file : none;
+}
+
+std::string Controller::needs_model_line() const {
+  if (!replay_) return "No model loaded yet.";
+  return "Needs the model to recompute: this session was reopened from " + replay_->file +
+         " (File > Load model runs a live one).";
+}
+
+void Controller::replay_move(int cursor) {
+  const int n = static_cast<int>(replay_->full.history.size());
+  replay_cursor_ = std::clamp(cursor, -1, n - 1);
+  replay_snapshot_ = replay_snapshot(*replay_, replay_cursor_, ++replay_version_);
+}
 
 void Controller::report(const std::string& message) {
   error_ = message;
@@ -99,6 +145,11 @@ void Controller::report(const std::string& message) {
 
 bool Controller::require_model(const char* what) {
   if (worker_) return true;
+  if (replay_) {
+    report(std::string(what) + ": needs the model; " + replay_->file +
+           " was reopened without it (File > Load model runs a live session)");
+    return false;
+  }
   report(std::string(what) + ": no model is loaded yet");
   return false;
 }
@@ -113,6 +164,13 @@ void Controller::set_prompt(const std::string& text,
 }
 
 void Controller::advance(const std::vector<SamplingParams>& strategies) {
+  if (replay_) {
+    if (replay_cursor_ + 1 < static_cast<int>(replay_->full.history.size()))
+      replay_move(replay_cursor_ + 1);
+    else
+      report("the end of the recorded session: " + replay_->file + " holds no later step");
+    return;
+  }
   if (!require_model("step")) return;
   worker_->post([strategies](Session& s) {
     if (s.state() == SessionState::kReady) {
@@ -125,10 +183,18 @@ void Controller::advance(const std::vector<SamplingParams>& strategies) {
 }
 
 void Controller::back() {
+  if (replay_) {
+    replay_move(replay_cursor_ - 1);
+    return;
+  }
   if (require_model("back")) worker_->back();
 }
 
 void Controller::reset(const std::vector<SamplingParams>& strategies) {
+  if (replay_) {
+    replay_move(-1);
+    return;
+  }
   if (!require_model("reset")) return;
   worker_->post([strategies](Session& s) {
     s.reset();

@@ -11,6 +11,7 @@
 #include "app/analysis.h"
 #include "session/model_flags.h"
 #include "session/model_setup.h"
+#include "session/session_import.h"
 #include "session/session_worker.h"
 
 namespace ts::app {
@@ -34,10 +35,29 @@ class Controller {
   // Call once per frame: finishes a background load.
   void poll();
 
+  // File > Open session / --open: replaces the session with the one the file
+  // recorded, stepped through without the model (Space / Back move through
+  // its history; the panels draw the stored records). Throws ts::Error with
+  // one line naming the file and the reason; then nothing changes. A model
+  // loaded later ends the replay.
+  void open_session(const std::filesystem::path& file);
+  bool replaying() const { return replay_ != nullptr; }
+  const std::string& replay_file() const;
+  int replay_steps() const { return replay_ ? static_cast<int>(replay_->full.history.size()) : 0; }
+  // The one line a panel that computes with the model shows instead of
+  // drawing: no model loaded yet, or a reopened session (which has none).
+  std::string needs_model_line() const;
+
+  // Changes whenever the session is replaced (a model loaded, a file opened).
+  const void* session_key() const {
+    return replay_ ? static_cast<const void*>(replay_.get()) : worker_.get();
+  }
+
+  // Null while no model is loaded, and in a reopened session.
   SessionWorker* worker() { return worker_.get(); }
   // Roofs, cache comparison and logit lens of the loaded model (null before a model loads).
   AnalysisStore* analysis() { return analysis_.get(); }
-  SnapshotPtr snapshot() const;  // null while no model is loaded
+  SnapshotPtr snapshot() const;  // null while no model is loaded and no session was opened
 
   // Commands. Each is ignored with a message when no model is loaded.
   // `strategies`: one per lane, used when the command starts a new generation.
@@ -83,6 +103,13 @@ class Controller {
   bool banned_words_on_ = false;
   bool loading_bundled_ = false;
   std::unique_ptr<SessionWorker> worker_;
+  // A reopened session: its records, the viewed history step (-1: before
+  // prefill) and the snapshot of that step.
+  std::unique_ptr<const ImportedSession> replay_;
+  int replay_cursor_ = 0;
+  uint64_t replay_version_ = 0;
+  SnapshotPtr replay_snapshot_;
+  void replay_move(int cursor);
   std::shared_ptr<AnalysisStore> analysis_;  // shared with the jobs it queued
   std::future<LoadedModel> load_;
   std::string loading_what_;

@@ -18,7 +18,10 @@ int main(int argc, char** argv) {
     if (!o.screenshot.empty()) return ts::app::run_screenshot(o);
     ts::app::install_signal_handlers();
     ts::app::App app(o);
-    app.load_model_async();
+    if (!o.open.empty())
+      app.open_session(o.open);  // a file it cannot read: one line, exit 2
+    else
+      app.load_model_async();
     return app.run();
   } catch (const ts::Error& e) {
     std::fprintf(stderr, "tokenscope: %s\n", e.what());

@@ -173,7 +173,11 @@ void AttentionPanel::draw(PanelContext& ctx) {
       ImGui::TextDisabled("\u2014 decode step %d added the outlined row", ctx.view.step);
     if (!matrix_.complete) {
       ImGui::SameLine();
-      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.warning), "(recomputing...)");
+      // A reopened session has no model to recompute what its file left out.
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.warning), "%s",
+                         ctx.ctl.replaying()
+                             ? "(some rows are not in the file: recomputing them needs the model)"
+                             : "(recomputing...)");
     }
   }
 

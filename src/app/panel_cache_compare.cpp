@@ -37,7 +37,7 @@ void totals_row(const char* name, const CacheRun& run, ImU32 color) {
 void CacheComparePanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kCacheCompare)) return;
   if (!ctx.snap || !ctx.ctl.worker() || !ctx.ctl.analysis()) {
-    empty_hint(ctx, "No model loaded yet.");
+    empty_hint(ctx, ctx.ctl.needs_model_line().c_str());
     panel_help_button(PanelId::kCacheCompare);
     end_panel();
     return;

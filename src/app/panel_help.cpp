@@ -80,8 +80,9 @@ void StatusBar::draw(PanelContext& ctx, const StatusInfo& info) {
       ImGui::TextDisabled("%d layers \u00D7 %d heads |", s.config.n_layer, s.config.n_head);
       ImGui::SameLine();
       ImGui::TextUnformatted(TransportPanel::where_text(s).c_str());
-      // Load time and where memory goes: as much as fits, every part on hover.
-      {
+      // Load time and where memory goes: as much as fits, every part on hover
+      // (a reopened session holds no model: its notice says so instead).
+      if (!ctx.ctl.replaying()) {
         char load[64];
         std::snprintf(load, sizeof load, "load %.2f s + warm-up %.2f s", ctx.ctl.load_seconds(),
                       ctx.ctl.warmup_seconds());

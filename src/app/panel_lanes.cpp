@@ -257,7 +257,14 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height, int diverge) {
   const SessionSnapshot& snap = *ctx.snap;
   const int n = static_cast<int>(snap.lanes.size());
   const float font = ImGui::GetFontSize();
-  const auto summaries = ctx.ctl.analysis() && ctx.ctl.worker()
+  if (ctx.ctl.replaying() && replay_summaries_version_ != snap.version) {
+    auto out = std::make_shared<std::vector<LaneSummary>>();
+    for (int l = 0; l < n; ++l) out->push_back(summarize_lane(snap.history, snap.lanes, l));
+    replay_summaries_ = std::move(out);
+    replay_summaries_version_ = snap.version;
+  }
+  const auto summaries = ctx.ctl.replaying() ? replay_summaries_
+                         : ctx.ctl.analysis() && ctx.ctl.worker()
                              ? ctx.ctl.analysis()->lane_summaries(*ctx.ctl.worker(), snap)
                              : nullptr;
   const ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_RowBg |

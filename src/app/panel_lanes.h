@@ -6,7 +6,11 @@
 // lanes diverge, per-lane summary (log-probability, perplexity, repetition,
 // speed) and, for a beam-search lane, the beam tree with kept and pruned
 // beams and their cumulative log-probabilities.
+#include <memory>
+#include <vector>
+
 #include "app/panel.h"
+#include "session/lane_summary.h"
 
 namespace ts::app {
 
@@ -24,6 +28,10 @@ class LanesPanel : public Panel {
   std::string edit_error_;
   int editing_ = -1;  // the lane whose strategy is being typed
   bool show_tree_ = true;
+  // A reopened session has no worker to compute the summaries on: they are
+  // computed here from its records, once per snapshot.
+  uint64_t replay_summaries_version_ = 0;
+  std::shared_ptr<const std::vector<LaneSummary>> replay_summaries_;
 };
 
 // How a lane chose its token at a step, in a few words for its column

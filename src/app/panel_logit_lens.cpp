@@ -16,7 +16,7 @@ void LogitLensPanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kLogitLens)) return;
   const StepView& v = ctx.view;
   if (!ctx.snap || !ctx.ctl.worker() || !ctx.ctl.analysis()) {
-    empty_hint(ctx, "No model loaded yet.");
+    empty_hint(ctx, ctx.ctl.needs_model_line().c_str());
     panel_help_button(PanelId::kLogitLens);
     end_panel();
     return;

@@ -193,7 +193,7 @@ void QuizPanel::draw(PanelContext& ctx) {
   }
   if (!begin_panel(ctx, PanelId::kQuiz)) return;
   if (!ctx.snap || !ctx.ctl.worker() || !ctx.snap->tokenizer) {
-    empty_hint(ctx, "No model loaded yet.");
+    empty_hint(ctx, ctx.ctl.needs_model_line().c_str());
     panel_help_button(PanelId::kQuiz);
     end_panel();
     return;

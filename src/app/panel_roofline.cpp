@@ -69,7 +69,7 @@ std::vector<RooflinePoint> history_points(const SessionSnapshot& snap, const Pal
 void RooflinePanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kRoofline)) return;
   if (!ctx.snap || !ctx.ctl.worker() || !ctx.ctl.analysis()) {
-    empty_hint(ctx, "No model loaded yet.");
+    empty_hint(ctx, ctx.ctl.needs_model_line().c_str());
     panel_help_button(PanelId::kRoofline);
     end_panel();
     return;

@@ -150,7 +150,7 @@ void ScorePanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kScore)) return;
   SessionWorker* worker = ctx.ctl.worker();
   if (!ctx.snap || !worker) {
-    empty_hint(ctx, "No model loaded yet.");
+    empty_hint(ctx, ctx.ctl.needs_model_line().c_str());
     panel_help_button(PanelId::kScore);
     end_panel();
     return;

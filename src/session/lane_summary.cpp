@@ -33,26 +33,29 @@ LaneSummary summarize_tokens(const std::vector<int>& tokens,
   return s;
 }
 
-LaneSummary summarize_lane(const Session& session, int lane_id) {
-  if (lane_id < 0 || lane_id >= static_cast<int>(session.lanes().size()))
+LaneSummary summarize_lane(const std::vector<StepTracePtr>& history, const std::vector<Lane>& lanes,
+                           int lane_id) {
+  if (lane_id < 0 || lane_id >= static_cast<int>(lanes.size()))
     throw Error("no lane " + std::to_string(lane_id));
-  const Lane& lane = session.lanes()[lane_id];
+  const Lane& lane = lanes[lane_id];
   const std::vector<int>& tokens = lane.generated;
   std::vector<double> log_probs(tokens.size(), 0.0);
   double seconds = 0;
   const BeamStep* last_beam_step = nullptr;
-  for (int step = 0; step < static_cast<int>(session.history().size()); ++step) {
-    const LaneStep* r = session.record(step, lane_id);
+  for (int step = 0; step < static_cast<int>(history.size()); ++step) {
+    const LaneStep* r = lane_record(history, lanes, step, lane_id);
     if (!r) continue;
-    seconds += session.history()[step]->seconds;
+    seconds += history[step]->seconds;
     if (r->beam) {
       last_beam_step = r->beam.get();
     } else if (r->step_index < static_cast<int>(tokens.size()) &&
-               tokens[r->step_index] == r->chosen_token) {
+               tokens[r->step_index] == r->chosen_token && r->chosen_token >= 0 &&
+               r->chosen_token < static_cast<int>(r->logits.size())) {
       log_probs[r->step_index] = log_softmax(r->logits)[r->chosen_token];
     }
   }
-  if (last_beam_step) {
+  if (last_beam_step && (!last_beam_step->final.empty() ||
+                         (last_beam_step->after && !last_beam_step->after->beams.empty()))) {
     // The lane's tokens are its best hypothesis once stopped, else its best beam.
     const std::vector<float>& lps = last_beam_step->final.empty()
                                         ? last_beam_step->after->beams[0].token_log_probs
@@ -62,6 +65,10 @@ LaneSummary summarize_lane(const Session& session, int lane_id) {
   LaneSummary s = summarize_tokens(tokens, log_probs, seconds);
   s.lane = lane_id;
   return s;
+}
+
+LaneSummary summarize_lane(const Session& session, int lane_id) {
+  return summarize_lane(session.history(), session.lanes(), lane_id);
 }
 
 }  // namespace ts

@@ -31,5 +31,8 @@ LaneSummary summarize_tokens(const std::vector<int>& tokens,
 // record for it (Session::record, so a branch counts its parent's steps
 // before the branch). Throws ts::Error for an unknown lane.
 LaneSummary summarize_lane(const Session& session, int lane);
+// The same from a history and its lanes (a session reopened from a file).
+LaneSummary summarize_lane(const std::vector<StepTracePtr>& history, const std::vector<Lane>& lanes,
+                           int lane);
 
 }  // namespace ts

@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <system_error>
 
+#include "session/replay_codec.h"
 #include "util/error.h"
 
 namespace ts {
@@ -16,6 +19,161 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// ---- replay data: what a reopened session's panels draw from ----
+
+// JSON has no infinity: a non-finite number is written as a string.
+json number(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+
+json beam_state_to_json(const BeamSearchState& s) {
+  json beams = json::array();
+  for (const Beam& b : s.beams) {
+    json lp = json::array();
+    for (float v : b.token_log_probs) lp.push_back(number(v));
+    beams.push_back(
+        {{"tokens", b.tokens}, {"token_log_probs", lp}, {"sum", number(b.sum_log_prob)}});
+  }
+  json finished = json::array();
+  for (const BeamHypothesis& h : s.finished) {
+    json lp = json::array();
+    for (float v : h.token_log_probs) lp.push_back(number(v));
+    finished.push_back({{"tokens", h.tokens},
+                        {"token_log_probs", lp},
+                        {"sum", number(h.sum_log_prob)},
+                        {"score", number(h.score)},
+                        {"eos", h.ended_by_eos},
+                        {"len", h.generated_len}});
+  }
+  return {{"beams", beams},
+          {"finished", finished},
+          {"worst", number(s.worst_finished_score)},
+          {"done", s.done},
+          {"steps", s.steps}};
+}
+
+json beam_replay(const BeamStep& b) {
+  json candidates = json::array();
+  for (const BeamCandidate& c : b.candidates)
+    candidates.push_back({{"parent", c.parent},
+                          {"token", c.token},
+                          {"log_prob", number(c.log_prob)},
+                          {"sum", number(c.sum_log_prob)},
+                          {"fate", static_cast<int>(c.fate)},
+                          {"new_beam", c.new_beam}});
+  BeamSearchState only_final;
+  only_final.finished = b.final;
+  return {{"candidates", candidates},
+          {"before", b.before ? beam_state_to_json(*b.before) : json(nullptr)},
+          {"after", b.after ? beam_state_to_json(*b.after) : json(nullptr)},
+          {"final", beam_state_to_json(only_final)["finished"]}};
+}
+
+json contrastive_replay(const ContrastiveStep& c) {
+  json candidates = json::array();
+  for (const ContrastiveCandidate& k : c.candidates)
+    candidates.push_back({{"token", k.token},
+                          {"prob", number(k.prob)},
+                          {"penalty", number(k.penalty)},
+                          {"similar_pos", k.similar_pos},
+                          {"score", number(k.score)}});
+  return {{"k", c.k},
+          {"alpha", c.alpha},
+          {"chosen", c.chosen},
+          {"positions", c.positions},
+          {"candidates", candidates},
+          {"similarity", replay::pack_f32(c.similarity)}};
+}
+
+// The banned-words lists the records point at, each written once.
+std::vector<const BannedTokens*> banned_lists(const Session& session) {
+  std::vector<const BannedTokens*> lists;
+  auto note = [&](const LaneStep* ls) {
+    if (ls && ls->banned_words &&
+        std::find(lists.begin(), lists.end(), ls->banned_words.get()) == lists.end())
+      lists.push_back(ls->banned_words.get());
+  };
+  for (const StepTracePtr& s : session.history())
+    for (const LaneStep& ls : s->lanes) note(&ls);
+  for (const Lane& l : session.lanes()) note(l.branch_record.get());
+  return lists;
+}
+
+// Everything of a record that the step JSON does not already hold exactly:
+// the context, every logit (float32, exact), the attention (half floats),
+// the step index, the banned-words list, the whole beam or contrastive step.
+json lane_replay(const LaneStep& ls, const std::vector<const BannedTokens*>& lists,
+                 bool attention) {
+  json layers = json::array();
+  if (attention)
+    for (const auto& layer : ls.attention)
+      layers.push_back(layer ? json(replay::pack_f16(*layer)) : json(nullptr));
+  int banned = -1;
+  for (size_t i = 0; i < lists.size(); ++i)
+    if (lists[i] == ls.banned_words.get()) banned = static_cast<int>(i);
+  json j = {{"lane", ls.lane},
+            {"input_tokens", ls.input_tokens},
+            {"start_pos", ls.start_pos},
+            {"slots_written", ls.slots_written},
+            {"blocks_copied", ls.blocks_copied},
+            {"context_ids", ls.context_ids},
+            {"strategy", format_strategy(ls.params)},
+            {"step_index", ls.step_index},
+            {"chosen_token", ls.chosen_token},
+            {"chosen_prob", number(ls.chosen_prob)},
+            {"uniform", ls.uniform},
+            {"kept_tokens", ls.kept_tokens},
+            {"entropy", number(ls.entropy)},
+            {"banned_words", banned},
+            {"logits", replay::pack_f32(ls.logits)},
+            {"attention", layers}};
+  if (ls.beam) j["beam"] = beam_replay(*ls.beam);
+  if (ls.contrastive) j["contrastive"] = contrastive_replay(*ls.contrastive);
+  return j;
+}
+
+json step_replay(const StepTrace& step, const std::vector<const BannedTokens*>& lists,
+                 bool attention) {
+  json lanes = json::array();
+  for (const LaneStep& ls : step.lanes) lanes.push_back(lane_replay(ls, lists, attention));
+  return {{"lanes", lanes}, {"kv_ref_counts", step.kv_after.ref_counts}};
+}
+
+// The step as `--json` has always written it, with its replay data, and the
+// attention only in the replay's packed form (the float arrays were 4-5 times larger).
+json step_document(const StepTrace& step, const std::vector<const BannedTokens*>& lists,
+                   const JsonExportOptions& options) {
+  JsonExportOptions plain = options;
+  plain.attention = false;
+  json j = step_to_json(step, plain);
+  j["replay"] = step_replay(step, lists, options.attention);
+  return j;
+}
+
+json replay_head(const Session& session, const std::vector<const BannedTokens*>& lists,
+                 bool attention) {
+  const Tokenizer& tok = session.tokenizer();
+  json vocabulary = json::array();
+  for (int id = 0; id < tok.vocab_size(); ++id)
+    vocabulary.push_back(bytes_to_gpt2_unicode(tok.token_bytes(id)));
+  json banned = json::array();
+  for (const BannedTokens* b : lists)
+    banned.push_back({{"source", b->source}, {"entries", b->entries}, {"sequences", b->sequences}});
+  json branch_records = json::array();
+  for (const Lane& l : session.lanes())
+    branch_records.push_back(l.branch_record ? lane_replay(*l.branch_record, lists, attention)
+                                             : json(nullptr));
+  return {{"logits", "float32 little-endian, base64: exact"},
+          {"attention",
+           "IEEE half float little-endian, base64, [head][row][context] per layer: relative "
+           "error at most 2^-11, absolute at most 2^-25"},
+          {"max_new_tokens", session.options().max_new_tokens},
+          {"vocabulary", vocabulary},
+          {"banned_words", banned},
+          {"branch_records", branch_records}};
+}
 
 // Everything but the steps (the key that sorts last: "steps").
 json session_head_to_json(const Session& session) {
@@ -38,7 +196,7 @@ json session_head_to_json(const Session& session) {
                      {"branch_step", lane.branch_step},
                      {"first_step", lane.first_step},
                      {"closed", lane.closed}});
-  return {{"format", "tokenscope-session/1"},
+  return {{"format", kSessionFormat},
           {"model",
            {{"vocab_size", cfg.vocab_size},
             {"n_ctx", cfg.n_ctx},
@@ -66,9 +224,12 @@ std::string reason() { return std::strerror(errno); }
 }  // namespace
 
 json session_to_json(const Session& session, const JsonExportOptions& options) {
+  const auto lists = banned_lists(session);
   json doc = session_head_to_json(session);
+  doc["replay"] = replay_head(session, lists, options.attention);
   json steps = json::array();
-  for (const StepTracePtr& s : session.history()) steps.push_back(step_to_json(*s, options));
+  for (const StepTracePtr& s : session.history())
+    steps.push_back(step_document(*s, lists, options));
   doc["steps"] = std::move(steps);
   return doc;
 }
@@ -90,15 +251,17 @@ void write_session_json(const Session& session, const fs::path& file,
     if (atomic) fs::remove(target, ec);
   };
   try {
+    const auto lists = banned_lists(session);
     json head = session_head_to_json(session);
     head["interrupted"] = file_options.interrupted;
+    head["replay"] = replay_head(session, lists, options.attention);
     std::string text = dump(head);
     text.pop_back();  // the closing brace: the steps follow
     out << text << ",\n \"steps\": [";
     bool first = true;
     for (const StepTracePtr& s : session.history()) {
       if (file_options.cancel && file_options.cancel()) throw ExportCancelled();
-      out << (first ? "\n" : ",\n") << dump(step_to_json(*s, options));
+      out << (first ? "\n" : ",\n") << dump(step_document(*s, lists, options));
       first = false;
       if (!out) break;
     }

@@ -11,6 +11,13 @@
 
 namespace ts {
 
+// The document's "format". Version 2 added "replay" (the head's vocabulary,
+// banned-words lists and branch records; each step's full records: context,
+// every logit, attention, beam and contrastive steps), from which
+// session_import.h rebuilds the records without the model. The version
+// changes whenever a reader of the old one would misread the new one.
+inline constexpr const char* kSessionFormat = "tokenscope-session/2";
+
 nlohmann::json session_to_json(const Session& session, const JsonExportOptions& options = {});
 
 struct SessionFileOptions {

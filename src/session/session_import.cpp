@@ -1,0 +1,539 @@
+#include "session/session_import.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "model/mapped_file.h"
+#include "session/replay_codec.h"
+#include "session/session_export.h"
+#include "util/error.h"
+
+namespace ts {
+
+using nlohmann::json;
+
+namespace {
+
+// A field's place in the document ("steps[3].replay.lanes[0].logits") and
+// the checked reads of it. Every read failure throws "FILE: PATH: reason".
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& where, const std::string& why) const {
+    throw Error(file_ + ": " + (where.empty() ? "" : where + ": ") + why);
+  }
+
+  const json& field(const json& obj, const std::string& where, const char* key) const {
+    if (!obj.is_object()) fail(where, "expected an object");
+    const auto it = obj.find(key);
+    if (it == obj.end()) fail(where, std::string("missing \"") + key + "\"");
+    return *it;
+  }
+
+  int64_t integer(const json& v, const std::string& where, int64_t lo, int64_t hi) const {
+    if (!v.is_number_integer()) fail(where, "expected an integer");
+    int64_t x = 0;
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      if (u > uint64_t(std::numeric_limits<int64_t>::max())) fail(where, "out of range");
+      x = static_cast<int64_t>(u);
+    } else {
+      x = v.get<int64_t>();
+    }
+    if (x < lo || x > hi)
+      fail(where,
+           std::to_string(x) + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
+    return x;
+  }
+  int integer(const json& obj, const std::string& where, const char* key, int lo, int hi) const {
+    return static_cast<int>(integer(field(obj, where, key), where + "." + key, lo, hi));
+  }
+  uint64_t unsigned64(const json& obj, const std::string& where, const char* key) const {
+    const json& v = field(obj, where, key);
+    if (!v.is_number_unsigned()) fail(where + "." + key, "expected a non-negative integer");
+    return v.get<uint64_t>();
+  }
+  // A number, or "inf" / "-inf" / "nan" (the export writes non-finite numbers as strings).
+  double number(const json& v, const std::string& where) const {
+    if (v.is_number()) return v.get<double>();
+    if (v.is_string()) {
+      const std::string& s = v.get_ref<const std::string&>();
+      if (s == "inf") return std::numeric_limits<double>::infinity();
+      if (s == "-inf") return -std::numeric_limits<double>::infinity();
+      if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    }
+    fail(where, "expected a number");
+  }
+  double number(const json& obj, const std::string& where, const char* key) const {
+    return number(field(obj, where, key), where + "." + key);
+  }
+  bool boolean(const json& obj, const std::string& where, const char* key) const {
+    const json& v = field(obj, where, key);
+    if (!v.is_boolean()) fail(where + "." + key, "expected true or false");
+    return v.get<bool>();
+  }
+  const std::string& string(const json& obj, const std::string& where, const char* key) const {
+    const json& v = field(obj, where, key);
+    if (!v.is_string()) fail(where + "." + key, "expected a string");
+    return v.get_ref<const std::string&>();
+  }
+  const json& array(const json& v, const std::string& where, size_t max_size) const {
+    if (!v.is_array()) fail(where, "expected an array");
+    if (v.size() > max_size)
+      fail(where, std::to_string(v.size()) + " entries, at most " + std::to_string(max_size));
+    return v;
+  }
+  const json& array(const json& obj, const std::string& where, const char* key,
+                    size_t max_size) const {
+    return array(field(obj, where, key), where + "." + key, max_size);
+  }
+  std::vector<int> ints(const json& obj, const std::string& where, const char* key, size_t max_size,
+                        int lo, int hi) const {
+    const std::string w = where + "." + key;
+    const json& a = array(obj, where, key, max_size);
+    std::vector<int> out;
+    out.reserve(a.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      out.push_back(static_cast<int>(integer(a[i], w + "[" + std::to_string(i) + "]", lo, hi)));
+    return out;
+  }
+  std::vector<float> floats(const json& obj, const std::string& where, const char* key,
+                            size_t max_size) const {
+    const std::string w = where + "." + key;
+    const json& a = array(obj, where, key, max_size);
+    std::vector<float> out;
+    for (size_t i = 0; i < a.size(); ++i)
+      out.push_back(static_cast<float>(number(a[i], w + "[" + std::to_string(i) + "]")));
+    return out;
+  }
+  std::vector<float> packed(const json& v, const std::string& where, size_t count,
+                            bool half) const {
+    if (!v.is_string()) fail(where, "expected a base64 string");
+    const std::string& text = v.get_ref<const std::string&>();
+    auto values = half ? replay::unpack_f16(text, count) : replay::unpack_f32(text, count);
+    if (!values)
+      fail(where, "expected " + std::to_string(count) +
+                      (half ? " half floats" : " float32 values") + " in base64 (" +
+                      std::to_string(text.size()) + " characters)");
+    return std::move(*values);
+  }
+
+ private:
+  std::string file_;
+};
+
+std::string at(const std::string& where, size_t i) { return where + "[" + std::to_string(i) + "]"; }
+
+struct Shape {
+  ModelConfig config;
+  int lanes = 0;
+  int steps = 0;
+};
+
+BeamSearchState read_beam_state(const Reader& r, const json& j, const std::string& w,
+                                const Shape& s) {
+  BeamSearchState st;
+  const int vocab = s.config.vocab_size;
+  const size_t n_ctx = static_cast<size_t>(s.config.n_ctx);
+  const json& beams = r.array(j, w, "beams", 64);
+  for (size_t i = 0; i < beams.size(); ++i) {
+    const std::string bw = at(w + ".beams", i);
+    Beam b;
+    b.tokens = r.ints(beams[i], bw, "tokens", n_ctx, 0, vocab - 1);
+    b.token_log_probs = r.floats(beams[i], bw, "token_log_probs", n_ctx);
+    b.sum_log_prob = r.number(beams[i], bw, "sum");
+    st.beams.push_back(std::move(b));
+  }
+  const json& fin = r.array(j, w, "finished", 64);
+  for (size_t i = 0; i < fin.size(); ++i) {
+    const std::string hw = at(w + ".finished", i);
+    BeamHypothesis h;
+    h.tokens = r.ints(fin[i], hw, "tokens", n_ctx, 0, vocab - 1);
+    h.token_log_probs = r.floats(fin[i], hw, "token_log_probs", n_ctx + 1);
+    h.sum_log_prob = r.number(fin[i], hw, "sum");
+    h.score = r.number(fin[i], hw, "score");
+    h.ended_by_eos = r.boolean(fin[i], hw, "eos");
+    h.generated_len = r.integer(fin[i], hw, "len", 0, s.config.n_ctx + 1);
+    st.finished.push_back(std::move(h));
+  }
+  st.worst_finished_score = r.number(j, w, "worst");
+  st.done = r.boolean(j, w, "done");
+  st.steps = r.integer(j, w, "steps", 0, s.config.n_ctx);
+  return st;
+}
+
+std::shared_ptr<const BeamStep> read_beam(const Reader& r, const json& j, const std::string& w,
+                                          const Shape& s) {
+  auto b = std::make_shared<BeamStep>();
+  const json& before = r.field(j, w, "before");
+  const json& after = r.field(j, w, "after");
+  if (before.is_null() || after.is_null()) r.fail(w, "a beam step needs \"before\" and \"after\"");
+  b->before = std::make_shared<const BeamSearchState>(read_beam_state(r, before, w + ".before", s));
+  b->after = std::make_shared<const BeamSearchState>(read_beam_state(r, after, w + ".after", s));
+  const int n_before = static_cast<int>(b->before->beams.size());
+  const int n_after = static_cast<int>(b->after->beams.size());
+  const json& cands = r.array(j, w, "candidates", 128);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const std::string cw = at(w + ".candidates", i);
+    BeamCandidate c;
+    c.parent = r.integer(cands[i], cw, "parent", 0, std::max(0, n_before - 1));
+    if (n_before == 0) r.fail(cw, "a candidate with no beam before the step");
+    c.token = r.integer(cands[i], cw, "token", 0, s.config.vocab_size - 1);
+    c.log_prob = static_cast<float>(r.number(cands[i], cw, "log_prob"));
+    c.sum_log_prob = r.number(cands[i], cw, "sum");
+    c.fate = static_cast<CandidateFate>(r.integer(cands[i], cw, "fate", 0, 2));
+    c.new_beam = r.integer(cands[i], cw, "new_beam", -1, n_after - 1);
+    b->candidates.push_back(c);
+  }
+  json wrapped = {{"beams", json::array()},
+                  {"finished", r.field(j, w, "final")},
+                  {"worst", 0},
+                  {"done", false},
+                  {"steps", 0}};
+  b->final = read_beam_state(r, wrapped, w, s).finished;
+  return b;
+}
+
+std::shared_ptr<const ContrastiveStep> read_contrastive(const Reader& r, const json& j,
+                                                        const std::string& w, const Shape& s,
+                                                        int context) {
+  auto c = std::make_shared<ContrastiveStep>();
+  const json& cands = r.array(j, w, "candidates", 64);
+  if (cands.empty()) r.fail(w, "no candidates");
+  c->k = r.integer(j, w, "k", 1, 64);
+  c->alpha = static_cast<float>(r.number(j, w, "alpha"));
+  c->chosen = r.integer(j, w, "chosen", 0, static_cast<int>(cands.size()) - 1);
+  c->positions = r.integer(j, w, "positions", 0, context);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const std::string cw = at(w + ".candidates", i);
+    ContrastiveCandidate k;
+    k.token = r.integer(cands[i], cw, "token", 0, s.config.vocab_size - 1);
+    k.prob = static_cast<float>(r.number(cands[i], cw, "prob"));
+    k.penalty = static_cast<float>(r.number(cands[i], cw, "penalty"));
+    k.similar_pos = r.integer(cands[i], cw, "similar_pos", 0, std::max(0, context - 1));
+    k.score = static_cast<float>(r.number(cands[i], cw, "score"));
+    c->candidates.push_back(k);
+  }
+  c->similarity = r.packed(r.field(j, w, "similarity"), w + ".similarity",
+                           cands.size() * static_cast<size_t>(c->positions), false);
+  return c;
+}
+
+LaneStep read_lane_step(const Reader& r, const json& j, const std::string& w, const Shape& s,
+                        const std::vector<std::shared_ptr<const BannedTokens>>& lists) {
+  const ModelConfig& cfg = s.config;
+  const int vocab = cfg.vocab_size;
+  const int max_ctx = std::min(cfg.n_ctx, kMaxReplayContext);
+  LaneStep ls;
+  ls.lane = r.integer(j, w, "lane", 0, s.lanes - 1);
+  ls.input_tokens = r.ints(j, w, "input_tokens", max_ctx, 0, vocab - 1);
+  if (ls.input_tokens.empty()) r.fail(w + ".input_tokens", "empty");
+  ls.start_pos = r.integer(j, w, "start_pos", 0, max_ctx - 1);
+  ls.context_ids = r.ints(j, w, "context_ids", max_ctx, 0, vocab - 1);
+  if (static_cast<int>(ls.context_ids.size()) != ls.context())
+    r.fail(w + ".context_ids", std::to_string(ls.context_ids.size()) +
+                                   " tokens, but start_pos + input tokens is " +
+                                   std::to_string(ls.context()));
+  ls.slots_written = r.ints(j, w, "slots_written", max_ctx, 0, std::numeric_limits<int>::max());
+  ls.blocks_copied = r.integer(j, w, "blocks_copied", 0, max_ctx);
+  try {
+    ls.params = parse_strategy(r.string(j, w, "strategy"));
+  } catch (const Error& e) {
+    r.fail(w + ".strategy", e.what());
+  }
+  ls.step_index = r.integer(j, w, "step_index", 0, cfg.n_ctx);
+  ls.chosen_token = r.integer(j, w, "chosen_token", -1, vocab - 1);
+  ls.chosen_prob = static_cast<float>(r.number(j, w, "chosen_prob"));
+  ls.uniform = r.number(j, w, "uniform");
+  ls.kept_tokens = r.integer(j, w, "kept_tokens", 0, vocab);
+  ls.entropy = r.number(j, w, "entropy");
+  const int banned = r.integer(j, w, "banned_words", -1, static_cast<int>(lists.size()) - 1);
+  if (banned >= 0) ls.banned_words = lists[banned];
+  ls.logits = r.packed(r.field(j, w, "logits"), w + ".logits", static_cast<size_t>(vocab), false);
+  // A model's raw logits are finite; the views sort and softmax them.
+  for (size_t i = 0; i < ls.logits.size(); ++i)
+    if (!std::isfinite(ls.logits[i]))
+      r.fail(w + ".logits", "value " + std::to_string(i) + " is not a finite number");
+  const json& layers = r.array(j, w, "attention", static_cast<size_t>(cfg.n_layer));
+  if (!layers.empty() && static_cast<int>(layers.size()) != cfg.n_layer)
+    r.fail(w + ".attention",
+           std::to_string(layers.size()) + " layers, the model has " + std::to_string(cfg.n_layer));
+  const size_t per_layer =
+      static_cast<size_t>(cfg.n_head) * ls.input_tokens.size() * static_cast<size_t>(ls.context());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].is_null()) {
+      ls.attention.push_back(nullptr);
+      continue;
+    }
+    std::vector<float> weights = r.packed(layers[l], at(w + ".attention", l), per_layer, true);
+    // Softmax weights: in [0, 1] (NaN fails the test too).
+    for (size_t i = 0; i < weights.size(); ++i)
+      if (!(weights[i] >= 0.0f && weights[i] <= 1.0f))
+        r.fail(at(w + ".attention", l), "weight " + std::to_string(i) + " is outside [0, 1]");
+    ls.attention.push_back(std::make_shared<const std::vector<float>>(std::move(weights)));
+  }
+  if (j.contains("beam")) ls.beam = read_beam(r, j["beam"], w + ".beam", s);
+  if (j.contains("contrastive"))
+    ls.contrastive = read_contrastive(r, j["contrastive"], w + ".contrastive", s, ls.context());
+  if (ls.beam && !ls.params.beam_search()) r.fail(w + ".beam", "the strategy is not beam search");
+  if (ls.contrastive && !ls.params.contrastive())
+    r.fail(w + ".contrastive", "the strategy is not contrastive search");
+  return ls;
+}
+
+KvOccupancy read_kv(const Reader& r, const json& j, const std::string& w, const json& ref_counts) {
+  constexpr int kMaxBlocks = 1 << 24;
+  KvOccupancy kv;
+  kv.blocks_total = r.integer(j, w, "blocks_total", 0, kMaxBlocks);
+  kv.blocks_used = r.integer(j, w, "blocks_used", 0, kv.blocks_total);
+  kv.blocks_shared = r.integer(j, w, "blocks_shared", 0, kv.blocks_total);
+  kv.blocks_free = r.integer(j, w, "blocks_free", 0, kv.blocks_total);
+  kv.block_size = r.integer(j, w, "block_size", 1, 1 << 16);
+  kv.bytes_per_layer_used = r.integer(r.field(j, w, "bytes_per_layer_used"),
+                                      w + ".bytes_per_layer_used", 0, int64_t(1) << 50);
+  kv.bytes_per_layer_capacity = r.integer(r.field(j, w, "bytes_per_layer_capacity"),
+                                          w + ".bytes_per_layer_capacity", 0, int64_t(1) << 50);
+  kv.wasted_slots = r.integer(j, w, "wasted_slots", 0, std::numeric_limits<int>::max());
+  const json& seqs = r.array(j, w, "sequences", 4096);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const std::string sw = at(w + ".sequences", i);
+    SequenceOccupancy so;
+    so.id = r.integer(seqs[i], sw, "id", 0, std::numeric_limits<int>::max());
+    so.tokens = r.integer(seqs[i], sw, "tokens", 0, kMaxReplayContext);
+    so.block_table = r.ints(seqs[i], sw, "block_table", static_cast<size_t>(kv.blocks_total), 0,
+                            std::max(0, kv.blocks_total - 1));
+    so.wasted_slots = r.integer(seqs[i], sw, "wasted_slots", 0, kv.block_size);
+    kv.sequences.push_back(std::move(so));
+  }
+  const json wrapped = {{"ref_counts", ref_counts}};
+  kv.ref_counts = r.ints(wrapped, w, "ref_counts", static_cast<size_t>(kv.blocks_total), 0,
+                         kMaxReplayLanes * 64);
+  if (static_cast<int>(kv.ref_counts.size()) != kv.blocks_total)
+    r.fail(w + ".ref_counts", std::to_string(kv.ref_counts.size()) + " entries for " +
+                                  std::to_string(kv.blocks_total) + " blocks");
+  return kv;
+}
+
+// Throws when the nesting is too deep or the document holds too many values:
+// bounds what parsing can allocate, whatever the file declares.
+json parse_bounded(std::string_view text, const std::string& name) {
+  int64_t values = 0;
+  const auto callback = [&](int depth, json::parse_event_t event, json&) {
+    if (depth > kMaxSessionJsonDepth)
+      throw Error(name + ": nested more than " + std::to_string(kMaxSessionJsonDepth) +
+                  " levels deep: not a session file");
+    if (event == json::parse_event_t::value && ++values > kMaxSessionJsonValues)
+      throw Error(name + ": more than " + std::to_string(kMaxSessionJsonValues) +
+                  " JSON values: too large for a session file");
+    return true;
+  };
+  try {
+    return json::parse(text, callback);
+  } catch (const json::exception& e) {
+    std::string what = e.what();
+    const size_t tag_end = what.find("] ");
+    if (tag_end != std::string::npos) what = what.substr(tag_end + 2);
+    throw Error(name + ": not a complete JSON document (truncated or corrupt): " + what);
+  }
+}
+
+std::shared_ptr<const Tokenizer> read_vocabulary(const Reader& r, const json& replay,
+                                                 const std::string& name, int vocab_size) {
+  const json& words = r.array(replay, "replay", "vocabulary", static_cast<size_t>(vocab_size));
+  if (static_cast<int>(words.size()) != vocab_size)
+    r.fail("replay.vocabulary",
+           std::to_string(words.size()) + " tokens, the model has " + std::to_string(vocab_size));
+  json vocab = json::object();
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (!words[i].is_string()) r.fail(at("replay.vocabulary", i), "expected a string");
+    vocab[words[i].get<std::string>()] = i;
+  }
+  if (vocab.size() != words.size()) r.fail("replay.vocabulary", "a token appears twice");
+  // from_text's errors name the field: "FILE: replay.vocabulary: ...".
+  return std::make_shared<const Tokenizer>(Tokenizer::from_text(
+      vocab.dump(), "#version: 0.2\n", name + ": replay.vocabulary", name + ": (no merges)"));
+}
+
+}  // namespace
+
+ImportedSession import_session_text(std::string_view text, const std::string& name) {
+  const Reader r(name);
+  const json doc = parse_bounded(text, name);
+  if (!doc.is_object()) r.fail("", "not a TokenScope session file (expected a JSON object)");
+  const auto format = doc.find("format");
+  if (format == doc.end() || !format->is_string())
+    r.fail("", "not a TokenScope session file (no \"format\")");
+  const std::string& fmt = format->get_ref<const std::string&>();
+  if (fmt != kSessionFormat) {
+    if (fmt.rfind("tokenscope-session/", 0) == 0)
+      r.fail("", "format " + fmt + ", this TokenScope reads " + kSessionFormat +
+                     " (export the session again with this version)");
+    r.fail("", "not a TokenScope session file (format \"" + fmt.substr(0, 64) + "\")");
+  }
+
+  ImportedSession out;
+  out.file = name;
+  SessionSnapshot& snap = out.full;
+  Shape shape;
+  ModelConfig& cfg = shape.config;
+  const json& model = r.field(doc, "", "model");
+  cfg.vocab_size = r.integer(model, "model", "vocab_size", 1, 1 << 20);
+  cfg.n_ctx = r.integer(model, "model", "n_ctx", 1, 1 << 24);
+  cfg.n_embd = r.integer(model, "model", "n_embd", 1, 1 << 16);
+  cfg.n_head = r.integer(model, "model", "n_head", 1, kMaxReplayHeads);
+  cfg.n_layer = r.integer(model, "model", "n_layer", 1, kMaxReplayLayers);
+  snap.config = cfg;
+  snap.model_name = r.string(model, "model", "source");
+  snap.backend = r.string(doc, "", "backend");
+  snap.device = r.string(doc, "", "device");
+  snap.kv_cache = r.boolean(doc, "", "kv_cache");
+  snap.prompt_text = r.string(doc, "", "prompt");
+  const json& replay = r.field(doc, "", "replay");
+  snap.max_new_tokens = r.integer(replay, "replay", "max_new_tokens", 0, cfg.n_ctx);
+  snap.tokenizer = read_vocabulary(r, replay, name, cfg.vocab_size);
+
+  const int max_ctx = std::min(cfg.n_ctx, kMaxReplayContext);
+  const json& prompt = r.array(doc, "", "prompt_tokens", static_cast<size_t>(max_ctx));
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const std::string w = at("prompt_tokens", i);
+    TokenSpan t{};
+    t.id = r.integer(prompt[i], w, "id", 0, cfg.vocab_size - 1);
+    t.byte_begin = static_cast<size_t>(
+        r.integer(prompt[i], w, "byte_begin", 0, static_cast<int>(snap.prompt_text.size())));
+    t.byte_end =
+        static_cast<size_t>(r.integer(prompt[i], w, "byte_end", static_cast<int>(t.byte_begin),
+                                      static_cast<int>(snap.prompt_text.size())));
+    snap.prompt_tokens.push_back(t);
+  }
+
+  const json& steps = r.array(doc, "", "steps", static_cast<size_t>(max_ctx) + 1);
+  const json& lanes = r.array(doc, "", "lanes", kMaxReplayLanes);
+  shape.lanes = static_cast<int>(lanes.size());
+  shape.steps = static_cast<int>(steps.size());
+
+  std::vector<std::shared_ptr<const BannedTokens>> lists;
+  const json& banned = r.array(replay, "replay", "banned_words", 64);
+  for (size_t i = 0; i < banned.size(); ++i) {
+    const std::string w = at("replay.banned_words", i);
+    auto b = std::make_shared<BannedTokens>();
+    b->source = r.string(banned[i], w, "source");
+    b->entries = r.integer(banned[i], w, "entries", 0, 1 << 20);
+    const json& seqs = r.array(banned[i], w, "sequences", 1 << 20);
+    for (size_t k = 0; k < seqs.size(); ++k) {
+      const json wrapped = {{"s", seqs[k]}};
+      std::vector<int> seq =
+          r.ints(wrapped, at(w + ".sequences", k), "s", 64, 0, cfg.vocab_size - 1);
+      if (seq.empty()) r.fail(at(w + ".sequences", k), "empty");
+      b->sequences.push_back(std::move(seq));
+    }
+    std::sort(b->sequences.begin(), b->sequences.end());
+    b->sequences.erase(std::unique(b->sequences.begin(), b->sequences.end()), b->sequences.end());
+    for (const auto& seq : b->sequences) {
+      if (seq.size() == 1)
+        b->singles.push_back(seq[0]);
+      else
+        b->multi.push_back(seq);
+    }
+    std::sort(b->singles.begin(), b->singles.end());
+    lists.push_back(std::move(b));
+  }
+
+  const json& branch_records = r.array(replay, "replay", "branch_records", kMaxReplayLanes);
+  if (branch_records.size() != lanes.size())
+    r.fail("replay.branch_records", std::to_string(branch_records.size()) + " entries for " +
+                                        std::to_string(lanes.size()) + " lanes");
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    const std::string w = at("lanes", i);
+    Lane lane;
+    lane.id = r.integer(lanes[i], w, "id", static_cast<int>(i), static_cast<int>(i));
+    try {
+      lane.params = parse_strategy(r.string(lanes[i], w, "strategy"));
+    } catch (const Error& e) {
+      r.fail(w + ".strategy", e.what());
+    }
+    lane.generated =
+        r.ints(lanes[i], w, "generated", static_cast<size_t>(max_ctx), 0, cfg.vocab_size - 1);
+    lane.stop_reason = r.string(lanes[i], w, "stop_reason");
+    lane.parent = r.integer(lanes[i], w, "parent", -1, static_cast<int>(i) - 1);
+    lane.branch_step = r.integer(lanes[i], w, "branch_step", -1, shape.steps - 1);
+    lane.first_step = r.integer(lanes[i], w, "first_step", 0, shape.steps);
+    lane.closed = r.boolean(lanes[i], w, "closed");
+    if ((lane.parent < 0) != (lane.branch_step < 0))
+      r.fail(w, "a branched lane needs both \"parent\" and \"branch_step\"");
+    if (!branch_records[i].is_null()) {
+      auto rec = std::make_shared<const LaneStep>(
+          read_lane_step(r, branch_records[i], at("replay.branch_records", i), shape, lists));
+      if (rec->lane != static_cast<int>(i)) r.fail(at("replay.branch_records", i), "wrong lane");
+      lane.branch_record = std::move(rec);
+    }
+    if (lane.parent >= 0 && !lane.branch_record)
+      r.fail(at("replay.branch_records", i), "a branched lane needs its branch record");
+    snap.lanes.push_back(std::move(lane));
+  }
+
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const std::string w = at("steps", i);
+    const json& st = steps[i];
+    auto trace = std::make_shared<StepTrace>();
+    trace->index = r.integer(st, w, "index", static_cast<int>(i), static_cast<int>(i));
+    const std::string& phase = r.string(st, w, "phase");
+    if (phase != (i == 0 ? "prefill" : "decode"))
+      r.fail(w + ".phase", "\"" + phase.substr(0, 32) + "\", expected " +
+                               (i == 0 ? "\"prefill\"" : "\"decode\""));
+    trace->phase = i == 0 ? Phase::kPrefill : Phase::kDecode;
+    trace->backend = r.string(st, w, "backend");
+    trace->kv_cache = r.boolean(st, w, "kv_cache");
+    trace->recomputed_tokens = r.integer(st, w, "recomputed_tokens", 0, 1 << 30);
+    trace->seconds = r.number(st, w, "seconds");
+    trace->cost.flops = r.number(st, w, "flops");
+    trace->cost.weight_bytes = r.number(st, w, "weight_bytes");
+    trace->cost.kv_read_bytes = r.number(st, w, "kv_read_bytes");
+    trace->cost.kv_write_bytes = r.number(st, w, "kv_write_bytes");
+    const json& rep = r.field(st, w, "replay");
+    trace->kv_after =
+        read_kv(r, r.field(st, w, "kv"), w + ".kv", r.field(rep, w + ".replay", "kv_ref_counts"));
+    const json& recs = r.array(rep, w + ".replay", "lanes", kMaxReplayLanes);
+    if (recs.empty()) r.fail(w + ".replay.lanes", "a step with no lane");
+    for (size_t k = 0; k < recs.size(); ++k) {
+      LaneStep ls = read_lane_step(r, recs[k], at(w + ".replay.lanes", k), shape, lists);
+      if (static_cast<int>(i) < snap.lanes[ls.lane].first_step)
+        r.fail(at(w + ".replay.lanes", k), "lane " + std::to_string(ls.lane) +
+                                               " has no record before its first step " +
+                                               std::to_string(snap.lanes[ls.lane].first_step));
+      for (const LaneStep& other : trace->lanes)
+        if (other.lane == ls.lane) r.fail(at(w + ".replay.lanes", k), "a lane appears twice");
+      trace->lanes.push_back(std::move(ls));
+    }
+    snap.history.push_back(std::move(trace));
+  }
+
+  const std::string& state = r.string(doc, "", "state");
+  if (state == "paused")
+    snap.state = SessionState::kPaused;
+  else if (state == "finished")
+    snap.state = SessionState::kFinished;
+  else if (state == "ready for prefill")
+    snap.state = SessionState::kReady;
+  else if (state == "no prompt")
+    snap.state = SessionState::kNoPrompt;
+  else
+    r.fail("state", "unknown state \"" + state.substr(0, 32) + "\"");
+  if (snap.history.empty() !=
+      (snap.state == SessionState::kReady || snap.state == SessionState::kNoPrompt))
+    r.fail("state",
+           "\"" + state + "\" does not match " + std::to_string(snap.history.size()) + " steps");
+  if (!snap.history.empty() && snap.lanes.empty()) r.fail("lanes", "steps but no lane");
+  snap.kv = snap.history.empty() ? KvOccupancy{} : snap.history.back()->kv_after;
+  return out;
+}
+
+ImportedSession import_session_file(const std::filesystem::path& file) {
+  const std::string text = read_regular_file(file, kMaxSessionFileBytes, "a session file");
+  return import_session_text(text, file.string());
+}
+
+}  // namespace ts

@@ -1,0 +1,229 @@
+// GUI tests of re-opening a session: a session exported from a live run,
+// opened in a fresh window without the model, stepped forward and back,
+// shows the same step records in the panels as the live run did; a file it
+// cannot read leaves the window's session as it was.
+// Run:  xvfb-run -a -s "-screen 0 1920x1080x24 -noreset" build-gui/ts_gui_tests
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "app/app.h"
+#include "app/panel_lanes.h"
+#include "app/view_model.h"
+#include "gui_test_support.h"
+#include "util/error.h"
+
+namespace ts::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What the panels showed for one step of one lane.
+struct Shown {
+  std::vector<int> tokens;       // the Prompt panel's tokens (view)
+  int chosen = -1;               // the record's token
+  std::string logits_heading;    // Logits panel
+  std::string choosing;          // Choosing panel's headline
+  std::vector<int> stage_kept;   // Choosing panel's stages
+  int drawn = -1;                // the draw's token
+  std::vector<float> attention;  // Attention panel's matrix
+  int attention_n = 0;
+  int kv_blocks_used = -1;  // KV cache after the step
+};
+
+Shown shown(App& app) {
+  Shown s;
+  const SnapshotPtr snap = app.controller().snapshot();
+  const StepView v = make_step_view(*snap, app.state().view_step, app.state().lane);
+  s.tokens = v.tokens;
+  s.chosen = v.record ? v.record->chosen_token : -1;
+  s.kv_blocks_used = v.trace ? v.trace->kv_after.blocks_used : -1;
+  s.logits_heading = app.logits_panel().heading();
+  s.choosing = app.sampling_panel().headline();
+  if (const auto& rec = app.sampling_panel().record()) {
+    for (const StageRecord& st : rec->stages) s.stage_kept.push_back(st.kept);
+    s.drawn = rec->draw.chosen_token;
+  }
+  const AttentionMatrix& m = app.attention_panel().matrix();
+  EXPECT_TRUE(m.complete);
+  s.attention = m.values;
+  s.attention_n = m.n;
+  return s;
+}
+
+void expect_same(const Shown& live, const Shown& got) {
+  EXPECT_EQ(live.tokens, got.tokens);
+  EXPECT_EQ(live.chosen, got.chosen);
+  EXPECT_EQ(live.logits_heading, got.logits_heading);
+  EXPECT_EQ(live.choosing, got.choosing);
+  EXPECT_EQ(live.stage_kept, got.stage_kept);
+  EXPECT_EQ(live.drawn, got.drawn);
+  EXPECT_EQ(live.kv_blocks_used, got.kv_blocks_used);
+  ASSERT_EQ(live.attention_n, got.attention_n);
+  ASSERT_EQ(live.attention.size(), got.attention.size());
+  // Stored as half floats: within 2^-11 relative, 2^-25 absolute.
+  for (size_t i = 0; i < live.attention.size(); ++i)
+    ASSERT_LE(std::fabs(live.attention[i] - got.attention[i]),
+              std::max(std::fabs(live.attention[i]) * 0x1p-11f, 0x1p-25f))
+        << "cell " << i;
+}
+
+AppOptions live_options() {
+  AppOptions o = test::fixture_options("classroom", "The cat sat on the mat.");
+  o.compare = {"greedy", "top_p=0.9,temperature=0.8,seed=3"};
+  return o;
+}
+
+// A fresh window with no model: what --open starts from.
+AppOptions bare_options() {
+  AppOptions o = test::fixture_options("classroom");
+  o.setup = {};
+  return o;
+}
+
+void view(App& app, int step, int lane) {
+  app.state().view_step = step;
+  select_lane(app.state(), app.controller().snapshot().get(), lane);
+  app.state().view_step = step;
+  app.settle(2, 50);
+}
+
+TEST(GuiReopen, ExportedSessionShowsTheSameRecordsSteppingBothWays) {
+  REQUIRE_DISPLAY();
+  const fs::path file =
+      fs::temp_directory_path() / ("ts-reopen-" + std::to_string(getpid()) + ".json");
+  constexpr int kSteps = 5;  // prefill + 4 decode steps
+  constexpr int kLanes = 2;
+  std::vector<std::vector<Shown>> live(kSteps, std::vector<Shown>(kLanes));
+  {
+    App app(live_options());
+    app.load_model_blocking();
+    app.settle();
+    for (int i = 0; i < kSteps; ++i) {
+      app.frame();
+      app.advance();
+      app.settle(2, 100);
+    }
+    ASSERT_EQ(app.controller().snapshot()->history.size(), static_cast<size_t>(kSteps));
+    for (int s = 0; s < kSteps; ++s)
+      for (int l = 0; l < kLanes; ++l) {
+        view(app, s, l);
+        live[s][l] = shown(app);
+        // Something to compare: each panel drew this step's record.
+        ASSERT_GE(live[s][l].chosen, 0);
+        ASSERT_FALSE(live[s][l].stage_kept.empty());
+        ASSERT_FALSE(live[s][l].choosing.empty());
+        ASSERT_FALSE(live[s][l].logits_heading.empty());
+        ASSERT_GT(live[s][l].attention_n, 0);
+      }
+    // File > Export session (what the menu's Export button calls).
+    app.controller().analysis()->export_json(*app.controller().worker(), file.string());
+    app.controller().worker()->wait_idle();
+    ASSERT_EQ(app.controller().analysis()->export_message(), "wrote " + file.string());
+  }
+
+  App app(bare_options());
+  app.frame();
+  ASSERT_EQ(app.controller().snapshot(), nullptr);
+  app.open_session(file);
+  app.settle();
+  ASSERT_TRUE(app.controller().replaying());
+  EXPECT_EQ(app.controller().worker(), nullptr);
+  // It opens at the prefill; Space / Right step forward, Left back.
+  auto check = [&](int step) {
+    const SnapshotPtr snap = app.controller().snapshot();
+    ASSERT_EQ(snap->history.size(), static_cast<size_t>(step + 1));
+    for (int l = 0; l < kLanes; ++l) {
+      SCOPED_TRACE("step " + std::to_string(step) + ", lane " + std::to_string(l));
+      view(app, -1, l);
+      expect_same(live[step][l], shown(app));
+    }
+  };
+  check(0);
+  for (int s = 1; s < kSteps; ++s) {
+    app.advance();
+    app.settle(2, 50);
+    check(s);
+  }
+  // Past the end: nothing changes, one line says why.
+  app.advance();
+  app.settle(2, 20);
+  EXPECT_EQ(app.controller().snapshot()->history.size(), static_cast<size_t>(kSteps));
+  for (int s = kSteps - 2; s >= 1; --s) {
+    app.back();
+    app.settle(2, 50);
+    check(s);
+  }
+  app.back();
+  app.back();
+  app.settle(2, 20);
+  EXPECT_EQ(app.controller().snapshot()->state, SessionState::kReady);  // before prefill
+  app.advance();
+  app.settle(2, 50);
+  check(0);
+
+  // The recorded choices used no banned-words list: the box is off.
+  EXPECT_FALSE(app.controller().banned_words_on());
+
+  // What needs the model says so, and changes nothing.
+  const SnapshotPtr before = app.controller().snapshot();
+  app.controller().choose_with(0, parse_strategy("top_k=3,seed=1"));
+  EXPECT_NE(app.controller().error().find("needs the model"), std::string::npos)
+      << app.controller().error();
+  EXPECT_NE(app.controller().needs_model_line().find(file.string()), std::string::npos);
+  EXPECT_EQ(app.controller().snapshot(), before);
+  fs::remove(file);
+}
+
+TEST(GuiReopen, AFileItCannotReadLeavesTheSessionAsItWas) {
+  REQUIRE_DISPLAY();
+  App app(live_options());
+  app.load_model_blocking();
+  app.settle();
+  app.advance();
+  app.settle(2, 100);
+  const SnapshotPtr before = app.controller().snapshot();
+  const fs::path bad = fs::temp_directory_path() / ("ts-reopen-bad-" + std::to_string(getpid()));
+  { std::ofstream(bad) << R"({"format": "tokenscope-session/2", "model": {"vocab_size": 3)"; }
+  try {
+    app.open_session(bad);
+    ADD_FAILURE() << "a truncated file was opened";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(bad.string() + ": ", 0), 0u) << what;
+    EXPECT_NE(what.find("truncated or corrupt"), std::string::npos) << what;
+  }
+  app.settle(2, 20);
+  EXPECT_FALSE(app.controller().replaying());
+  EXPECT_EQ(app.controller().snapshot(), before);
+  EXPECT_NE(app.controller().worker(), nullptr);
+  fs::remove(bad);
+}
+
+TEST(GuiReopen, OpenFlagTakesNoModelOrSessionFlag) {
+  auto parse = [](std::vector<const char*> args) {
+    args.insert(args.begin(), "tokenscope");
+    return parse_app_options(static_cast<int>(args.size()), args.data());
+  };
+  EXPECT_EQ(parse({"--open", "s.json"}).open, "s.json");
+  EXPECT_EQ(parse({"--open=s.json", "--layout", "compare", "--steps", "3"}).steps, 3);
+  for (const char* flag : {"--model", "--prompt", "--strategy", "--json"}) {
+    try {
+      parse({"--open", "s.json", flag, "greedy"});
+      ADD_FAILURE() << flag << " was accepted with --open";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                std::string("--open and ") + flag +
+                    " do not combine: a reopened session shows what its file recorded, without "
+                    "the model");
+    }
+  }
+  EXPECT_THROW(parse({"--open", ""}), Error);
+  EXPECT_NE(app_help().find("--open FILE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ts::app
