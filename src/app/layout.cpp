@@ -66,7 +66,7 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
     if (name != f.name) continue;
     if (name == "classroom" && !presentation) break;
     // With a lesson bar in a short window: the panel the lesson step is
-    // about fills the left column (the lesson's text tells the class where
+    // about fills the left half (the lesson's text tells the class where
     // to look, so it gets the room); the step control keeps its rows, down
     // to "Max new tokens", at the top of the right column and the prompt
     // takes the rest of it. The other panels stay in the View menu.
@@ -75,10 +75,15 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
       if (subject == PanelId::kPrompt || subject == PanelId::kTransport ||
           subject == PanelId::kLesson)
         subject = f.left;
-      const float step_h = std::min(0.6f, 12.5f * line / ws.y);
-      put(subject, 0, 0, col, 1);
-      put(PanelId::kTransport, col, 0, 1, step_h);
-      put(PanelId::kPrompt, col, step_h, 1, 1);
+      // Half the width each: the prompt's tokens need the right column's
+      // width. At 30 lines wide the step control's rows wrap less ("Next:"
+      // on one line, Run beside the buttons); several lanes take a line more.
+      const float step_lines =
+          (ws.x * 0.5f >= 30 * line ? 10.5f : 12.5f) + (f.left == PanelId::kLanes ? 1.0f : 0.0f);
+      const float step_h = std::min(0.6f, step_lines * line / ws.y);
+      put(subject, 0, 0, 0.5f, 1);
+      put(PanelId::kTransport, 0.5f, 0, 1, step_h);
+      put(PanelId::kPrompt, 0.5f, step_h, 1, 1);
       show_only({PanelId::kPrompt, PanelId::kTransport, subject});
       return plan;
     }

@@ -34,7 +34,7 @@ bool is_layout_name(const std::string& name);
 // (kStatusBar: no lesson; the prompt or the step control: the layout's own
 // left panel). In a work area too short for four panels and the lesson bar
 // (under kLessonShortLines lines of the font), a four-panel layout then shows
-// three: the subject filling the left column, the step control and the
+// three: the subject filling the left half, the step control and the
 // prompt in the right one; the layout's other panels give it their room.
 inline constexpr float kLessonShortLines = 32.0f;
 LayoutPlan make_layout(const std::string& name, ImVec2 work_pos, ImVec2 work_size,
