@@ -98,7 +98,7 @@ TEST(PresentationLayout, RooflineLabelsKeepOffThePointsAndEachOther) {
   app.load_model_blocking();
   app.settle();
   for (int i = 0; i < 6; ++i) step(app);
-  app.controller().analysis()->compare_cache(*app.controller().worker(), 24, app.state().strategy);
+  app.controller().analysis()->compare_cache(*app.controller().worker(), 8, app.state().strategy);
   app.settle(4, 200);
   for (const auto& [w, h] : kSizes) {
     resize(app, w, h);
