@@ -40,6 +40,11 @@ for layout in $LAYOUTS; do
   done
 done
 
+# A lesson running on a 720-line projector after three steps: the bar keeps
+# its strip, the panel the step is about (Choosing) gets the left column.
+shot presentation-guided-sampling-1280x720 --steps 3 \
+  --lesson assets/lessons/2-how-sampling-chooses.lesson --presentation --width 1280 --height 720
+
 # A guided lesson (assets/lessons, docs/lessons.md): its first step, the
 # prompt panel outlined, the question under the text.
 shot lesson-guided --steps -1 --lesson assets/lessons/1-prefill-decode-kv-cache.lesson --width 1600 --height 900

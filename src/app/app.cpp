@@ -741,7 +741,8 @@ void App::frame() {
   } else if (!state_.layout_request.empty()) {
     if (!toggled_layout_) kept_.valid = false;  // a layout chosen by hand replaces the kept one
     toggled_layout_ = false;
-    plan = make_layout(state_.layout_request, work_pos, work_size, &state_.settings);
+    plan = make_layout(state_.layout_request, work_pos, work_size, &state_.settings,
+                       lesson_panel().layout_subject());
     last_layout_ = state_.layout_request;
     laid_out_presentation_ = state_.settings.presentation;
     plan.force = true;

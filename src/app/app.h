@@ -94,6 +94,7 @@ class App {
   PromptPanel& prompt_panel() { return panel<PromptPanel>(PanelId::kPrompt); }
   LogitsPanel& logits_panel() { return panel<LogitsPanel>(PanelId::kLogits); }
   LessonPanel& lesson_panel() { return panel<LessonPanel>(PanelId::kLesson); }
+  RooflinePanel& roofline_panel() { return panel<RooflinePanel>(PanelId::kRoofline); }
   // Starts the lesson in `path`; a malformed file leaves the window as it
   // was and shows one line naming the file and the line.
   bool start_lesson(const std::filesystem::path& path);

@@ -18,7 +18,8 @@ bool is_layout_name(const std::string& name) {
   return false;
 }
 
-LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* settings) {
+LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* settings,
+                       PanelId lesson_subject) {
   LayoutPlan plan;
   auto put = [&](PanelId id, float x0, float y0, float x1, float y1) {
     PanelRect& r = plan.rects[static_cast<int>(id)];
@@ -49,24 +50,49 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
       // first (the rest stay in the View menu).
       {"classroom", PanelId::kAttention, PanelId::kLogits, 0.6f}};
   const bool presentation = settings && settings->presentation;
+  // The font's size in pixels: the projector font for this window's height
+  // (smaller in a short window; without an ImGui context, the full projector
+  // size), or the normal one.
+  const float line = !presentation
+                         ? Window::kBaseFontSize
+                         : Window::kBaseFontSize *
+                               (ImGui::GetCurrentContext()
+                                    ? Window::presentation_scale_for(ImGui::GetIO().DisplaySize.y)
+                                    : Window::kPresentationScale);
+  // The right column is at least 25 lines wide (the step control's buttons
+  // on one row), at most half the window.
+  const float col = 1 - std::clamp(25.0f * line / ws.x, 0.4f, 0.5f);
   for (const FourPanels& f : kFour) {
     if (name != f.name) continue;
     if (name == "classroom" && !presentation) break;
+    // With a lesson bar in a short window: the panel the lesson step is
+    // about fills the left half (the lesson's text tells the class where
+    // to look, so it gets the room); the step control keeps its rows, down
+    // to "Max new tokens", at the top of the right column and the prompt
+    // takes the rest of it. The other panels stay in the View menu.
+    if (lesson_subject != PanelId::kStatusBar && ws.y < kLessonShortLines * line) {
+      PanelId subject = lesson_subject;
+      if (subject == PanelId::kPrompt || subject == PanelId::kTransport ||
+          subject == PanelId::kLesson)
+        subject = f.left;
+      // Half the width each: the prompt's tokens need the right column's
+      // width. At 30 lines wide the step control's rows wrap less ("Next:"
+      // on one line, Run beside the buttons); several lanes take a line more.
+      const float step_lines =
+          (ws.x * 0.5f >= 30 * line ? 10.5f : 12.5f) + (f.left == PanelId::kLanes ? 1.0f : 0.0f);
+      const float step_h = std::min(0.6f, step_lines * line / ws.y);
+      put(subject, 0, 0, 0.5f, 1);
+      put(PanelId::kTransport, 0.5f, 0, 1, step_h);
+      put(PanelId::kPrompt, 0.5f, step_h, 1, 1);
+      show_only({PanelId::kPrompt, PanelId::kTransport, subject});
+      return plan;
+    }
     if (presentation) {
       // Large fonts on a projector: two columns, each with its own top. The
       // prompt (left) needs a few lines; the step control (right) needs all
       // of its rows, down to "Max new tokens", so its column's top is
       // taller. Heights are in lines of the large font, at most a share of
       // the work area, so the panels below keep room to read.
-      // The projector font for this window's height (smaller in a short
-      // window); without an ImGui context, the full projector size.
-      const float line =
-          Window::kBaseFontSize *
-          (ImGui::GetCurrentContext() ? Window::presentation_scale_for(ImGui::GetIO().DisplaySize.y)
-                                      : Window::kPresentationScale);
-      // The right column is at least 25 lines wide (the step control's
-      // buttons on one row), at most half the window.
-      const float col = 1 - std::clamp(25.0f * line / ws.x, 0.4f, 0.5f);
       const float prompt_h = std::min(0.4f, 10.0f * line / ws.y);
       // With several lanes (compare) "Next:" takes a third line.
       const float step_lines = f.left == PanelId::kLanes ? 13.5f : 12.5f;
@@ -100,8 +126,8 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
   // it in view (down to "Max new tokens"), and the rows below share the rest.
   const float top = panel_classroom_rect(PanelId::kTransport).y1;
   const float step_w = ws.x * (1 - panel_classroom_rect(PanelId::kTransport).x0);
-  const float line = ImGui::GetCurrentContext() ? ImGui::GetTextLineHeightWithSpacing() : 22.0f;
-  const float new_top = step_w < 26 * line ? std::clamp(10.5f * line / ws.y, top, 0.38f) : top;
+  const float row = ImGui::GetCurrentContext() ? ImGui::GetTextLineHeightWithSpacing() : 22.0f;
+  const float new_top = step_w < 26 * row ? std::clamp(10.5f * row / ws.y, top, 0.38f) : top;
   auto y_of = [&](float y) {
     return y <= top ? y * new_top / top : new_top + (y - top) * (1 - new_top) / (1 - top);
   };

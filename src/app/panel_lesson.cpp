@@ -26,6 +26,7 @@ void LessonPanel::start(lesson::Lesson l) {
 
 void LessonPanel::leave() {
   close_ = lesson_ != nullptr;  // the bar closes at the next frame
+  close_layout_ = lesson_ ? lesson_->layout : std::string();
   lesson_.reset();
   index_ = 0;
   entered_ = started_ = done_ = show_answer_ = false;
@@ -43,6 +44,22 @@ bool LessonPanel::back() {
   --index_;
   entered_ = false;
   return true;
+}
+
+PanelId LessonPanel::layout_subject() const {
+  if (!lesson_) return PanelId::kStatusBar;
+  auto other_panel = [&](int i, PanelId& out) {
+    const std::string& key = lesson_->steps[i].panel;
+    return !key.empty() && parse_panel_key(key, out) && out != PanelId::kPrompt &&
+           out != PanelId::kTransport && out != PanelId::kLesson;
+  };
+  PanelId id;
+  if (other_panel(index_, id)) return id;
+  for (int i = index_ + 1; i < count(); ++i)
+    if (other_panel(i, id)) return id;
+  for (int i = index_ - 1; i >= 0; --i)
+    if (other_panel(i, id)) return id;
+  return PanelId::kPrompt;
 }
 
 float LessonPanel::bar_height(float work_height) {
@@ -130,10 +147,16 @@ void LessonPanel::draw(PanelContext& ctx) {
   if (close_) {
     ctx.state.settings.panel_open(PanelId::kLesson) = false;
     close_ = false;
+    // The lesson's layout again, in its form without the bar.
+    if (!close_layout_.empty() && ctx.state.layout_request.empty())
+      ctx.state.layout_request = close_layout_;
+    close_layout_.clear();
+    laid_subject_ = PanelId::kStatusBar;
   }
   if (lesson_) {
     if (!started_) {
       started_ = true;
+      laid_subject_ = layout_subject();
       if (!lesson_->layout.empty()) ctx.state.layout_request = lesson_->layout;
       if (!lesson_->prompt.empty() && ctx.snap && ctx.snap->prompt_text != lesson_->prompt) {
         ctx.ctl.set_prompt(lesson_->prompt, ctx.state.strategies());
@@ -142,6 +165,13 @@ void LessonPanel::draw(PanelContext& ctx) {
     }
     ctx.state.settings.panel_open(PanelId::kLesson) = true;
     if (!entered_) enter_step(ctx);
+    // A step about another panel: the lesson's layout again, arranged for
+    // it (in a short window the subject gets the big column).
+    if (const PanelId subject = layout_subject();
+        subject != laid_subject_ && !lesson_->layout.empty()) {
+      laid_subject_ = subject;
+      ctx.state.layout_request = lesson_->layout;
+    }
     check_action(ctx);
   }
   if (!begin_panel(ctx, PanelId::kLesson, ImGuiWindowFlags_NoCollapse)) return;

@@ -47,6 +47,12 @@ class LessonPanel : public Panel {
   void draw_outline(PanelContext& ctx);
   // Height of the bar the window keeps for it while a lesson runs.
   static float bar_height(float work_height);
+  // The panel the current step is about, for the layout (make_layout's
+  // lesson_subject): the step's own panel, or for a step about the prompt or
+  // the step control the next step's other panel (else the previous one's),
+  // so the arrangement changes only where the class must look elsewhere.
+  // kPrompt when no step names another panel; kStatusBar when no lesson runs.
+  PanelId layout_subject() const;
 
  private:
   void enter_step(PanelContext& ctx);
@@ -57,8 +63,10 @@ class LessonPanel : public Panel {
   bool entered_ = false;  // the step's baseline is taken (at the first frame that shows it)
   bool started_ = false;  // the lesson's prompt and layout are applied
   bool done_ = false;
-  bool close_ = false;           // left: close the bar at the next frame
-  std::vector<bool> completed_;  // per step: its action was done
+  bool close_ = false;        // left: close the bar at the next frame
+  std::string close_layout_;  // left: the lesson's layout, applied again without the bar
+  PanelId laid_subject_ = PanelId::kStatusBar;  // the subject the layout was last applied for
+  std::vector<bool> completed_;                 // per step: its action was done
   bool show_answer_ = false;
   // What the state was when the step began, to see what the class changed.
   int base_history_ = 0;

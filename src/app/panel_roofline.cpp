@@ -67,6 +67,9 @@ std::vector<RooflinePoint> history_points(const SessionSnapshot& snap, const Pal
 }
 
 void RooflinePanel::draw(PanelContext& ctx) {
+  points_.clear();
+  labels_.clear();
+  step_label_.clear();
   if (!begin_panel(ctx, PanelId::kRoofline)) return;
   if (!ctx.snap || !ctx.ctl.worker() || !ctx.ctl.analysis()) {
     empty_hint(ctx, ctx.ctl.needs_model_line().c_str());
@@ -107,21 +110,45 @@ void RooflinePanel::draw(PanelContext& ctx) {
   }
   const double bw = roofs->effective_bandwidth();
   const double ridge = roofs->peak_flops / bw;
-  dim_text_wrapped("Roofs %s: %s peak, %s main-memory bandwidth%s; ridge at %.1f FLOP/byte.",
-                   roofs->how.c_str(), si(roofs->peak_flops, "FLOP/s").c_str(),
-                   si(roofs->bandwidth, "B/s").c_str(),
-                   roofs->working_set_bandwidth > 0
-                       ? (", " + si(roofs->working_set_bandwidth, "B/s") + " for the " +
-                          format_bytes(roofs->working_set_bytes) + " of weights (CPU caches)")
-                             .c_str()
-                       : "",
-                   ridge);
-  if (const std::string warning = analysis.roofs_warning(); !warning.empty()) {
-    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(ctx.pal.warning));
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::Text("\u25B2 %s", warning.c_str());
-    ImGui::PopTextWrapPos();
-    ImGui::PopStyleColor();
+  // A short panel (a projector's font, four panels on screen) keeps its
+  // room for the chart: the roofs and the warning take one line each (the
+  // whole text on hover) and the explanation stays in the "?" help.
+  const float font = ImGui::GetFontSize();
+  const bool compact = ImGui::GetContentRegionAvail().y < font * 26;
+  char roofs_text[512];
+  std::snprintf(roofs_text, sizeof roofs_text,
+                "Roofs %s: %s peak, %s main-memory bandwidth%s; ridge at %.1f FLOP/byte.",
+                roofs->how.c_str(), si(roofs->peak_flops, "FLOP/s").c_str(),
+                si(roofs->bandwidth, "B/s").c_str(),
+                roofs->working_set_bandwidth > 0
+                    ? (", " + si(roofs->working_set_bandwidth, "B/s") + " for the " +
+                       format_bytes(roofs->working_set_bytes) + " of weights (CPU caches)")
+                          .c_str()
+                    : "",
+                ridge);
+  const std::string warning = analysis.roofs_warning();
+  if (compact) {
+    char brief[160];
+    std::snprintf(brief, sizeof brief, "Roofs: %s peak, %s; ridge %.1f FLOP/byte",
+                  si(roofs->peak_flops, "FLOP/s").c_str(), si(bw, "B/s").c_str(), ridge);
+    ImGui::TextDisabled("%s", fit_text(brief, ImGui::GetContentRegionAvail().x).c_str());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", roofs_text);
+    if (!warning.empty()) {
+      ImGui::TextColored(
+          ImGui::ColorConvertU32ToFloat4(ctx.pal.warning), "%s",
+          fit_text("\u25B2 rough roofs: the machine is busy", ImGui::GetContentRegionAvail().x)
+              .c_str());
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", warning.c_str());
+    }
+  } else {
+    dim_text_wrapped("%s", roofs_text);
+    if (!warning.empty()) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(ctx.pal.warning));
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::Text("\u25B2 %s", warning.c_str());
+      ImGui::PopTextWrapPos();
+      ImGui::PopStyleColor();
+    }
   }
 
   // Axes: every point, the ridge, and some room on either side.
@@ -135,15 +162,15 @@ void RooflinePanel::draw(PanelContext& ctx) {
   log_range(x_lo, x_hi, xa, xb);
   log_range(y_lo, roofs->peak_flops * 2, ya, yb);
 
-  const float font = ImGui::GetFontSize();
   const char* explanation =
       "Decode reads every weight to produce one token per lane, so it sits left of the ridge, "
       "under the bandwidth slope: memory bound. Prefill reuses each weight for every prompt "
       "token and moves right, towards peak compute. More lanes per step move decode right.";
   const float explain_h =
-      ImGui::GetFrameHeightWithSpacing() +
-      ImGui::CalcTextSize(explanation, nullptr, false, ImGui::GetContentRegionAvail().x).y +
-      ImGui::GetStyle().ItemSpacing.y * 2;
+      ImGui::GetFrameHeightWithSpacing() + ImGui::GetStyle().ItemSpacing.y * 2 +
+      (compact
+           ? 0
+           : ImGui::CalcTextSize(explanation, nullptr, false, ImGui::GetContentRegionAvail().x).y);
   ImVec2 size = ImGui::GetContentRegionAvail();
   size.y = std::max(size.y - explain_h, font * 8);
   const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -189,36 +216,19 @@ void RooflinePanel::draw(PanelContext& ctx) {
   // When the weights fit in the CPU's caches, main memory's slope is drawn
   // thin below the one that really bounds the steps.
   dl->PushClipRect(p0, p1, true);
-  // The roofs' labels, so that the viewed step's label can keep off them.
-  std::vector<std::pair<ImVec2, ImVec2>> labels;
-  auto label_at = [&](ImVec2 pos, ImU32 color, const std::string& text) {
-    dl->AddText(pos, color, text.c_str());
-    const ImVec2 size = ImGui::CalcTextSize(text.c_str());
-    labels.push_back({pos, ImVec2(pos.x + size.x, pos.y + size.y)});
-  };
   const double xr = std::clamp(ridge, xa, xb);
   const float thick = 2.5f * ctx.scale;
-  if (roofs->working_set_bandwidth > roofs->bandwidth) {
-    const double xm = std::clamp(roofs->peak_flops / roofs->bandwidth, xa, xb);
+  const bool two_slopes = roofs->working_set_bandwidth > roofs->bandwidth;
+  const double xm = std::clamp(roofs->peak_flops / roofs->bandwidth, xa, xb);
+  if (two_slopes)
     dl->AddLine(ImVec2(to_x(xa), to_y(roofs->bandwidth * xa)),
                 ImVec2(to_x(xm), to_y(roofs->bandwidth * xm)), ctx.pal.text_dim, 1.0f * ctx.scale);
-    const std::string dram = "main memory " + si(roofs->bandwidth, "B/s");
-    const double xd = std::max(xa * 1.3, xm / 30);
-    label_at(ImVec2(to_x(xd) + 4, to_y(roofs->bandwidth * xd) + 2), ctx.pal.text_dim, dram);
-  }
   dl->AddLine(ImVec2(to_x(xa), to_y(bw * xa)), ImVec2(to_x(xr), to_y(bw * xr)), ctx.pal.text,
               thick);
   dl->AddLine(ImVec2(to_x(xr), to_y(roofs->peak_flops)), ImVec2(to_x(xb), to_y(roofs->peak_flops)),
               ctx.pal.text, thick);
-  const std::string peak_label = "peak compute " + si(roofs->peak_flops, "FLOP/s");
-  label_at(ImVec2(std::min(to_x(xr) + 6, p1.x - ImGui::CalcTextSize(peak_label.c_str()).x - 4),
-                  to_y(roofs->peak_flops) - font * 1.2f),
-           ctx.pal.text, peak_label);
-  const std::string bw_label = "memory bound: " + si(bw, "B/s") + " x intensity";
-  const double xl = std::max(xa * 1.3, xr / 300);
-  label_at(ImVec2(to_x(xl) + 4, to_y(bw * xl) - font * 1.3f), ctx.pal.text, bw_label);
 
-  // Points; the viewed step is outlined and its label drawn.
+  // Points; the viewed step is outlined.
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   int hovered = -1;
   float best = font * font;
@@ -230,37 +240,108 @@ void RooflinePanel::draw(PanelContext& ctx) {
       dl->AddCircle(c, r, p.color, 12, 1.5f);
     else
       dl->AddCircleFilled(c, r, with_alpha(p.color, 0.85f), 12);
+    points_.push_back({ImVec2(c.x - r, c.y - r), ImVec2(c.x + r, c.y + r)});
     const float d = (c.x - mouse.x) * (c.x - mouse.x) + (c.y - mouse.y) * (c.y - mouse.y);
     if (hovered_chart && d < best) {
       best = d;
       hovered = static_cast<int>(i);
     }
   }
+  const float ring_r = r * 1.8f;
+  for (const RooflinePoint& p : points)
+    if (p.step == ctx.view.step && p.step >= 0)
+      dl->AddCircle(ImVec2(to_x(p.intensity), to_y(p.flops_per_s)), ring_r, ctx.pal.selected, 16,
+                    2.0f);
+
+  // The labels: each at the first of its places that is inside the chart and
+  // clear of every point and of the labels placed before it. When none is
+  // (a small chart), a roof's label is left out (the line above the chart
+  // gives its number) and the step's goes on a backing at its first place.
+  const float pad = 2 * ctx.scale;
+  auto clear_at = [&](ImVec2 at, ImVec2 sz) {
+    const ImVec2 a(at.x - pad, at.y - pad), b(at.x + sz.x + pad, at.y + sz.y + pad);
+    if (a.x < p0.x || a.y < p0.y || b.x > p1.x || b.y > p1.y) return false;
+    auto hits = [&](const RooflineBox& o) {
+      return a.x < o.max.x && b.x > o.min.x && a.y < o.max.y && b.y > o.min.y;
+    };
+    return std::none_of(points_.begin(), points_.end(), hits) &&
+           std::none_of(labels_.begin(), labels_.end(), hits);
+  };
+  auto place = [&](const std::vector<ImVec2>& tries, ImU32 color, const std::string& text,
+                   bool optional) {
+    const ImVec2 sz = ImGui::CalcTextSize(text.c_str());
+    ImVec2 at = tries.front();
+    bool clear = false;
+    for (const ImVec2& t : tries)
+      if (clear_at(t, sz)) {
+        at = t;
+        clear = true;
+        break;
+      }
+    if (!clear && optional) return;
+    at.x = std::clamp(at.x, p0.x + pad, std::max(p0.x + pad, p1.x - sz.x - pad));
+    at.y = std::clamp(at.y, p0.y + pad, std::max(p0.y + pad, p1.y - sz.y - pad));
+    if (!clear)
+      dl->AddRectFilled(ImVec2(at.x - pad, at.y - pad),
+                        ImVec2(at.x + sz.x + pad, at.y + sz.y + pad),
+                        with_alpha(ctx.pal.frame, 0.9f), 2 * ctx.scale);
+    dl->AddText(at, color, text.c_str());
+    labels_.push_back({at, ImVec2(at.x + sz.x, at.y + sz.y)});
+  };
+  // Places along a slope y = slope * x, above it (or below), from the left.
+  // Places along a slope y = slope * x from the left, above it (the text's
+  // right end clear of the rising line too) or below it.
+  const float decade_px = to_x(xa * 10) - to_x(xa);
+  auto along_slope = [&](double slope, double x_end, bool above, float w) {
+    std::vector<ImVec2> tries;
+    for (const double f : {0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.02}) {
+      const double x = xa * std::pow(x_end / xa, f);
+      const double x_right = x * std::pow(10.0, (w + 4) / decade_px);
+      tries.push_back(above ? ImVec2(to_x(x) + 4, to_y(slope * x_right) - font * 1.2f)
+                            : ImVec2(to_x(x) + 4, to_y(slope * x) + font * 0.2f));
+    }
+    return tries;
+  };
+  const std::string peak_label = "peak compute " + si(roofs->peak_flops, "FLOP/s");
+  {
+    const float w = ImGui::CalcTextSize(peak_label.c_str()).x;
+    const float y_above = to_y(roofs->peak_flops) - font * 1.25f;
+    const float y_below = to_y(roofs->peak_flops) + font * 0.25f;
+    std::vector<ImVec2> tries;
+    for (const float y : {y_above, y_below})
+      for (const float f : {0.0f, 0.25f, 0.5f, 0.75f, 1.0f})
+        tries.push_back(ImVec2(to_x(xr) + 6 + f * std::max(0.0f, p1.x - to_x(xr) - w - 10), y));
+    place(tries, ctx.pal.text, peak_label, true);
+  }
+  const std::string bw_label = "memory bound: " + si(bw, "B/s") + " x intensity";
+  place(along_slope(bw, xr, true, ImGui::CalcTextSize(bw_label.c_str()).x), ctx.pal.text, bw_label,
+        true);
+  if (two_slopes) {
+    const std::string dram = "main memory " + si(roofs->bandwidth, "B/s");
+    place(along_slope(roofs->bandwidth, xm, false, 0), ctx.pal.text_dim, dram, true);
+  }
+  // The viewed step's label: below the point, above it, beside it, then
+  // further away, wherever nothing else is.
   for (const RooflinePoint& p : points) {
     if (p.step != ctx.view.step || p.step < 0) continue;
     const ImVec2 c(to_x(p.intensity), to_y(p.flops_per_s));
-    dl->AddCircle(c, r * 1.8f, ctx.pal.selected, 16, 2.0f);
     const double roof = std::min(roofs->peak_flops, bw * p.intensity);
     char b[160];
     std::snprintf(b, sizeof(b), "%s: %.0f%% of the roof", p.label.c_str(),
                   100.0 * p.flops_per_s / roof);
     const float w = ImGui::CalcTextSize(b).x;
-    // Below the point, else above it, else beside it: wherever no roof label is.
     const float x = std::clamp(c.x - w / 2, p0.x + 2, p1.x - w - 2);
-    const ImVec2 tries[] = {ImVec2(x, c.y + r * 2.2f), ImVec2(x, c.y - r * 2.2f - font),
-                            ImVec2(std::min(c.x + r * 2.5f, p1.x - w - 2), c.y - font * 0.5f)};
-    ImVec2 at = tries[0];
-    for (const ImVec2& t : tries) {
-      const bool clear = std::none_of(labels.begin(), labels.end(), [&](const auto& l) {
-        return t.x < l.second.x && t.x + w > l.first.x && t.y < l.second.y &&
-               t.y + font > l.first.y;
-      });
-      if (clear) {
-        at = t;
-        break;
-      }
+    std::vector<ImVec2> tries;
+    for (int k = 0; k < 6; ++k) {
+      const float off = ring_r + pad + k * font * 1.2f;
+      tries.push_back(ImVec2(x, c.y + off));
+      tries.push_back(ImVec2(x, c.y - off - font));
+      tries.push_back(ImVec2(c.x + off, c.y - font * 0.5f));
+      tries.push_back(ImVec2(c.x - off - w, c.y - font * 0.5f));
     }
-    dl->AddText(at, ctx.pal.text, b);
+    place(tries, ctx.pal.text, b, false);
+    step_label_ = b;
+    break;
   }
   dl->PopClipRect();
   if (hovered >= 0) {
@@ -279,9 +360,12 @@ void RooflinePanel::draw(PanelContext& ctx) {
   badge("decode", ctx.pal.accent, ctx.pal.frame);
   if (analysis.cache_comparison()) {
     ImGui::SameLine();
-    ImGui::TextDisabled("rings: the KV cache comparison's runs (orange: cache on, grey: off)");
+    ImGui::TextDisabled("%s", fit_text("rings: the KV cache comparison's runs (orange: cache on, "
+                                       "grey: off)",
+                                       ImGui::GetContentRegionAvail().x)
+                                  .c_str());
   }
-  dim_text_wrapped("%s", explanation);
+  if (!compact) dim_text_wrapped("%s", explanation);
   end_panel();
 }
 

@@ -19,10 +19,24 @@ struct RooflinePoint {
 // The points of a session's history (steps with a measured time only).
 std::vector<RooflinePoint> history_points(const SessionSnapshot& snap, const Palette& pal);
 
+// A rectangle on screen, in pixels.
+struct RooflineBox {
+  ImVec2 min, max;
+};
+
 class RooflinePanel : public Panel {
  public:
   void draw(PanelContext& ctx) override;
   static const char* const kHelp;  // its "?" text
+  // As last drawn (tests): the points' boxes, the labels' boxes (the roofs'
+  // and the viewed step's) and the viewed step's label text.
+  const std::vector<RooflineBox>& point_boxes() const { return points_; }
+  const std::vector<RooflineBox>& label_boxes() const { return labels_; }
+  const std::string& step_label() const { return step_label_; }
+
+ private:
+  std::vector<RooflineBox> points_, labels_;
+  std::string step_label_;
 };
 
 }  // namespace ts::app

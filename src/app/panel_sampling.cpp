@@ -73,6 +73,21 @@ std::string banned_words_removed_list(const SessionSnapshot& snap, const StageRe
   return out;
 }
 
+namespace {
+
+// Whether the last item lies wholly inside the area drawn now (the stage
+// table's child window, clipped by the panel around it): a row cut off at
+// the bottom, or scrolled out of view, does not count as readable.
+bool row_fully_visible(ImVec2 child_min, ImVec2 child_max) {
+  const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+  const ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float top = std::max(child_min.y, dl->GetClipRectMin().y);
+  const float bottom = std::min(child_max.y, dl->GetClipRectMax().y);
+  return a.y >= top - 0.5f && b.y <= bottom + 0.5f;
+}
+
+}  // namespace
+
 void SamplingPanel::draw_banned_words(PanelContext& ctx) {
   if (!ctx.snap) return;
   bool on = ctx.ctl.banned_words_on();
@@ -142,6 +157,7 @@ void SamplingPanel::update(PanelContext& ctx) {
 }
 
 void SamplingPanel::draw(PanelContext& ctx) {
+  visible_rows_ = 0;
   if (!begin_panel(ctx, PanelId::kSampling)) return;
   if (ctx.view.record && ctx.view.record->beam) {
     draw_beam_step(ctx, *ctx.view.record->beam);
@@ -153,7 +169,34 @@ void SamplingPanel::draw(PanelContext& ctx) {
     end_panel();
     return;
   }
-  draw_controls(ctx);
+  // Room first for the candidate table (its header, the kept row and at
+  // least kMinTableRows candidates): in a short panel (a projector's large
+  // font, a lesson bar below) the controls fold into one line that opens
+  // them and the strip becomes its one line of text.
+  const float font = ImGui::GetFontSize();
+  const float line = ImGui::GetTextLineHeightWithSpacing();
+  const float avail = ImGui::GetContentRegionAvail().y;
+  const float strip_h = font * 4.6f;
+  // A table row is a line of text and the cells' padding above and below.
+  const float row = line + 2 * ImGui::GetStyle().CellPadding.y;
+  const float table_min = (kMinTableRows + 2) * row + ImGui::GetStyle().ItemSpacing.y;
+  const float around = 2 * line;  // the banned-words line and the headline
+  const bool has_table = ctx.snap && ctx.view.record;
+  const float controls_h = controls_h_ > 0 ? controls_h_ : 3 * ImGui::GetFrameHeightWithSpacing();
+  compact_strip_ = has_table && avail < controls_h + around + table_min + strip_h;
+  fold_controls_ = has_table && avail < controls_h + around + table_min + line;
+  if (fold_controls_) {
+    ImGui::SetNextItemOpen(controls_unfolded_, ImGuiCond_Always);
+    const std::string label = "Strategy: " + describe(ctx.state.strategy) + "###strategy";
+    controls_unfolded_ = ImGui::CollapsingHeader(label.c_str());
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("click: the strategy's controls (folded to leave the table room)");
+  }
+  if (!fold_controls_ || controls_unfolded_) {
+    const float y0 = ImGui::GetCursorPosY();
+    draw_controls(ctx);
+    if (!fold_controls_) controls_h_ = ImGui::GetCursorPosY() - y0;
+  }
   if (!ctx.snap || !ctx.view.record) {
     empty_hint(ctx, ctx.snap ? "After prefill this shows how the strategy picks the next token."
                              : "No model loaded yet.");
@@ -161,15 +204,13 @@ void SamplingPanel::draw(PanelContext& ctx) {
     return;
   }
   update(ctx);
-  draw_banned_words(ctx);
+  if (!fold_controls_ || controls_unfolded_) draw_banned_words(ctx);  // a control too
   if (!rec_) {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.error), "%s", rec_error_.c_str());
     end_panel();
     return;
   }
-  const float font = ImGui::GetFontSize();
-  const float strip_h = font * 4.6f;
-  draw_stages(ctx, ImGui::GetContentRegionAvail().y - strip_h);
+  draw_stages(ctx, compact_strip_ ? line : strip_h);
   draw_strip(ctx);
   end_panel();
 }
@@ -472,7 +513,7 @@ void SamplingPanel::draw_controls(PanelContext& ctx) {
     dim_text_wrapped("Viewing step %d: a change re-chooses the newest step.", ctx.view.step);
 }
 
-void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
+void SamplingPanel::draw_stages(PanelContext& ctx, float below) {
   const SamplingRecord& r = *rec_;
   const float font = ImGui::GetFontSize();
   // Stages shown: raw, the active ones, final (the controls above say which are off).
@@ -504,7 +545,15 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
   for (int s : shown)
     for (int id : candidates_) col_max[s] = std::max(col_max[s], stage_probs_[s][id]);
 
-  ImGui::BeginChild("stages", ImVec2(0, std::max(height - font * 1.5f, font * 4)), false);
+  // Never shorter than the header, the kept row and kMinTableRows candidates
+  // (with the controls unfolded in a short panel, the panel scrolls instead).
+  const float line = ImGui::GetTextLineHeightWithSpacing();
+  const float height = ImGui::GetContentRegionAvail().y - below;
+  ImGui::BeginChild("stages", ImVec2(0, std::max(height, (kMinTableRows + 2) * line)), false);
+  visible_rows_ = 0;
+  const ImVec2 child_min = ImGui::GetWindowPos();
+  const ImVec2 child_max(child_min.x + ImGui::GetWindowWidth(),
+                         child_min.y + ImGui::GetWindowHeight());
   const int cols = static_cast<int>(shown.size()) + 1;
   if (ImGui::BeginTable("stagetable", cols,
                         ImGuiTableFlags_SizingStretchSame | ImGuiTableFlags_BordersInnerV)) {
@@ -542,6 +591,7 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float height) {
       ImGui::TableNextColumn();
       const std::string piece = token_piece(*ctx.snap, id);
       if (token_cell(id, piece, id == chosen, ctx.pal.accent)) branch_with_token(ctx, id);
+      if (row_fully_visible(child_min, child_max)) ++visible_rows_;
       if (ImGui::IsItemHovered() && id != chosen)
         ImGui::SetTooltip("%s", candidate_hint(ctx.snap, ctx.view, id));
       for (int s : shown) {
@@ -620,6 +670,7 @@ void SamplingPanel::draw_strip(PanelContext& ctx) {
     ImGui::Text("Draw: u = %.4f (seed %llu, step %d) falls in \u201C%s\u201D", d.uniform,
                 static_cast<unsigned long long>(r.params.seed), r.step_index,
                 token_piece(*ctx.snap, d.chosen_token).c_str());
+  if (compact_strip_) return;  // a short panel: the line above says it
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   const float h = font * 1.6f;

@@ -28,6 +28,12 @@ class SamplingPanel : public Panel {
   void set_contrastive_alpha(float alpha) { alpha_view_ = alpha; }
   int contrastive_winner() const { return alpha_winner_; }
   const std::vector<float>& contrastive_scores() const { return alpha_scores_; }
+  // The layout as last drawn (tests): how many candidate rows of the stage
+  // table were wholly in view, and whether the controls were folded into
+  // their one-line header for want of room.
+  static constexpr int kMinTableRows = 5;
+  int visible_rows() const { return visible_rows_; }
+  bool controls_folded() const { return fold_controls_; }
 
  private:
   void draw_controls(PanelContext& ctx);
@@ -37,7 +43,8 @@ class SamplingPanel : public Panel {
   // earlier token and score, a bar pair each, the alpha slider, and the
   // similarity strip of the hovered candidate over the context.
   void draw_contrastive_step(PanelContext& ctx, const LaneStep& record);
-  void draw_stages(PanelContext& ctx, float height);
+  // The headline and the stage table, leaving `below` pixels for the strip.
+  void draw_stages(PanelContext& ctx, float below);
   void draw_strip(PanelContext& ctx);
   void update(PanelContext& ctx);
   // The "Ban listed words" checkbox and what the stage removed at the viewed step.
@@ -56,6 +63,11 @@ class SamplingPanel : public Panel {
   int alpha_winner_ = -1;
   std::vector<float> alpha_scores_;
   int hovered_candidate_ = -1;
+  int visible_rows_ = 0;
+  float controls_h_ = 0;            // the controls' height as last drawn unfolded
+  bool fold_controls_ = false;      // too short for controls and table: controls behind a header
+  bool controls_unfolded_ = false;  // the header opened by a click
+  bool compact_strip_ = false;      // too short for the strip: its line of text only
 };
 
 // "top-p 0.9" style label of a stage as this strategy configures it.

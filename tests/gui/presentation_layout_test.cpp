@@ -1,0 +1,201 @@
+// What a class sees on a projector (under Xvfb): at 1280x720 and 1920x1080,
+// presentation mode on and off, the Choosing panel's candidate table keeps
+// several rows in view, the roofline's labels keep off its points and off
+// each other, and a running lesson's bar leaves the panels its step is about
+// inside the window with room to read.
+#include <gtest/gtest.h>
+
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <imgui_internal.h>
+
+#include <string>
+#include <utility>
+
+#include "app/app.h"
+#include "gui_test_support.h"
+#include "util/paths.h"
+
+namespace ts::app {
+namespace {
+
+constexpr std::pair<int, int> kSizes[] = {{1280, 720}, {1920, 1080}};
+
+void resize(App& app, int w, int h) {
+  glfwSetWindowSize(app.window().handle(), w, h);
+  for (int i = 0; i < 200; ++i) {
+    app.frame();
+    const ImVec2 size = ImGui::GetMainViewport()->Size;
+    if (size.x == w && size.y == h) break;
+  }
+  app.frame();
+  app.frame();
+  ASSERT_EQ(ImGui::GetMainViewport()->Size.x, w);
+  ASSERT_EQ(ImGui::GetMainViewport()->Size.y, h);
+}
+
+void step(App& app) {
+  app.frame();
+  app.advance();
+  app.settle(2, 100);
+}
+
+const PanelBox& box(App& app, PanelId id) { return app.last_frame().boxes[static_cast<int>(id)]; }
+
+bool overlap(const RooflineBox& a, const RooflineBox& b) {
+  return a.min.x < b.max.x && a.max.x > b.min.x && a.min.y < b.max.y && a.max.y > b.min.y;
+}
+
+void expect_inside(App& app, PanelId id, float w, float h) {
+  ASSERT_TRUE(app.last_frame().was_drawn(id)) << panel_key(id);
+  const PanelBox& b = box(app, id);
+  EXPECT_GE(b.x, -0.5f) << panel_key(id);
+  EXPECT_GE(b.y, -0.5f) << panel_key(id);
+  EXPECT_LE(b.x + b.w, w + 0.5f) << panel_key(id);
+  EXPECT_LE(b.y + b.h, h - StatusBar::height() + 0.5f) << panel_key(id);
+}
+
+// Every layout that shows the Choosing panel, at both projector sizes,
+// presentation mode on and off: at least kMinTableRows candidates of its
+// table wholly in view (before, a 1280x720 projector showed about one row).
+TEST(PresentationLayout, TheChoosingTableKeepsItsRowsInView) {
+  REQUIRE_DISPLAY();
+  App app(test::fixture_options("lesson"));
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  step(app);
+  for (const bool presentation : {true, false}) {
+    app.state().settings.presentation = presentation;
+    for (const auto& [w, h] : kSizes) {
+      resize(app, w, h);
+      for (const char* layout : {"lesson", "sampling", "classroom"}) {
+        app.state().layout_request = layout;
+        app.settle(3, 50);
+        app.frame();
+        SCOPED_TRACE(std::string(layout) + " at " + std::to_string(w) + "x" + std::to_string(h) +
+                     (presentation ? ", presentation" : ""));
+        ASSERT_EQ(app.window().presentation(), presentation);
+        if (!app.last_frame().was_drawn(PanelId::kSampling)) {
+          // The projector's classroom shows three panels; Choosing is not one.
+          EXPECT_TRUE(presentation && std::string(layout) == "classroom");
+          continue;
+        }
+        EXPECT_GE(app.sampling_panel().visible_rows(), SamplingPanel::kMinTableRows);
+      }
+    }
+  }
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
+// The roofline's labels (the roofs' and the viewed step's) never lie on a
+// point or on each other, in its own layout and beside three other panels.
+TEST(PresentationLayout, RooflineLabelsKeepOffThePointsAndEachOther) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test::fixture_options("roofline");
+  o.presentation = true;
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < 6; ++i) step(app);
+  app.controller().analysis()->compare_cache(*app.controller().worker(), 8, app.state().strategy);
+  app.settle(4, 200);
+  for (const auto& [w, h] : kSizes) {
+    resize(app, w, h);
+    for (const char* layout : {"roofline", "cost"}) {
+      app.state().layout_request = layout;
+      app.settle(3, 200);
+      app.frame();
+      SCOPED_TRACE(std::string(layout) + " at " + std::to_string(w) + "x" + std::to_string(h));
+      ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kRoofline));
+      const RooflinePanel& roof = app.roofline_panel();
+      ASSERT_GT(roof.point_boxes().size(), 6u) << "the steps and the comparison's runs";
+      EXPECT_FALSE(roof.step_label().empty()) << "the viewed step has its label";
+      const auto& labels = roof.label_boxes();
+      ASSERT_FALSE(labels.empty());
+      for (size_t i = 0; i < labels.size(); ++i) {
+        for (size_t j = i + 1; j < labels.size(); ++j)
+          EXPECT_FALSE(overlap(labels[i], labels[j])) << "labels " << i << " and " << j;
+        for (const RooflineBox& p : roof.point_boxes())
+          EXPECT_FALSE(overlap(labels[i], p))
+              << "label " << i << " lies on the point at " << p.min.x << "," << p.min.y;
+      }
+    }
+  }
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
+// A guided lesson at 1280x720 on a projector: the bar keeps its strip, and
+// the panel the step is about, the step control and the prompt are inside
+// the window, none over another; the Choosing panel shows its table, the
+// step control all of its rows. A step about another panel gives that one
+// the room.
+TEST(PresentationLayout, ALessonBarLeavesTheStepsPanelsRoomAt1280x720) {
+  REQUIRE_DISPLAY();
+  const auto dir = find_data("lessons");
+  ASSERT_FALSE(dir.empty()) << "no lessons folder beside the build";
+  AppOptions o = test::fixture_options("lesson");
+  o.presentation = true;
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  resize(app, 1280, 720);
+  ASSERT_TRUE(app.start_lesson(dir / "2-how-sampling-chooses.lesson"));
+  app.settle(4, 100);
+  LessonPanel& lesson = app.lesson_panel();
+  ASSERT_TRUE(lesson.active());
+  step(app);  // the prefill: step 1 done
+  ASSERT_TRUE(lesson.next());
+  step(app);  // a decode step: step 2 done
+  ASSERT_TRUE(lesson.next());
+  app.settle(3, 50);
+  app.frame();
+  ASSERT_EQ(lesson.index(), 2);  // "Greedy takes the most likely token": the Choosing panel
+  const PanelBox bar = box(app, PanelId::kLesson);
+  ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kLesson));
+  for (PanelId id : {PanelId::kSampling, PanelId::kTransport, PanelId::kPrompt}) {
+    expect_inside(app, id, 1280, 720);
+    EXPECT_LE(box(app, id).y + box(app, id).h, bar.y + 1.0f) << panel_key(id);
+  }
+  const FrameRecord& r = app.last_frame();
+  for (int i = 0; i < kNumWindowPanels; ++i)
+    for (int j = i + 1; j < kNumWindowPanels; ++j) {
+      if (!r.drawn[i] || !r.drawn[j]) continue;
+      const PanelBox &a = r.boxes[i], &b = r.boxes[j];
+      const bool apart = a.x + a.w <= b.x + 1 || b.x + b.w <= a.x + 1 || a.y + a.h <= b.y + 1 ||
+                         b.y + b.h <= a.y + 1;
+      EXPECT_TRUE(apart) << panel_key(static_cast<PanelId>(i)) << " over "
+                         << panel_key(static_cast<PanelId>(j));
+    }
+  EXPECT_GE(app.sampling_panel().visible_rows(), SamplingPanel::kMinTableRows);
+  const ImGuiWindow* step_win = ImGui::FindWindowByName(panel_title(PanelId::kTransport));
+  ASSERT_NE(step_win, nullptr);
+  EXPECT_LE(step_win->ScrollMax.y, 0.5f) << "the step control's rows scrolled out of view";
+  // On to the last step, about the Logits panel: it takes the room.
+  app.state().strategy.do_sample = true;
+  app.state().strategy.temperature = 0.7f;
+  app.frame();
+  ASSERT_TRUE(lesson.next());
+  app.state().strategy.top_p = 0.9f;
+  app.frame();
+  ASSERT_TRUE(lesson.next());
+  ASSERT_TRUE(lesson.next());
+  app.settle(3, 50);
+  app.frame();
+  ASSERT_EQ(lesson.index(), 5);
+  expect_inside(app, PanelId::kLogits, 1280, 720);
+  EXPECT_GE(box(app, PanelId::kLogits).h, box(app, PanelId::kTransport).h);
+  EXPECT_LE(box(app, PanelId::kLogits).y + box(app, PanelId::kLogits).h,
+            box(app, PanelId::kLesson).y + 1.0f);
+  // Leaving gives the lesson's layout back without the bar.
+  lesson.leave();
+  app.settle(3, 50);
+  app.frame();
+  EXPECT_FALSE(app.last_frame().was_drawn(PanelId::kLesson));
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kAttention));
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kSampling));
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
+}  // namespace
+}  // namespace ts::app
