@@ -47,6 +47,15 @@ LaneSummary summarize_lane(const Session& session, int lane_id) {
     seconds += session.history()[step]->seconds;
     if (r->beam) {
       last_beam_step = r->beam.get();
+    } else if (r->spec) {
+      // A speculative round commits several tokens, each chosen from its own
+      // row of the verify pass.
+      const SpecRound& round = *r->spec;
+      for (size_t j = 0; j < round.committed.size(); ++j) {
+        const size_t at = static_cast<size_t>(round.first_index) + j;
+        if (at < tokens.size() && tokens[at] == round.committed[j])
+          log_probs[at] = log_softmax(round.target_logits[j])[round.committed[j]];
+      }
     } else if (r->step_index < static_cast<int>(tokens.size()) &&
                tokens[r->step_index] == r->chosen_token) {
       log_probs[r->step_index] = log_softmax(r->logits)[r->chosen_token];
