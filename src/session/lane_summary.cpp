@@ -73,4 +73,19 @@ LaneSummary summarize_lane(const Session& session, int lane_id) {
   return s;
 }
 
+SpecLaneStats spec_lane_stats(const Session& session, int lane_id) {
+  SpecLaneStats s;
+  for (int step = 0; step < static_cast<int>(session.history().size()); ++step) {
+    const LaneStep* r = session.record(step, lane_id);
+    if (!r || !r->spec) continue;
+    ++s.rounds;
+    s.drafted += r->spec->gamma;
+    s.accepted += r->spec->accepted;
+    s.committed += static_cast<int>(r->spec->committed.size());
+    s.draft_seconds += r->spec->draft_seconds;
+    s.verify_seconds += r->spec->verify_seconds;
+  }
+  return s;
+}
+
 }  // namespace ts

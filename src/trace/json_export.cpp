@@ -42,7 +42,8 @@ json params_to_json(const SamplingParams& p) {
           {"length_penalty", p.length_penalty},
           {"early_stopping", early_stopping_name(p.early_stopping)},
           {"contrastive_k", p.contrastive_k},
-          {"penalty_alpha", p.penalty_alpha}};
+          {"penalty_alpha", p.penalty_alpha},
+          {"spec_gamma", p.spec_gamma == kSpecGammaAuto ? json("auto") : json(p.spec_gamma)}};
 }
 
 // A contrastive step: every candidate with its probability, degeneration
@@ -63,6 +64,69 @@ json contrastive_step_to_json(const ContrastiveStep& c, const std::vector<int>& 
                           {"chosen", static_cast<int>(i) == c.chosen}});
   }
   return {{"k", c.k}, {"alpha", c.alpha}, {"chosen", c.chosen}, {"candidates", candidates}};
+}
+
+json cost_to_json(double seconds, const StepCost& c) {
+  return {{"seconds", seconds},
+          {"flops", c.flops},
+          {"bytes", c.bytes()},
+          {"weight_bytes", c.weight_bytes},
+          {"kv_read_bytes", c.kv_read_bytes},
+          {"kv_write_bytes", c.kv_write_bytes}};
+}
+
+// A speculative round: each draft token with q, p, p/q, u and its verdict,
+// the target's next token (correction or bonus), the residual's top entries
+// at a rejection, the tokens committed, the KV work and each side's cost.
+json spec_round_to_json(const SpecRound& r) {
+  json drafts = json::array();
+  for (const SpecDraftToken& d : r.drafts) {
+    json j = {{"token", d.token},
+              {"q", d.q},
+              {"p", d.p},
+              {"target_choice", d.target_choice},
+              {"checked", d.checked},
+              {"accepted", d.accepted}};
+    if (r.sampled && d.checked) {
+      j["ratio"] = d.ratio;
+      j["uniform"] = d.uniform;
+    }
+    drafts.push_back(std::move(j));
+  }
+  json residual = nullptr;
+  if (!r.residual.empty()) {
+    residual = json::array();
+    for (int id : top_n(r.residual, 10))
+      if (r.residual[id] > 0) residual.push_back({{"id", id}, {"prob", r.residual[id]}});
+  }
+  return {{"gamma_planned", r.gamma_planned},
+          {"gamma", r.gamma},
+          {"clamp_reason", r.clamp_reason},
+          {"gamma_next", r.gamma_next},
+          {"sampled", r.sampled},
+          {"drafts", drafts},
+          {"verify_rows", r.target_logits.size()},
+          {"accepted", r.accepted},
+          {"next_token", r.next_token},
+          {"next", spec_next_name(r.next)},
+          {"next_uniform", r.next_uniform},
+          {"residual_top", residual},
+          {"residual_fallback", r.residual_fallback},
+          {"committed", r.committed},
+          {"first_index", r.first_index},
+          {"target_kv",
+           {{"before", r.target_before},
+            {"after", r.target_after},
+            {"slots_released", r.target_slots_released},
+            {"blocks_freed", r.target_blocks_freed}}},
+          {"draft_kv",
+           {{"before", r.draft_before},
+            {"after", r.draft_after},
+            {"slots_released", r.draft_slots_released},
+            {"blocks_freed", r.draft_blocks_freed}}},
+          {"draft_cost", cost_to_json(r.draft_seconds, r.draft_cost)},
+          {"draft_passes", r.draft_passes},
+          {"verify_cost", cost_to_json(r.verify_seconds, r.verify_cost)}};
 }
 
 json hypothesis_to_json(const BeamHypothesis& h) {
@@ -126,6 +190,14 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
                {"chosen_prob", rec.draw.chosen_prob}};
   // A contrastive lane chooses by score among its candidates, not by the
   // pipeline's argmax: the draw is that choice ("contrastive" has the rest).
+  // A speculative lane chose its token by verifying a round ("speculative"
+  // has the rest).
+  if (ls.spec)
+    draw = {{"greedy", !ls.params.do_sample},
+            {"by_speculative_round", true},
+            {"uniform", ls.uniform},
+            {"chosen_token", ls.chosen_token},
+            {"chosen_prob", ls.chosen_prob}};
   if (ls.contrastive)
     draw = {{"greedy", false},
             {"by_contrastive_score", true},
@@ -148,6 +220,7 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
             {"draw", draw}};
   if (ls.beam) j["beam"] = beam_step_to_json(*ls.beam);
   if (ls.contrastive) j["contrastive"] = contrastive_step_to_json(*ls.contrastive, ls.context_ids);
+  if (ls.spec) j["speculative"] = spec_round_to_json(*ls.spec);
   if (options.full_logits) {
     json all = json::array();
     for (float v : ls.logits) all.push_back(finite_or_null(v));
