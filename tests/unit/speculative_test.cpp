@@ -217,7 +217,8 @@ TEST(SpeculativeVerify, SampledRuleKeepsTheTargetDistributionAndWrongRulesDoNot)
 // standard deviation `noise` (relative to each weight) so that the draft
 // agrees with the target often, not always.
 void write_truncated_draft(const Engine& target, const fs::path& dir, int n_layer, int n_ctx,
-                           float noise = kDraftNoise) {
+                           float noise = kDraftNoise,
+                           const fs::path& tokenizer_dir = test::tiny_model_dir()) {
   std::mt19937 rng(17);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
   test::RandomGpt2 draft;
@@ -236,7 +237,7 @@ void write_truncated_draft(const Engine& target, const fs::path& dir, int n_laye
   }
   test::write_hf_dir(draft, dir);
   for (const char* f : {"vocab.json", "merges.txt"})
-    fs::copy_file(test::tiny_model_dir() / f, dir / f, fs::copy_options::overwrite_existing);
+    fs::copy_file(tokenizer_dir / f, dir / f, fs::copy_options::overwrite_existing);
 }
 
 struct Models {
@@ -325,6 +326,48 @@ TEST(SpeculativeSession, GreedyOutputIsPlainGreedyTokenForToken) {
       // Fewer target passes than tokens.
       if (draft == &m.self_draft) {
         EXPECT_LT(a.rounds, a.committed);
+      }
+    }
+  }
+}
+
+// The bundled model (4 layers, context 256) with two drafts: itself, and
+// its own first two blocks (no noise). 200 greedy tokens either way, at
+// three draft lengths (the fixture pair above runs 1 to 6: each bundled run
+// takes seconds).
+TEST(SpeculativeSession, BundledPairGreedyOutputIsPlainGreedy) {
+  const fs::path bundled = fs::path(TS_SOURCE_DIR) / "assets/models/tokenscope-tiny";
+  const LoadedModel target = test::load_model(bundled, "cpu", 4);
+  const LoadedModel self = test::load_model(bundled, "cpu", 4);
+  test::TempDir dir("tokenscope-spec-bundled");
+  write_truncated_draft(*target.engine, dir / "draft", 2, target.engine->config().n_ctx, 0.0f,
+                        bundled);
+  const LoadedModel half = test::load_model(dir / "draft", "cpu", 4);
+  auto session = [&](const std::shared_ptr<Engine>& draft, const SamplingParams& p) {
+    SessionOptions o;
+    o.max_new_tokens = 200;
+    o.record_attention = false;
+    auto s = std::make_unique<Session>(target.tokenizer, target.engine, o);
+    s->set_draft_engine(draft);
+    s->set_prompt("Once upon a time there was a little");
+    s->set_strategies({p});
+    return s;
+  };
+  auto plain = session(nullptr, SamplingParams{});
+  const std::vector<int> expected = run_to_end(*plain);
+  ASSERT_EQ(expected.size(), 200u);
+  for (const LoadedModel* draft : {&self, &half}) {
+    for (int gamma : {1, 4, kSpecGammaAuto}) {
+      auto s = session(draft->engine, spec(gamma));
+      EXPECT_EQ(run_to_end(*s), expected) << "gamma " << gamma;
+      const Acceptance a = acceptance(*s, 0);
+      std::printf("bundled, draft %s, gamma %d: acceptance %d/%d = %.3f, %.2f tokens per pass\n",
+                  draft == &self ? "itself" : "first 2 blocks", gamma, a.accepted, a.drafted,
+                  a.rate(), static_cast<double>(a.committed) / a.rounds);
+      if (draft == &self) {
+        EXPECT_EQ(a.accepted, a.drafted);
+      } else {
+        EXPECT_LT(a.accepted, a.drafted);
       }
     }
   }
