@@ -1243,3 +1243,40 @@ TEST(CliSpeculative, BadInputIsOneLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// tokenscope-bench --draft-model: speculative against plain greedy decoding,
+// the same tokens, with alpha, c and the predicted speed-up beside the measured one.
+TEST(CliSpeculative, BenchComparesSpeculativeWithPlainDecoding) {
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  const CliRun r = run_program(
+      bench_path().string(),
+      {"--model", tiny, "--draft-model", tiny, "--spec-gamma", "1,3", "--spec-tokens", "24",
+       "--lanes", "1", "--decode-steps", "2", "--prefill-tokens", "8", "--context", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  const auto& runs = doc.at("speculative").at("runs");
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& run : runs) {
+    EXPECT_EQ(run.at("same_tokens_as_plain"), true);
+    EXPECT_EQ(run.at("tokens"), 24);
+    EXPECT_DOUBLE_EQ(run.at("acceptance_rate").get<double>(), 1.0);
+    const double g = run.at("gamma").get<double>(), c = run.at("draft_to_target_cost_c");
+    EXPECT_GT(c, 0);
+    // alpha = 1: the formula's limit (g + 1) / (g c + 1).
+    EXPECT_NEAR(run.at("speedup_predicted").get<double>(), (g + 1) / (g * c + 1), 1e-9);
+    EXPECT_GT(run.at("plain_tokens_per_s").get<double>(), 0);
+    EXPECT_GT(run.at("speculative_tokens_per_s").get<double>(), 0);
+  }
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--model", tiny, "--draft-model", tiny, "--spec-gamma", "17"}, "at most 16"},
+      {{"--model", tiny, "--spec-gamma", "4"}, "--spec-gamma needs --draft-model DIR"},
+      {{"--model", tiny, "--spec-tokens", "4"}, "--spec-tokens needs --draft-model DIR"},
+  };
+  for (const auto& [args, says] : bad)
+    expect_one_error_line(run_program(bench_path().string(), args), "tokenscope-bench", says,
+                          args.back());
+}
+
+}  // namespace
