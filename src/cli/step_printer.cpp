@@ -22,12 +22,22 @@ std::string quoted_piece(const Tokenizer& tok, int id) {
   return "\"" + display_piece(tok.token_bytes(id)) + "\"";
 }
 
+// The tokens a record's token was chosen after (what the repetition penalty
+// and the banned words looked at): its context, or for a speculative round
+// the verify pass's context up to the row of its last committed token.
+std::vector<int> choice_context(const LaneStep& ls) {
+  if (!ls.spec) return ls.context_ids;
+  const size_t end = std::min(ls.context_ids.size(),
+                              static_cast<size_t>(ls.start_pos) + ls.spec->committed.size());
+  return std::vector<int>(ls.context_ids.begin(), ls.context_ids.begin() + static_cast<long>(end));
+}
+
 // The banned-words stage of one lane's step: how many tokens it removed, the
 // model's probability mass on them, and the most likely of them.
 void print_banned_words(std::ostream& out, const Tokenizer& tok, const LaneStep& ls,
                         const std::vector<float>& probs) {
   if (!ls.banned_words) return;
-  std::vector<int> removed = banned_ids_for_context(*ls.banned_words, ls.context_ids);
+  std::vector<int> removed = banned_ids_for_context(*ls.banned_words, choice_context(ls));
   double mass = 0;
   for (int id : removed) mass += probs[id];
   std::sort(removed.begin(), removed.end(),

@@ -1,5 +1,6 @@
 #include "trace/json_export.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "sampling/distribution.h"
@@ -28,6 +29,16 @@ json kv_occupancy_to_json(const KvOccupancy& kv) {
 }
 
 namespace {
+
+// The tokens a record's token was chosen after (what the repetition penalty
+// and the banned words looked at): its context, or for a speculative round
+// the verify pass's context up to the row of its last committed token.
+std::vector<int> choice_context(const LaneStep& ls) {
+  if (!ls.spec) return ls.context_ids;
+  const size_t end = std::min(ls.context_ids.size(),
+                              static_cast<size_t>(ls.start_pos) + ls.spec->committed.size());
+  return std::vector<int>(ls.context_ids.begin(), ls.context_ids.begin() + static_cast<long>(end));
+}
 
 json params_to_json(const SamplingParams& p) {
   return {{"strategy", format_strategy(p)},
@@ -170,7 +181,7 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
     top.push_back({{"id", id}, {"logit", ls.logits[id]}, {"prob", probs[id]}});
   // The stages are recomputed from the stored logits: sample_next is pure.
   const SamplingRecord rec =
-      sample_next(ls.logits, ls.context_ids, ls.params, ls.step_index, ls.banned_words.get());
+      sample_next(ls.logits, choice_context(ls), ls.params, ls.step_index, ls.banned_words.get());
   json stages = json::array();
   for (const StageRecord& s : rec.stages) {
     json stage = {
