@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -16,7 +18,9 @@
 #include "engine/cpu/machine_probe.h"
 #include "engine/engine.h"
 #include "model/model_loader.h"
+#include "sampling/speculative.h"
 #include "session/cache_comparison.h"
+#include "session/lane_summary.h"
 #include "session/memory_report.h"
 #include "session/model_flags.h"
 #include "session/model_setup.h"
@@ -35,7 +39,10 @@ struct BenchOptions {
   int context = 64;  // cached tokens before the decode steps
   int decode_steps = 20;
   std::vector<int> lanes = {1, 2, 4, 8};
-  std::vector<int> cache_compare;  // generation lengths for KV cache on vs off
+  std::vector<int> cache_compare;     // generation lengths for KV cache on vs off
+  std::filesystem::path draft_model;  // --draft-model: speculative vs plain decoding
+  std::vector<int> spec_gammas = {4};
+  int spec_tokens = 64;
   bool help = false;
 };
 
@@ -58,6 +65,14 @@ load time, and where memory goes after loading and after the run.
                           measured even when 1 is not listed
   --cache-compare LIST    generation lengths for KV cache on vs off, e.g. 64,256 (a run
                           stops at the end of the model's context; its steps are listed)
+  --draft-model DIR       also measure speculative decoding (greedy) with this draft
+                          against plain greedy decoding of the model: tokens/s of both
+                          (the steps' measured time), the acceptance rate alpha, the
+                          draft/target cost ratio c of one pass, and the speed-up
+                          predicted by (1 - alpha^(g+1)) / ((1 - alpha)(g c + 1)); the
+                          model and the draft need tokenizer files
+  --spec-gamma LIST       draft lengths g measured, each 1 to 16 (default 4)
+  --spec-tokens N         tokens generated per measurement (default 64)
   --help                  this text
 
 Flags are written "--flag value" or "--flag=value". Exit codes: 0 done, 2 bad
@@ -94,11 +109,14 @@ BenchOptions parse(int argc, char** argv) {
       return o;
     }
   ts::FlagReader r(argc, argv);
+  std::vector<std::string> given;
   while (r.next()) {
     const std::string a = r.flag();
+    given.push_back(a);
     if (a == "--tokenizer")
       throw ts::Error("--tokenizer: the bench runs the model on random token ids, no tokenizer");
     if (ts::parse_model_flag(r, o.setup)) continue;
+    if (ts::parse_draft_model_flag(r, o.draft_model)) continue;
     if (a == "--write-random-124m" || a == "--write-random-1.5b") {
       if (!o.write_random.empty())
         throw ts::Error(o.random_shape + " and " + a + " conflict: give one model");
@@ -114,11 +132,18 @@ BenchOptions parse(int argc, char** argv) {
       o.lanes = parse_list(a, r.value(), 1, ts::kMaxLanes);
     else if (a == "--cache-compare")
       o.cache_compare = parse_list(a, r.value(), 1, kMaxTokens);
+    else if (a == "--spec-gamma")
+      o.spec_gammas = parse_list(a, r.value(), ts::kMinSpecGamma, ts::kMaxSpecGamma);
+    else if (a == "--spec-tokens")
+      o.spec_tokens = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
     else
       throw ts::Error("unknown option '" + a + "' (see --help)");
   }
   if (o.setup.model.empty() && o.write_random.empty())
     throw ts::Error("give --model DIR, --write-random-124m DIR or --write-random-1.5b DIR");
+  for (const std::string& g : given)
+    if ((g == "--spec-gamma" || g == "--spec-tokens") && o.draft_model.empty())
+      throw ts::Error(g + " needs --draft-model DIR");
   if (!o.setup.model.empty() && !o.write_random.empty())
     throw ts::Error("--model and " + o.random_shape + " conflict: give one model");
   return o;
@@ -193,6 +218,96 @@ DecodeTiming decode_step_time(ts::Engine& engine, const BenchOptions& o, int lan
 
 // Greedy generation of n tokens with and without the KV cache: same tokens,
 // measured totals (session/cache_comparison).
+// Speculative (greedy, spec=g with the draft) against plain greedy decoding
+// of the same model from the same prompt: each side's tokens/s over its
+// decode steps' measured time (prefill excluded), the acceptance rate, the
+// cost ratio c of one draft pass to one plain decode step, and the speed-up
+// (1 - a^(g+1)) / ((1 - a)(g c + 1)) predicted from them. Times are the best
+// of three runs.
+json bench_speculative(const BenchOptions& o, const std::string& model_dir) {
+  ts::ModelSetupOptions setup = o.setup;
+  setup.model = model_dir;
+  setup.cache_sequences = 3;
+  const ts::LoadedModel target = ts::load_model_setup(setup);
+  const ts::LoadedModel draft = ts::load_draft_model(setup, o.draft_model, 3);
+  const int n_ctx = target.engine->config().n_ctx;
+  const std::string prompt = "Once upon a time";
+  auto run = [&](const ts::SamplingParams& p, double& seconds, int& steps) {
+    ts::SessionOptions so;
+    so.max_new_tokens = o.spec_tokens;
+    so.record_attention = false;
+    so.record_residuals = false;
+    auto s = std::make_unique<ts::Session>(target.tokenizer, target.engine, so);
+    s->set_draft_engine(draft.engine);
+    s->set_prompt(prompt);
+    s->set_strategies({p});
+    s->prefill();
+    // Best of three runs (the same tokens each time: greedy): the least
+    // disturbed by the machine's other work.
+    seconds = 0;
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      if (repeat > 0) {
+        s->reset();
+        s->prefill();
+      }
+      double total = 0;
+      steps = 0;
+      while (s->can_step()) {
+        total += s->step().seconds;
+        ++steps;
+      }
+      if (repeat == 0 || total < seconds) seconds = total;
+    }
+    return s;
+  };
+  if (static_cast<int>(target.tokenizer->encode_ids(prompt).size()) + o.spec_tokens > n_ctx)
+    throw ts::Error("--spec-tokens: " + std::to_string(o.spec_tokens) +
+                    " does not fit the model's context of " + std::to_string(n_ctx));
+  double plain_seconds = 0;
+  int plain_steps = 0;
+  const std::vector<int> plain =
+      run(ts::SamplingParams{}, plain_seconds, plain_steps)->lanes()[0].generated;
+  // Tokens after the prefill's: the ones the decode steps made.
+  const double plain_tps = static_cast<double>(plain.size() - 1) / plain_seconds;
+  json out = json::array();
+  for (int g : o.spec_gammas) {
+    ts::SamplingParams p;
+    p.spec_gamma = g;
+    double seconds = 0;
+    int rounds = 0;
+    const std::unique_ptr<ts::Session> session = run(p, seconds, rounds);
+    const ts::Session& s = *session;
+    const ts::SpecLaneStats st = ts::spec_lane_stats(s, 0);
+    int passes = 0;
+    for (const ts::StepTracePtr& t : s.history())
+      if (!t->lanes.empty() && t->lanes[0].spec) passes += t->lanes[0].spec->draft_passes;
+    const double alpha = st.acceptance_rate();
+    const double draft_pass = passes ? st.draft_seconds / passes : 0;
+    const double c = draft_pass / (plain_seconds / plain_steps);
+    const double predicted = alpha >= 1.0
+                                 ? (g + 1) / (g * c + 1)
+                                 : (1 - std::pow(alpha, g + 1)) / ((1 - alpha) * (g * c + 1));
+    const double tps = static_cast<double>(s.lanes()[0].generated.size() - 1) / seconds;
+    out.push_back({{"gamma", g},
+                   {"tokens", s.lanes()[0].generated.size()},
+                   {"same_tokens_as_plain", s.lanes()[0].generated == plain},
+                   {"rounds", rounds},
+                   {"acceptance_rate", alpha},
+                   {"tokens_per_target_pass", st.tokens_per_pass()},
+                   {"plain_tokens_per_s", plain_tps},
+                   {"speculative_tokens_per_s", tps},
+                   {"speedup_measured", tps / plain_tps},
+                   {"draft_to_target_cost_c", c},
+                   {"speedup_predicted", predicted},
+                   {"draft_seconds", st.draft_seconds},
+                   {"verify_seconds", st.verify_seconds}});
+  }
+  return {{"draft", o.draft_model.string()},
+          {"draft_parameters", draft.engine->config().parameter_count()},
+          {"prompt", prompt},
+          {"runs", out}};
+}
+
 json cache_compare(ts::Engine& engine, int n) {
   const std::vector<int> prompt = random_tokens(8, engine.config().vocab_size, 4);
   return ts::cache_comparison_to_json(ts::compare_kv_cache(engine, prompt, {}, n));
@@ -296,6 +411,7 @@ int run(int argc, char** argv) {
     json compare = json::array();
     for (int n : o.cache_compare) compare.push_back(cache_compare(engine, n));
     if (!compare.empty()) report["kv_cache_on_vs_off"] = compare;
+    if (!o.draft_model.empty()) report["speculative"] = bench_speculative(o, model_dir);
     report["device_after_run"] = engine.backend().device_name();  // e.g. graphs captured
     // Where memory goes (session/memory_report.h): after loading, and after
     // every measurement above (their sequences released; the KV pool's pages

@@ -32,6 +32,30 @@ void check_quiz_flags(const CliOptions& o, const std::vector<std::string>& given
   if (o.strategies.front().num_beams > 1)
     throw Error(
         "--quiz and beam search conflict: a beam lane's token is not the choice of one step");
+  if (o.strategies.front().speculative())
+    throw Error(
+        "--quiz and speculative decoding conflict: a speculative step commits a whole round");
+}
+
+// Speculative lanes need a draft model and the KV cache; a draft model needs
+// a speculative lane to draft for.
+void check_spec_flags(const CliOptions& o, const std::vector<std::string>& given) {
+  const auto spec = std::find_if(o.strategies.begin(), o.strategies.end(),
+                                 [](const SamplingParams& p) { return p.speculative(); });
+  const bool draft = std::find(given.begin(), given.end(), "--draft-model") != given.end();
+  if (spec == o.strategies.end()) {
+    if (draft)
+      throw Error(
+          "--draft-model needs a speculative lane (--strategy spec=N, or spec=N in --compare)");
+    return;
+  }
+  if (!draft)
+    throw Error(format_strategy(*spec) +
+                " needs --draft-model DIR (any model sharing the target's vocabulary; the "
+                "target's own directory works)");
+  if (!o.kv_cache)
+    throw Error("--no-kv-cache and " + format_strategy(*spec) +
+                " conflict: speculative decoding verifies the drafts over the cached prefix");
 }
 
 }  // namespace
@@ -43,6 +67,7 @@ Usage: tokenscope-cli [options]
 
 Model
 )" + model_flags_help() +
+                     draft_model_help() +
                      R"(
 Generation
   --prompt TEXT           prompt (default: "Today's weather is so")
@@ -62,13 +87,21 @@ Generation
                           "contrastive=4,alpha=0.6" (2..16 candidates run in one
                           forward; score = (1 - alpha) p - alpha x the largest cosine
                           similarity of its hidden state to an earlier one; alpha in
-                          [0, 1], default 0.6, 0 = greedy; no sampling keys)
+                          [0, 1], default 0.6, 0 = greedy; no sampling keys), or
+                          speculative decoding: "spec=4" (greedy) or
+                          "spec=4,top_p=0.9,temperature=0.8" (sampled): each step is one
+                          round, the --draft-model proposes 4 tokens (1..16) and the model
+                          verifies them in one pass, keeping the agreed prefix and adding
+                          its own next token (greedy: exactly the plain greedy text;
+                          sampled: the model's own distribution); "spec=auto" adapts the
+                          draft length (+2 after a fully accepted round, else - 1)
   --compare STR...        several lanes sharing one prefill, printed as columns step by
                           step (token and its probability; the first step where they
                           differ is marked), then per lane: log-probability, perplexity,
                           distinct 1/2/3-grams, tokens/s; e.g.
                           --compare greedy "top_p=0.9,temperature=0.8" "beams=4"
-                          "contrastive=4,alpha=0.6"
+                          "contrastive=4,alpha=0.6" "spec=4"; a speculative lane's summary
+                          adds its acceptance rate and tokens per target pass
   --no-kv-cache           recompute the whole sequence at every decode step
 )" + ban_words_help() +
                      R"(
@@ -124,7 +157,8 @@ the single-lane strategy flags (--greedy, --temperature, --top-k, --top-p, --min
 does not combine with --temperature, --top-k, --top-p, --min-p or --seed, and
 --seed needs one of the first four; a flag given twice is refused; --eval-loss
 takes only the Model flags and --eval-window; --interactive does not combine
-with --quiet. Exit codes: 0 done, 2 bad input (one line on stderr), 3 internal
+with --quiet; spec=N needs --draft-model and the KV cache, and --draft-model needs
+a spec=N lane. Exit codes: 0 done, 2 bad input (one line on stderr), 3 internal
 error, 130 interrupted.
 )");
 }
@@ -173,6 +207,7 @@ CliOptions parse_cli(int argc, char** argv) {
     }
     given.push_back(a);
     if (parse_model_flag(r, o.setup)) continue;
+    if (parse_draft_model_flag(r, o.draft_model)) continue;
     if (parse_ban_words_flag(r, o.ban_words)) continue;
     if (a == "--prompt")
       o.prompt = r.value();
@@ -269,6 +304,7 @@ CliOptions parse_cli(int argc, char** argv) {
   if (o.strategies.empty()) o.strategies.push_back(single);
   for (const SamplingParams& p : o.strategies) p.validate();
   if (o.quiz) check_quiz_flags(o, given);
+  if (o.eval_loss_file.empty() && o.score.empty()) check_spec_flags(o, given);
   return o;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 // Command line of tokenscope-cli.
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@ namespace ts::cli {
 
 struct CliOptions {
   ModelSetupOptions setup;
+  std::filesystem::path draft_model;  // --draft-model: speculative lanes' draft
   std::string prompt = "Today's weather is so";
   int steps = 16;                          // decode steps after prefill
   std::vector<SamplingParams> strategies;  // one per lane; empty = greedy

@@ -74,7 +74,14 @@ void ComparePrinter::print_row(std::ostream& out, const StepTrace& step) {
   for (const Lane& lane : session_.lanes()) {
     const LaneStep* r = session_.record(step.index, lane.id);
     std::string cell;
-    if (r) {
+    if (r && r->spec) {
+      // A speculative round: every token it committed, and how many.
+      cell.append("\"");
+      for (int id : r->spec->committed) cell.append(display_piece(tok.token_bytes(id)));
+      cell.append("\" x").append(std::to_string(r->spec->committed.size()));
+      if (first_token < 0) first_token = r->chosen_token;
+      differ = differ || r->chosen_token != first_token;
+    } else if (r) {
       const float p = std::exp(log_softmax(r->logits)[r->chosen_token]);
       cell.append("\"").append(display_piece(tok.token_bytes(r->chosen_token)));
       cell.append("\" ").append(fmt("%.3f", p));
@@ -110,7 +117,7 @@ void ComparePrinter::print_row(std::ostream& out, const StepTrace& step) {
 
 void ComparePrinter::print_summary(std::ostream& out) const {
   out << "\nlane  strategy                  tokens  log-prob  perplexity  distinct-1/2/3    "
-         "tok/s  stop\n";
+         "tok/s  accept  tok/pass  stop\n";
   for (const Lane& lane : session_.lanes()) {
     const LaneSummary s = summarize_lane(session_, lane.id);
     char line[256];
@@ -120,6 +127,12 @@ void ComparePrinter::print_summary(std::ostream& out) const {
                    fmt("%.2f", s.distinct[2]))
                       .c_str(),
                   fmt("%.0f", s.tokens_per_second).c_str());
+    out << line;
+    // Speculative lanes: drafts accepted / drafted, and tokens per target pass.
+    const SpecLaneStats spec = spec_lane_stats(session_, lane.id);
+    std::snprintf(line, sizeof line, "%6s  %8s  ",
+                  spec.rounds ? fmt("%.2f", spec.acceptance_rate()).c_str() : "-",
+                  spec.rounds ? fmt("%.2f", spec.tokens_per_pass()).c_str() : "-");
     out << line << (lane.stop_reason.empty() ? "running" : lane.stop_reason) << "\n";
   }
 }

@@ -231,6 +231,17 @@ int run(int argc, char** argv) {
   so.max_new_tokens = steps + 1;
   ts::Session session(model.tokenizer, model.engine, so);
   session.set_strategies(o.strategies);
+  // Speculative lanes: the draft model, on the same device, with a KV
+  // sequence per speculative lane (and scratch). A vocabulary mismatch is
+  // refused here, naming both sizes.
+  ts::LoadedModel draft;
+  if (!o.draft_model.empty()) {
+    const int spec_lanes = static_cast<int>(
+        std::count_if(o.strategies.begin(), o.strategies.end(),
+                      [](const ts::SamplingParams& p) { return p.speculative(); }));
+    draft = ts::load_draft_model(setup, o.draft_model, spec_lanes + 2);
+    session.set_draft_engine(draft.engine);
+  }
   // On by default for the bundled model (no --model): the list is what keeps
   // its output fit for a classroom.
   session.set_banned_words(
@@ -244,6 +255,10 @@ int run(int argc, char** argv) {
               << milliseconds(model.warmup_seconds)
               << " ms (neither is counted in any step's time)\n"
               << ts::describe_banned_words(session.banned_words().get()) << "\n";
+  if (!o.quiet && draft.engine)
+    std::cout << "draft model " << draft.name << " (" << draft.engine->config().parameter_count()
+              << " parameters, " << draft.engine->config().n_layer << " layers) loaded in "
+              << milliseconds(draft.load_seconds) << " ms\n";
   if (o.memory) print_memory(std::cout, "after load", ts::memory_report(session));
   // No SA_RESTART: a Ctrl-C also ends --interactive's wait for a line.
   struct sigaction sa {};

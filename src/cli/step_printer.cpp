@@ -22,12 +22,22 @@ std::string quoted_piece(const Tokenizer& tok, int id) {
   return "\"" + display_piece(tok.token_bytes(id)) + "\"";
 }
 
+// The tokens a record's token was chosen after (what the repetition penalty
+// and the banned words looked at): its context, or for a speculative round
+// the verify pass's context up to the row of its last committed token.
+std::vector<int> choice_context(const LaneStep& ls) {
+  if (!ls.spec) return ls.context_ids;
+  const size_t end = std::min(ls.context_ids.size(),
+                              static_cast<size_t>(ls.start_pos) + ls.spec->committed.size());
+  return std::vector<int>(ls.context_ids.begin(), ls.context_ids.begin() + static_cast<long>(end));
+}
+
 // The banned-words stage of one lane's step: how many tokens it removed, the
 // model's probability mass on them, and the most likely of them.
 void print_banned_words(std::ostream& out, const Tokenizer& tok, const LaneStep& ls,
                         const std::vector<float>& probs) {
   if (!ls.banned_words) return;
-  std::vector<int> removed = banned_ids_for_context(*ls.banned_words, ls.context_ids);
+  std::vector<int> removed = banned_ids_for_context(*ls.banned_words, choice_context(ls));
   double mass = 0;
   for (int id : removed) mass += probs[id];
   std::sort(removed.begin(), removed.end(),
@@ -60,6 +70,44 @@ void print_contrastive(std::ostream& out, const Tokenizer& tok, const LaneStep& 
   }
 }
 
+// A speculative round: the draft's proposals with q and p (and, sampled,
+// p/q against u), the verdict, the tokens committed, the slots released and
+// the two sides' cost.
+void print_spec_round(std::ostream& out, const Tokenizer& tok, const LaneStep& ls) {
+  const SpecRound& r = *ls.spec;
+  out << "    speculative round: drafted " << r.gamma;
+  if (r.gamma < r.gamma_planned) out << " of " << r.gamma_planned << " (" << r.clamp_reason << ")";
+  out << ", accepted " << r.accepted << ", then " << spec_next_name(r.next) << " "
+      << quoted_piece(tok, r.next_token) << "\n";
+  for (const SpecDraftToken& d : r.drafts) {
+    out << "      " << quoted_piece(tok, d.token) << " q " << fmt("%.3f", d.q) << " p "
+        << fmt("%.3f", d.p);
+    if (r.sampled && d.checked)
+      out << " p/q " << fmt("%.3f", d.ratio) << " u " << fmt("%.3f", d.uniform);
+    if (!r.sampled && d.checked && !d.accepted)
+      out << " (target chose " << quoted_piece(tok, d.target_choice) << ")";
+    out << (d.accepted ? " accepted" : d.checked ? " rejected" : " not checked") << "\n";
+  }
+  if (!r.residual.empty()) {
+    out << "      residual norm(max(0, p - q)):";
+    for (int id : top_n(r.residual, 3))
+      if (r.residual[id] > 0)
+        out << " " << quoted_piece(tok, id) << " " << fmt("%.3f", r.residual[id]);
+    out << "\n";
+  }
+  out << "    committed " << r.committed.size() << " tokens:";
+  for (int id : r.committed) out << " " << quoted_piece(tok, id);
+  out << " | KV: target " << r.target_before << " -> " << r.target_after << " ("
+      << r.target_slots_released.size() << " slots released), draft " << r.draft_before << " -> "
+      << r.draft_after << " (" << r.draft_slots_released.size() << " released)\n";
+  out << "    cost: draft " << r.draft_passes << " passes " << fmt("%.2f", r.draft_seconds * 1e3)
+      << " ms, " << fmt("%.4f", r.draft_cost.flops * 1e-9) << " GFLOP, "
+      << fmt("%.2f", r.draft_cost.bytes() * 1e-6) << " MB; verify 1 pass of " << ls.rows()
+      << " tokens " << fmt("%.2f", r.verify_seconds * 1e3) << " ms, "
+      << fmt("%.4f", r.verify_cost.flops * 1e-9) << " GFLOP, "
+      << fmt("%.2f", r.verify_cost.bytes() * 1e-6) << " MB\n";
+}
+
 }  // namespace
 
 std::string printable(std::string_view text) {
@@ -86,14 +134,20 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
   out << "] ";
   // Contrastive lanes run k candidates each in the same forward (in prefill,
   // a second forward after the prompt's).
-  int candidates = 0;
-  for (const LaneStep& ls : step.lanes)
+  int candidates = 0, rounds = 0;
+  for (const LaneStep& ls : step.lanes) {
     if (ls.contrastive) candidates += ls.contrastive->k;
+    if (ls.spec) ++rounds;
+  }
   if (step.phase == Phase::kPrefill) {
     out << inputs << " tokens in one pass";
     if (candidates > 0) out << ", then " << candidates << " contrastive candidates";
   } else {
-    out << step.lanes.size() << (step.lanes.size() == 1 ? " lane" : " lanes") << ", 1 token each";
+    out << step.lanes.size() << (step.lanes.size() == 1 ? " lane" : " lanes");
+    if (rounds == 0)
+      out << ", 1 token each";
+    else
+      out << ", " << rounds << " of them speculative (a round each: 1 or more tokens)";
     if (candidates > 0) out << " (" << candidates << " contrastive candidates among them)";
   }
   if (!step.kv_cache) out << " (KV cache off: " << step.recomputed_tokens << " tokens recomputed)";
@@ -119,6 +173,7 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
     out << "\n";
     print_banned_words(out, tok, ls, probs);
     if (ls.contrastive) print_contrastive(out, tok, ls);
+    if (ls.spec) print_spec_round(out, tok, ls);
   }
 }
 
@@ -127,6 +182,13 @@ void print_logit_lens(std::ostream& out, const Session& session, const StepTrace
   for (const LaneStep& ls : step.lanes) {
     out << "  logit lens";
     if (step.lanes.size() > 1) out << " (lane " << ls.lane << ")";
+    // A speculative round records the residual stream of its verify pass's
+    // last row only, which is its chosen token's row when all were accepted.
+    if (ls.residuals.empty() && ls.spec) {
+      out << ": not recorded for this round (its last token was not chosen at the verify "
+             "pass's last row)\n";
+      continue;
+    }
     out << ": top-5 after each layer\n";
     for (const LensRow& row : logit_lens(session.engine().weights(), ls.residuals, 5)) {
       out << "    " << (row.layer == 0 ? std::string("embed") : "L" + std::to_string(row.layer))

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sampling/contrastive.h"
+#include "sampling/speculative.h"
 #include "util/error.h"
 
 namespace ts {
@@ -109,6 +110,34 @@ std::string format_contrastive(const SamplingParams& p) {
   return "contrastive=" + std::to_string(p.contrastive_k) + ",alpha=" + num(p.penalty_alpha);
 }
 
+// Speculative decoding's item: spec=N (1..16) or spec=auto. Returns false
+// for any other key.
+bool parse_spec_item(const std::string& key, std::string_view value, SamplingParams& p) {
+  if (key != "spec") return false;
+  if (value == "auto") {
+    p.spec_gamma = kSpecGammaAuto;
+    return true;
+  }
+  p.spec_gamma = parse_int<int>(key, value, "a whole number from 1 to 16 or auto");
+  if (p.spec_gamma < kMinSpecGamma || p.spec_gamma > kMaxSpecGamma)
+    bad_value(key, value, "a whole number from 1 to 16 or auto");
+  return true;
+}
+
+void validate_spec(const SamplingParams& p) {
+  if (!p.speculative()) return;
+  if (p.spec_gamma != kSpecGammaAuto &&
+      (p.spec_gamma < kMinSpecGamma || p.spec_gamma > kMaxSpecGamma))
+    throw Error("spec must be from 1 to 16 draft tokens a round or auto, 0 = off (got " +
+                std::to_string(p.spec_gamma) + ")");
+  if (p.beam_search()) throw Error("spec cannot be combined with beams");
+  if (p.contrastive()) throw Error("spec cannot be combined with contrastive");
+}
+
+std::string format_spec(const SamplingParams& p) {
+  return p.spec_gamma == kSpecGammaAuto ? "spec=auto" : "spec=" + std::to_string(p.spec_gamma);
+}
+
 }  // namespace
 
 void SamplingParams::validate() const {
@@ -146,6 +175,7 @@ void SamplingParams::validate() const {
     throw Error("beams cannot be combined with repetition_penalty");
   }
   validate_contrastive(*this);
+  validate_spec(*this);
 }
 
 SamplingParams parse_strategy(std::string_view text) {
@@ -183,17 +213,18 @@ SamplingParams parse_strategy(std::string_view text) {
       } else if (key == "temperature" || key == "top_k" || key == "top_p" || key == "min_p" ||
                  key == "repetition_penalty" || key == "seed" || key == "beams" ||
                  key == "length_penalty" || key == "early_stopping" || key == "contrastive" ||
-                 key == "alpha") {
+                 key == "alpha" || key == "spec") {
         throw Error("strategy: " + key + " needs a value (" + key + "=...)");
       } else {
         throw Error("strategy: unknown item '" + key +
                     "' (expected greedy, sample, temperature=, top_k=, top_p=, min_p=, "
                     "repetition_penalty=, seed=, beams=, length_penalty=, early_stopping=, "
-                    "contrastive=, alpha=)");
+                    "contrastive=, alpha=, spec=)");
       }
       continue;
     }
     if (parse_contrastive_item(key, value, p)) continue;
+    if (parse_spec_item(key, value, p)) continue;
     if (key == "temperature") {
       p.temperature = parse_float(key, value);
     } else if (key == "top_p") {
@@ -218,7 +249,7 @@ SamplingParams parse_strategy(std::string_view text) {
     } else {
       throw Error("strategy: unknown key '" + key +
                   "' (expected temperature, top_k, top_p, min_p, repetition_penalty, seed, "
-                  "beams, length_penalty, early_stopping, contrastive, alpha)");
+                  "beams, length_penalty, early_stopping, contrastive, alpha, spec)");
     }
     if (key == "length_penalty" || key == "early_stopping") {
       if (beam_key.empty()) beam_key = key;
@@ -236,6 +267,9 @@ SamplingParams parse_strategy(std::string_view text) {
                 " (beam search is deterministic)");
   }
   check_contrastive_items(p, greedy_word, sampling_item, seen);
+  if (p.speculative() && (beams_given || p.contrastive()))
+    throw Error(std::string("strategy: spec cannot be combined with ") +
+                (beams_given ? "beams" : "contrastive"));
   if (!beam_key.empty() && !beams_given) {
     throw Error("strategy: " + beam_key + " needs beams=N");
   }
@@ -249,6 +283,8 @@ std::string format_strategy(const SamplingParams& p) {
     if (!out.empty()) out += ',';
     out += item;
   };
+  // A speculative lane: spec=N first, then its warping ("spec=4" alone is greedy).
+  if (p.speculative()) add(format_spec(p));
   if (p.beam_search()) {
     add("beams=" + std::to_string(p.num_beams));
     if (p.length_penalty != 1.0f) add("length_penalty=" + num(p.length_penalty));
@@ -257,14 +293,14 @@ std::string format_strategy(const SamplingParams& p) {
   } else if (p.contrastive()) {
     add(format_contrastive(p));
   } else if (!p.do_sample) {
-    add("greedy");
+    if (!p.speculative()) add("greedy");
   } else {
     if (p.temperature != 1.0f) add("temperature=" + num(p.temperature));
     if (p.top_k != 0) add("top_k=" + std::to_string(p.top_k));
     if (p.top_p != 1.0f) add("top_p=" + num(p.top_p));
     if (p.min_p != 0.0f) add("min_p=" + num(p.min_p));
     // Plain sampling with every default still has to read back as sampling.
-    if (out.empty()) add("sample");
+    if (out.empty() || out == format_spec(p)) add("sample");
   }
   if (p.repetition_penalty != 1.0f) add("repetition_penalty=" + num(p.repetition_penalty));
   if (p.seed != 0) add("seed=" + std::to_string(p.seed));
@@ -274,6 +310,9 @@ std::string format_strategy(const SamplingParams& p) {
 std::string describe(const SamplingParams& p) {
   static constexpr const char* kSep = " \u00b7 ";  // " · "
   std::vector<std::string> parts;
+  if (p.speculative())
+    parts.push_back(p.spec_gamma == kSpecGammaAuto ? std::string("spec auto")
+                                                   : "spec " + std::to_string(p.spec_gamma));
   if (p.beam_search()) {
     parts.push_back("beams " + std::to_string(p.num_beams));
     if (p.length_penalty != 1.0f) parts.push_back("lp " + num(p.length_penalty));
@@ -288,7 +327,7 @@ std::string describe(const SamplingParams& p) {
     if (p.top_k != 0) parts.push_back("top-k " + std::to_string(p.top_k));
     if (p.top_p != 1.0f) parts.push_back("top-p " + num(p.top_p));
     if (p.min_p != 0.0f) parts.push_back("min-p " + num(p.min_p));
-    bool filtered = !parts.empty();
+    bool filtered = parts.size() > (p.speculative() ? 1u : 0u);
     if (!filtered) parts.push_back("sample");
     if (p.temperature != 1.0f || !filtered) parts.push_back("T " + num(p.temperature));
   }

@@ -32,23 +32,32 @@ struct SamplingParams {
   // combined with sampling, beams or the repetition penalty.
   int contrastive_k = 0;
   float penalty_alpha = kDefaultPenaltyAlpha;
+  // Speculative decoding (HF assisted generation): spec_gamma 0 = off,
+  // 1..16 = a speculative lane whose draft model proposes that many tokens a
+  // round, kSpecGammaAuto = adaptive (sampling/speculative.h). The other
+  // fields are the warping both models' distributions go through (greedy or
+  // sampled); it cannot be combined with beams or contrastive search.
+  int spec_gamma = 0;
 
   // Throws ts::Error naming the parameter when a value is out of range.
   void validate() const;
 
   bool beam_search() const { return num_beams > 1; }
   bool contrastive() const { return contrastive_k > 0; }
+  bool speculative() const { return spec_gamma != 0; }
 
   bool operator==(const SamplingParams&) const = default;
 };
 
 inline constexpr int kMaxBeams = 8;
+inline constexpr int kSpecGammaAuto = -1;  // spec=auto
 
 // Parses a strategy string: comma-separated items, each a keyword ("greedy",
 // "sample") or key=value with key one of temperature, top_k, top_p, min_p,
 // repetition_penalty, seed, beams, length_penalty, early_stopping,
-// contrastive (the number of candidates) and alpha. Any item except greedy / seed /
-// repetition_penalty turns sampling on. The result is validated. Unknown keys, bad numbers,
+// contrastive (the number of candidates), alpha and spec (1..16 or auto:
+// speculative decoding's draft tokens per round; spec alone is greedy). Any item except greedy /
+// seed / repetition_penalty turns sampling on. The result is validated. Unknown keys, bad numbers,
 // duplicates and "greedy" mixed with sampling keys throw ts::Error naming the
 // item.
 SamplingParams parse_strategy(std::string_view text);
@@ -58,7 +67,7 @@ std::string format_strategy(const SamplingParams& params);
 
 // A short human label: "greedy", "greedy · rep 1.3", "top-p 0.9 · T 0.8",
 // "sample · T 0.7 · seed 7", "beams 4 · lp 0.8 · early true",
-// "contrastive 4 · α 0.6". The seed is
+// "contrastive 4 · α 0.6", "spec 4 · greedy". The seed is
 // shown when sampling and not 0.
 std::string describe(const SamplingParams& params);
 

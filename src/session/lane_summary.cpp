@@ -48,6 +48,15 @@ LaneSummary summarize_lane(const std::vector<StepTracePtr>& history, const std::
     seconds += history[step]->seconds;
     if (r->beam) {
       last_beam_step = r->beam.get();
+    } else if (r->spec) {
+      // A speculative round commits several tokens, each chosen from its own
+      // row of the verify pass.
+      const SpecRound& round = *r->spec;
+      for (size_t j = 0; j < round.committed.size(); ++j) {
+        const size_t at = static_cast<size_t>(round.first_index) + j;
+        if (at < tokens.size() && tokens[at] == round.committed[j])
+          log_probs[at] = log_softmax(round.target_logits[j])[round.committed[j]];
+      }
     } else if (r->step_index < static_cast<int>(tokens.size()) &&
                tokens[r->step_index] == r->chosen_token && r->chosen_token >= 0 &&
                r->chosen_token < static_cast<int>(r->logits.size())) {
@@ -69,6 +78,21 @@ LaneSummary summarize_lane(const std::vector<StepTracePtr>& history, const std::
 
 LaneSummary summarize_lane(const Session& session, int lane_id) {
   return summarize_lane(session.history(), session.lanes(), lane_id);
+}
+
+SpecLaneStats spec_lane_stats(const Session& session, int lane_id) {
+  SpecLaneStats s;
+  for (int step = 0; step < static_cast<int>(session.history().size()); ++step) {
+    const LaneStep* r = session.record(step, lane_id);
+    if (!r || !r->spec) continue;
+    ++s.rounds;
+    s.drafted += r->spec->gamma;
+    s.accepted += r->spec->accepted;
+    s.committed += static_cast<int>(r->spec->committed.size());
+    s.draft_seconds += r->spec->draft_seconds;
+    s.verify_seconds += r->spec->verify_seconds;
+  }
+  return s;
 }
 
 }  // namespace ts

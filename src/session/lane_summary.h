@@ -35,4 +35,18 @@ LaneSummary summarize_lane(const Session& session, int lane);
 LaneSummary summarize_lane(const std::vector<StepTracePtr>& history, const std::vector<Lane>& lanes,
                            int lane);
 
+// A speculative lane's rounds (all zero for another lane): drafts accepted
+// over drafts proposed, and tokens committed per target pass (one a round).
+struct SpecLaneStats {
+  int rounds = 0;
+  int drafted = 0;
+  int accepted = 0;
+  int committed = 0;
+  double draft_seconds = 0;
+  double verify_seconds = 0;
+  double acceptance_rate() const { return drafted ? static_cast<double>(accepted) / drafted : 0; }
+  double tokens_per_pass() const { return rounds ? static_cast<double>(committed) / rounds : 0; }
+};
+SpecLaneStats spec_lane_stats(const Session& session, int lane);
+
 }  // namespace ts

@@ -133,6 +133,20 @@ std::string model_flags_help() {
          "                          (4 x the hardware threads)\n";
 }
 
+bool parse_draft_model_flag(FlagReader& reader, std::filesystem::path& draft_model) {
+  if (reader.flag() != "--draft-model") return false;
+  if (!draft_model.empty()) throw Error("--draft-model is given twice");
+  draft_model = non_empty(reader.flag(), reader.value());
+  return true;
+}
+
+std::string draft_model_help() {
+  return "  --draft-model PATH      the draft model of speculative lanes (spec=N): any GPT-2\n"
+         "                          model sharing the target's vocabulary (the target's own\n"
+         "                          directory works: every draft is then accepted); loaded on\n"
+         "                          the same device, a vocabulary mismatch is refused\n";
+}
+
 bool parse_ban_words_flag(FlagReader& reader, BanWordsFlags& flags) {
   const std::string& f = reader.flag();
   if (f != "--ban-words" && f != "--no-ban-words") return false;

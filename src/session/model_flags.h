@@ -66,6 +66,12 @@ bool parse_model_flag(FlagReader& reader, ModelSetupOptions& setup);
 // Help lines for the flags above, the same text in every front end.
 std::string model_flags_help();
 
+// --draft-model PATH: the draft model of speculative lanes (spec=N), loaded
+// like --model (same device and threads, its own tokenizer files). Returns
+// false (consuming nothing) for any other flag; refuses it given twice.
+bool parse_draft_model_flag(FlagReader& reader, std::filesystem::path& draft_model);
+std::string draft_model_help();
+
 // The banned-words flags the window and tokenscope-cli share:
 // --ban-words FILE (a user list) and --no-ban-words.
 struct BanWordsFlags {

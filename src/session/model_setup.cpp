@@ -125,6 +125,15 @@ LoadedModel load_model_setup(const ModelSetupOptions& options) {
   return out;
 }
 
+LoadedModel load_draft_model(const ModelSetupOptions& target, const fs::path& path, int sequences) {
+  ModelSetupOptions o;
+  o.model = path;
+  o.device = target.device;
+  o.cpu_threads = target.cpu_threads;
+  o.cache_sequences = std::max(2, sequences);
+  return load_model_setup(o);
+}
+
 KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int block_size) {
   KvCacheSize size;
   size.sequences = sequences;

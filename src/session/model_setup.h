@@ -63,6 +63,12 @@ std::filesystem::path default_model_path();
 // weights' pages are warm before the first step a front end times.
 LoadedModel load_model_setup(const ModelSetupOptions& options);
 
+// The draft model of speculative lanes: `path` loaded like the target of
+// `target` (device, threads), its KV cache sized for `sequences` full
+// contexts. Throws ts::Error with one line naming the file at fault.
+LoadedModel load_draft_model(const ModelSetupOptions& target, const std::filesystem::path& path,
+                             int sequences);
+
 // The warm-up load_model_setup runs: a few-token prefill and one decode step
 // on a temporary KV sequence, recording what a session records. The cache is
 // left as it was.

@@ -6,6 +6,7 @@
 #include "sampling/contrastive.h"
 #include "sampling/distribution.h"
 #include "sampling/sampling_pipeline.h"
+#include "session/speculative_lane.h"
 #include "util/error.h"
 
 namespace ts {
@@ -48,7 +49,10 @@ void Session::release_lane_sequences(Lane& lane) {
   if (seqs.empty()) seqs.push_back(lane.seq);
   for (SeqId seq : seqs)
     if (seq >= 0 && cache.contains(seq)) cache.release(seq);
+  if (lane.draft_seq >= 0 && draft_engine_ && draft_engine_->cache().contains(lane.draft_seq))
+    draft_engine_->cache().release(lane.draft_seq);
   lane.seq = -1;
+  lane.draft_seq = -1;
   lane.beam_seqs.clear();
 }
 
@@ -87,6 +91,16 @@ void Session::set_max_new_tokens(int n) {
 
 void Session::set_banned_words(std::shared_ptr<const BannedTokens> banned) {
   banned_words_ = std::move(banned);
+}
+
+void Session::set_draft_engine(std::shared_ptr<Engine> draft) {
+  if (!history_.empty())
+    throw Error("the draft model can change only before prefill (press Reset first)");
+  if (draft) {
+    const std::string mismatch = spec_vocab_mismatch(engine_->config(), draft->config());
+    if (!mismatch.empty()) throw Error(mismatch);
+  }
+  draft_engine_ = std::move(draft);
 }
 
 void Session::set_kv_cache(bool enabled) {
@@ -166,7 +180,12 @@ std::string Session::next_action() const {
   const std::string beams = sequences > running ? " (" + std::to_string(sequences) +
                                                       " sequences: one per beam or candidate)"
                                                 : "";
-  const std::string step = "decode step " + std::to_string(history_.size());
+  std::string step = "decode step " + std::to_string(history_.size());
+  if (std::any_of(lanes_.begin(), lanes_.end(),
+                  [](const Lane& l) { return l.running() && l.speculative(); }))
+    step +=
+        " (speculative lanes: one round each, the draft proposes and the target verifies "
+        "in one pass)";
   if (!options_.kv_cache)
     return step + ": KV cache off, recomputes all " + std::to_string(cached + 1) + " tokens" +
            (running > 1 ? " of each of " + std::to_string(running) + " lanes" : "");
@@ -336,10 +355,19 @@ const StepTrace& Session::prefill() {
         "contrastive search runs its candidates one position past the prompt, and the "
         "prompt fills the model's context of " +
         std::to_string(n_ctx) + " tokens");
+  const bool speculative = std::any_of(strategies_.begin(), strategies_.end(),
+                                       [](const SamplingParams& p) { return p.speculative(); });
+  if (speculative && !draft_engine_)
+    throw Error(
+        "speculative decoding needs a draft model (--draft-model DIR: any model sharing the "
+        "target's vocabulary, the target's own directory included)");
+  if (speculative && !options_.kv_cache)
+    throw Error("speculative decoding needs the KV cache (it verifies over the cached prefix)");
   ForwardResult result;
   std::vector<Lane> lanes(strategies_.size());
   KvCacheManager& cache = engine_->cache();
   SeqId base = -1;
+  SeqId draft_base = -1;
   if (options_.kv_cache) {
     base = cache.create();
     try {
@@ -358,6 +386,16 @@ const StepTrace& Session::prefill() {
   // One entry per layer, recorded or not (none may fit the budget).
   if (options_.record_attention) out.attention.resize(engine_->config().n_layer);
   try {
+    // The draft prefills its own cache with the prompt (when it fits the
+    // draft's context; otherwise its lanes never draft). Its time and cost
+    // are part of the prefill step's.
+    if (speculative && static_cast<int>(ids.size()) <= draft_engine_->config().n_ctx) {
+      draft_base = draft_engine_->cache().create();
+      ForwardResult d = draft_engine_->forward({ForwardRequest{draft_base, ids}}, ForwardOptions{});
+      trace->seconds += d.seconds;
+      trace->cost += d.cost;
+      trace->recomputed_tokens += static_cast<int>(ids.size());
+    }
     for (size_t i = 0; i < lanes.size(); ++i) {
       Lane& lane = lanes[i];
       lane.id = static_cast<int>(i);
@@ -387,6 +425,10 @@ const StepTrace& Session::prefill() {
         lane.hidden = std::make_shared<const std::vector<float>>(out.hidden);
       } else {
         if (options_.kv_cache) lane.seq = cache.fork(base);
+        if (lane.speculative()) {
+          lane.spec_gamma = initial_spec_gamma(lane.params);
+          if (draft_base >= 0) lane.draft_seq = draft_engine_->cache().fork(draft_base);
+        }
         choose(ls, lane);
         lane.generated.push_back(ls.chosen_token);
         finish_lane_if_done(lane, ls);
@@ -397,9 +439,11 @@ const StepTrace& Session::prefill() {
   } catch (...) {
     for (Lane& l : lanes) release_lane_sequences(l);
     if (base >= 0) cache.release(base);
+    if (draft_base >= 0) draft_engine_->cache().release(draft_base);
     throw;
   }
   if (base >= 0) cache.release(base);
+  if (draft_base >= 0) draft_engine_->cache().release(draft_base);
   lanes_ = std::move(lanes);
   trace->kv_after = cache.occupancy();
   publish(std::move(trace));
@@ -413,20 +457,31 @@ const StepTrace& Session::step() {
   if (s == SessionState::kFinished) throw Error("cannot step: " + next_action());
 
   std::vector<DecodeRequest> requests = gather_requests();
-  fork_candidates(requests, lanes_);
+  std::vector<LaneStep> spec_records = run_spec_rounds();
+  try {
+    fork_candidates(requests, lanes_);
+  } catch (...) {
+    undo_spec_rounds(spec_records);
+    throw;
+  }
   std::vector<LaneStep> records;
   StepTrace trace;
   try {
-    trace = forward_requests(requests, records);
+    // Speculative lanes ran their own passes: the rest share one forward.
+    trace = requests.empty() ? make_trace(Phase::kDecode, 0, StepCost{}, 0)
+                             : forward_requests(requests, records);
   } catch (...) {
     release_candidate_forks(requests, lanes_);
+    undo_spec_rounds(spec_records);
     throw;
   }
   std::vector<LaneStep> chosen;
   std::vector<ContrastiveOutcome> outcomes;
   try {
     chosen = choose_tokens(requests, std::move(records), outcomes);
+    chosen.reserve(chosen.size() + spec_records.size());
   } catch (...) {
+    undo_spec_rounds(spec_records);
     // Choosing cannot fail for validated parameters, but if it does the
     // cache is rolled back so the session stays where it was.
     if (options_.kv_cache)
@@ -436,14 +491,50 @@ const StepTrace& Session::step() {
     release_candidate_forks(requests, lanes_);
     throw;
   }
+  // The rounds' passes are part of the step's time and cost; records stay
+  // in lane order (one per lane).
+  for (LaneStep& ls : spec_records) {
+    trace.seconds += ls.spec->draft_seconds + ls.spec->verify_seconds;
+    trace.cost += ls.spec->draft_cost;
+    trace.cost += ls.spec->verify_cost;
+    trace.recomputed_tokens += ls.rows() + ls.spec->draft_tokens_fed;
+    chosen.push_back(std::move(ls));
+  }
+  std::sort(chosen.begin(), chosen.end(),
+            [](const LaneStep& a, const LaneStep& b) { return a.lane < b.lane; });
   commit(std::move(trace), std::move(chosen), outcomes);
   return *history_.back();
+}
+
+std::vector<LaneStep> Session::run_spec_rounds() {
+  std::vector<LaneStep> records;
+  if (!draft_engine_) return records;
+  const SpecRoundContext ctx{*engine_,
+                             *draft_engine_,
+                             banned_words_,
+                             options_.max_new_tokens,
+                             tokenizer_->eot_id(),
+                             options_.record_attention};
+  try {
+    for (const Lane& lane : lanes_)
+      if (lane.running() && lane.speculative())
+        records.push_back(run_spec_round(ctx, lane, lane_tokens(lane.id)));
+  } catch (...) {
+    undo_spec_rounds(records);
+    throw;
+  }
+  return records;
+}
+
+void Session::undo_spec_rounds(const std::vector<LaneStep>& records) {
+  for (const LaneStep& ls : records)
+    if (ls.spec) undo_spec_caches(*engine_, *draft_engine_, lanes_[ls.lane], ls);
 }
 
 std::vector<Session::DecodeRequest> Session::gather_requests() const {
   std::vector<DecodeRequest> requests;
   for (const Lane& lane : lanes_) {
-    if (!lane.running()) continue;
+    if (!lane.running() || lane.speculative()) continue;
     if (lane.contrastive()) {
       std::vector<DecodeRequest> candidates = candidate_requests(lane, *lane.pending);
       requests.insert(requests.end(), std::make_move_iterator(candidates.begin()),
@@ -557,6 +648,11 @@ void Session::commit(StepTrace trace, std::vector<LaneStep> lane_records,
     Lane& lane = lanes_[ls.lane];
     if (ls.beam) {
       commit_beams(lane, ls);
+    } else if (ls.spec) {
+      commit_spec_round(lane, ls);
+      lane.stop_reason =
+          spec_stop_reason(lane, ls, static_cast<int>(prompt_tokens_.size()),
+                           options_.max_new_tokens, engine_->config().n_ctx, tokenizer_->eot_id());
     } else if (ls.contrastive) {
       commit_contrastive(lane, ls, outcomes[outcome++]);
     } else {
@@ -788,7 +884,11 @@ void Session::release_unused_sequences(const Lane& from, const Lane& kept) {
 
 void Session::undo_record(Lane& lane, const LaneStep& record) {
   const bool cached = options_.kv_cache && !lane.closed;
-  if (record.contrastive) {
+  if (record.spec) {
+    // A whole round: its tokens, its γ, and both caches back to its start.
+    if (cached) undo_spec_caches(*engine_, *draft_engine_, lane, record);
+    uncommit_spec_round(lane, record);
+  } else if (record.contrastive) {
     // The chosen token was cached by the winner's fork: cut it off; the
     // record becomes the one the lane chooses from again.
     if (cached) engine_->cache().truncate(lane.seq, record.context());
@@ -889,6 +989,9 @@ void Session::rechoose(int lane_id, const SamplingParams& params) {
         "rechoose: contrastive lanes choose by score over a forward of their candidates "
         "(lane " +
         std::to_string(lane_id) + ")");
+  if (current.speculative() || params.speculative())
+    throw Error("rechoose: speculative lanes choose by verifying a round (lane " +
+                std::to_string(lane_id) + ")");
   if (current.closed) throw Error("rechoose: lane " + std::to_string(lane_id) + " is closed");
   auto trace = std::make_shared<StepTrace>(*history_.back());
   auto it = std::find_if(trace->lanes.begin(), trace->lanes.end(),
@@ -940,6 +1043,8 @@ int Session::branch(int step, int lane_id, int token) {
   if (source.closed) throw Error("branch: " + name + " is closed");
   if (source.beam_search()) throw Error("branch: " + name + " uses beam search");
   if (source.contrastive()) throw Error("branch: " + name + " uses contrastive search");
+  if (source.speculative())
+    throw Error("branch: " + name + " uses speculative decoding (its steps are whole rounds)");
   if (token < 0 || token >= engine_->config().vocab_size)
     throw Error("branch: token " + std::to_string(token) + " is not in the vocabulary (0 to " +
                 std::to_string(engine_->config().vocab_size - 1) + ")");

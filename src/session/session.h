@@ -79,6 +79,13 @@ struct Lane {
   std::shared_ptr<const std::vector<float>> hidden;
   bool contrastive() const { return params.contrastive(); }
 
+  // Speculative lanes only (params.speculative(); session/speculative_lane.h):
+  // the draft model's KV sequence (caching a prefix of the lane's tokens)
+  // and the γ the next round plans. A step is one round (1..γ+1 tokens).
+  SeqId draft_seq = -1;
+  int spec_gamma = 0;
+  bool speculative() const { return params.speculative(); }
+
   // Branching.
   int parent = -1;       // the lane it was branched from; -1: started at prefill
   int branch_step = -1;  // history step whose choice it replaced
@@ -110,6 +117,11 @@ class Session {
   void set_strategies(const std::vector<SamplingParams>& strategies);
   void set_max_new_tokens(int n);
   void set_kv_cache(bool enabled);  // before prefill only
+  // The draft model of speculative lanes (any model sharing the target's
+  // vocabulary; the target's own engine is allowed). Before prefill only; a
+  // vocabulary mismatch is refused naming both sizes. Null: none.
+  void set_draft_engine(std::shared_ptr<Engine> draft);
+  const std::shared_ptr<Engine>& draft_engine() const { return draft_engine_; }
   // The banned-words stage (sampling/banned_words.h) of every lane: null
   // switches it off. Allowed at any time: it applies to every choice made
   // after the call (the next step, a rechoose, a branch's probability); each
@@ -260,9 +272,15 @@ class Session {
   // Never throws for a chosen record.
   void commit(StepTrace trace, std::vector<LaneStep> lane_records,
               const std::vector<ContrastiveOutcome>& outcomes);
+  // Speculative lanes: one round each (session/speculative_lane.h), run
+  // before the other lanes' batched forward; on failure every round run is
+  // undone. undo_spec_rounds gives back the caches of rounds not committed.
+  std::vector<LaneStep> run_spec_rounds();
+  void undo_spec_rounds(const std::vector<LaneStep>& records);
 
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<Engine> engine_;
+  std::shared_ptr<Engine> draft_engine_;  // speculative lanes' draft model
   SessionOptions options_;
   std::string prompt_text_;
   std::vector<TokenSpan> prompt_tokens_;

@@ -1,5 +1,6 @@
 #include "trace/json_export.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "sampling/distribution.h"
@@ -29,6 +30,16 @@ json kv_occupancy_to_json(const KvOccupancy& kv) {
 
 namespace {
 
+// The tokens a record's token was chosen after (what the repetition penalty
+// and the banned words looked at): its context, or for a speculative round
+// the verify pass's context up to the row of its last committed token.
+std::vector<int> choice_context(const LaneStep& ls) {
+  if (!ls.spec) return ls.context_ids;
+  const size_t end = std::min(ls.context_ids.size(),
+                              static_cast<size_t>(ls.start_pos) + ls.spec->committed.size());
+  return std::vector<int>(ls.context_ids.begin(), ls.context_ids.begin() + static_cast<long>(end));
+}
+
 json params_to_json(const SamplingParams& p) {
   return {{"strategy", format_strategy(p)},
           {"do_sample", p.do_sample},
@@ -42,7 +53,8 @@ json params_to_json(const SamplingParams& p) {
           {"length_penalty", p.length_penalty},
           {"early_stopping", early_stopping_name(p.early_stopping)},
           {"contrastive_k", p.contrastive_k},
-          {"penalty_alpha", p.penalty_alpha}};
+          {"penalty_alpha", p.penalty_alpha},
+          {"spec_gamma", p.spec_gamma == kSpecGammaAuto ? json("auto") : json(p.spec_gamma)}};
 }
 
 // A contrastive step: every candidate with its probability, degeneration
@@ -63,6 +75,69 @@ json contrastive_step_to_json(const ContrastiveStep& c, const std::vector<int>& 
                           {"chosen", static_cast<int>(i) == c.chosen}});
   }
   return {{"k", c.k}, {"alpha", c.alpha}, {"chosen", c.chosen}, {"candidates", candidates}};
+}
+
+json cost_to_json(double seconds, const StepCost& c) {
+  return {{"seconds", seconds},
+          {"flops", c.flops},
+          {"bytes", c.bytes()},
+          {"weight_bytes", c.weight_bytes},
+          {"kv_read_bytes", c.kv_read_bytes},
+          {"kv_write_bytes", c.kv_write_bytes}};
+}
+
+// A speculative round: each draft token with q, p, p/q, u and its verdict,
+// the target's next token (correction or bonus), the residual's top entries
+// at a rejection, the tokens committed, the KV work and each side's cost.
+json spec_round_to_json(const SpecRound& r) {
+  json drafts = json::array();
+  for (const SpecDraftToken& d : r.drafts) {
+    json j = {{"token", d.token},
+              {"q", d.q},
+              {"p", d.p},
+              {"target_choice", d.target_choice},
+              {"checked", d.checked},
+              {"accepted", d.accepted}};
+    if (r.sampled && d.checked) {
+      j["ratio"] = d.ratio;
+      j["uniform"] = d.uniform;
+    }
+    drafts.push_back(std::move(j));
+  }
+  json residual = nullptr;
+  if (!r.residual.empty()) {
+    residual = json::array();
+    for (int id : top_n(r.residual, 10))
+      if (r.residual[id] > 0) residual.push_back({{"id", id}, {"prob", r.residual[id]}});
+  }
+  return {{"gamma_planned", r.gamma_planned},
+          {"gamma", r.gamma},
+          {"clamp_reason", r.clamp_reason},
+          {"gamma_next", r.gamma_next},
+          {"sampled", r.sampled},
+          {"drafts", drafts},
+          {"verify_rows", r.target_logits.size()},
+          {"accepted", r.accepted},
+          {"next_token", r.next_token},
+          {"next", spec_next_name(r.next)},
+          {"next_uniform", r.next_uniform},
+          {"residual_top", residual},
+          {"residual_fallback", r.residual_fallback},
+          {"committed", r.committed},
+          {"first_index", r.first_index},
+          {"target_kv",
+           {{"before", r.target_before},
+            {"after", r.target_after},
+            {"slots_released", r.target_slots_released},
+            {"blocks_freed", r.target_blocks_freed}}},
+          {"draft_kv",
+           {{"before", r.draft_before},
+            {"after", r.draft_after},
+            {"slots_released", r.draft_slots_released},
+            {"blocks_freed", r.draft_blocks_freed}}},
+          {"draft_cost", cost_to_json(r.draft_seconds, r.draft_cost)},
+          {"draft_passes", r.draft_passes},
+          {"verify_cost", cost_to_json(r.verify_seconds, r.verify_cost)}};
 }
 
 json hypothesis_to_json(const BeamHypothesis& h) {
@@ -106,7 +181,7 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
     top.push_back({{"id", id}, {"logit", ls.logits[id]}, {"prob", probs[id]}});
   // The stages are recomputed from the stored logits: sample_next is pure.
   const SamplingRecord rec =
-      sample_next(ls.logits, ls.context_ids, ls.params, ls.step_index, ls.banned_words.get());
+      sample_next(ls.logits, choice_context(ls), ls.params, ls.step_index, ls.banned_words.get());
   json stages = json::array();
   for (const StageRecord& s : rec.stages) {
     json stage = {
@@ -126,6 +201,14 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
                {"chosen_prob", rec.draw.chosen_prob}};
   // A contrastive lane chooses by score among its candidates, not by the
   // pipeline's argmax: the draw is that choice ("contrastive" has the rest).
+  // A speculative lane chose its token by verifying a round ("speculative"
+  // has the rest).
+  if (ls.spec)
+    draw = {{"greedy", !ls.params.do_sample},
+            {"by_speculative_round", true},
+            {"uniform", ls.uniform},
+            {"chosen_token", ls.chosen_token},
+            {"chosen_prob", ls.chosen_prob}};
   if (ls.contrastive)
     draw = {{"greedy", false},
             {"by_contrastive_score", true},
@@ -148,6 +231,7 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
             {"draw", draw}};
   if (ls.beam) j["beam"] = beam_step_to_json(*ls.beam);
   if (ls.contrastive) j["contrastive"] = contrastive_step_to_json(*ls.contrastive, ls.context_ids);
+  if (ls.spec) j["speculative"] = spec_round_to_json(*ls.spec);
   if (options.full_logits) {
     json all = json::array();
     for (float v : ls.logits) all.push_back(finite_or_null(v));

@@ -44,6 +44,13 @@ int64_t StepTrace::memory_bytes() const {
           sizeof(ContrastiveStep) +
           static_cast<int64_t>(l.contrastive->candidates.size()) * sizeof(ContrastiveCandidate) +
           static_cast<int64_t>(l.contrastive->similarity.size()) * 4;
+    if (l.spec) {
+      total += sizeof(SpecRound) +
+               static_cast<int64_t>(l.spec->drafts.size()) * sizeof(SpecDraftToken) +
+               static_cast<int64_t>(l.spec->residual.size()) * 4;
+      for (const auto& row : l.spec->draft_logits) total += static_cast<int64_t>(row.size()) * 4;
+      for (const auto& row : l.spec->target_logits) total += static_cast<int64_t>(row.size()) * 4;
+    }
   }
   for (const auto& s : kv_after.sequences) total += static_cast<int64_t>(s.block_table.size()) * 4;
   total += static_cast<int64_t>(kv_after.ref_counts.size()) * 4;

@@ -16,6 +16,7 @@
 #include "sampling/beam_search.h"
 #include "sampling/contrastive.h"
 #include "sampling/sampling_params.h"
+#include "sampling/speculative.h"
 
 namespace ts {
 
@@ -33,6 +34,55 @@ struct BeamStep {
   std::shared_ptr<const BeamSearchState> before;
   std::shared_ptr<const BeamSearchState> after;
   std::vector<BeamHypothesis> final;
+};
+
+// One round of a speculative lane (sampling/speculative.h): the draft's
+// proposals, the target's verify pass over them and the verdict. Rows are
+// raw logits; the warped distributions p and q are sample_next() of them
+// with the record's params, banned words and the row's context (the lane's
+// tokens before the round, then the draft tokens before that row).
+struct SpecDraftToken {
+  int token = -1;
+  float q = 0;             // the draft's warped probability of it
+  float p = 0;             // the target's warped probability of it
+  double ratio = 0;        // p / q (sampled lanes)
+  double uniform = 0;      // u compared with the ratio (sampled lanes)
+  int target_choice = -1;  // greedy lanes: the target's argmax at this row
+  bool checked = false;    // false: after a rejection, never looked at
+  bool accepted = false;
+};
+
+struct SpecRound {
+  int gamma_planned = 0;     // γ the strategy asked for (spec=auto: its current value)
+  int gamma = 0;             // γ drafted: clamped to the tokens and context left
+  std::string clamp_reason;  // why gamma < gamma_planned (empty when it is not)
+  int gamma_next = 0;        // γ the next round plans (spec=auto adapts it)
+  bool sampled = false;
+  std::vector<SpecDraftToken> drafts;             // gamma entries
+  std::vector<std::vector<float>> draft_logits;   // gamma rows: q_i's logits
+  std::vector<std::vector<float>> target_logits;  // gamma + 1 rows: the verify pass
+  int accepted = 0;
+  int next_token = -1;  // the target's token after the accepted drafts
+  SpecNext next = SpecNext::kBonus;
+  double next_uniform = 0;         // its draw (sampled lanes)
+  std::vector<float> residual;     // norm(max(0, p - q)) at a sampled rejection
+  bool residual_fallback = false;  // p - q had no positive mass: drawn from p
+  std::vector<int> committed;      // tokens the lane took (cut after an end of text)
+  int first_index = 0;             // index in the lane's generation of committed[0]
+  // The KV caches: lengths before the round and after its truncation, and
+  // the slots the verify / draft passes wrote that the truncation gave back.
+  int target_before = 0, target_after = 0;
+  int draft_before = 0, draft_after = 0;
+  std::vector<int> target_slots_released;
+  std::vector<int> draft_slots_released;
+  int target_blocks_freed = 0, draft_blocks_freed = 0;
+  // Cost of each side, measured and analytic.
+  int draft_passes = 0;
+  int draft_tokens_fed = 0;  // the first pass may feed two (after an all-accepted round)
+  double draft_seconds = 0;
+  StepCost draft_cost;
+  double verify_seconds = 0;
+  StepCost verify_cost;
 };
 
 struct LaneStep {
@@ -73,6 +123,11 @@ struct LaneStep {
   // Contrastive lanes: the last layer's state after ln_f at the last input
   // position ([C]); empty otherwise.
   std::vector<float> hidden;
+  // Speculative lanes: the round. The record's inputs are the verify pass's
+  // (the lane's pending token and the γ drafts), its attention that pass's
+  // γ + 1 rows; logits, chosen_token and step_index are those of the round's
+  // last committed token (the row it was chosen from).
+  std::shared_ptr<const SpecRound> spec;
 
   int context() const { return start_pos + static_cast<int>(input_tokens.size()); }
   int rows() const { return static_cast<int>(input_tokens.size()); }

@@ -1123,3 +1123,160 @@ TEST(CliContrastive, BadInputIsOneLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---- speculative decoding ----
+
+std::string tiny_dir() { return std::string(TS_FIXTURE_DIR) + "/tiny"; }
+
+// The generated text of a --quiet run (its one output line).
+std::string quiet_text(const CliRun& r) { return r.out; }
+
+// Greedy speculative decoding prints the plain greedy text, with the target
+// drafting for itself and at every draft length tried.
+TEST(CliSpeculative, GreedyTextIsThePlainGreedyText) {
+  const CliRun plain = run_cli(with_tiny({"--steps", "40", "--quiet"}));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  for (const char* strategy : {"spec=1", "spec=4", "spec=auto"}) {
+    const CliRun r = run_cli(with_tiny(
+        {"--steps", "40", "--quiet", "--strategy", strategy, "--draft-model", tiny_dir()}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(quiet_text(r), quiet_text(plain)) << strategy;
+  }
+}
+
+// Each round is printed: drafts with q and p, the verdict, what was committed,
+// the slots released and both sides' cost.
+TEST(CliSpeculative, StepsPrintTheRound) {
+  const CliRun r =
+      run_cli(with_tiny({"--steps", "8", "--strategy", "spec=3,top_k=5,temperature=1.5,seed=2",
+                         "--draft-model", tiny_dir()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("draft model tiny"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("speculative round: drafted 3, accepted 3, then bonus"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" p/q 1.000 u "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("committed 4 tokens:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cost: draft 3 passes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("verify 1 pass of 4 tokens"), std::string::npos) << r.out;
+}
+
+// --compare: speculative lanes beside a plain one, with acceptance rate and
+// tokens per target pass in the summary.
+TEST(CliSpeculative, CompareSummaryHasAcceptanceAndTokensPerPass) {
+  const CliRun r = run_cli(with_tiny({"--steps", "12", "--compare", "greedy", "spec=4", "spec=auto",
+                                      "--draft-model", tiny_dir()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = lines_of(r.out);
+  int summary = -1;
+  for (int i = 0; i < static_cast<int>(lines.size()); ++i)
+    if (starts_with(lines[i], "lane  strategy")) summary = i;
+  ASSERT_GE(summary, 0) << r.out;
+  EXPECT_NE(lines[summary].find("accept  tok/pass"), std::string::npos);
+  ASSERT_LT(summary + 3, static_cast<int>(lines.size()));
+  // The plain lane has no rounds; the target drafting for itself accepts all.
+  EXPECT_NE(lines[summary + 1].find("     -         -  "), std::string::npos) << lines[summary + 1];
+  EXPECT_NE(lines[summary + 2].find("  1.00  "), std::string::npos) << lines[summary + 2];
+  EXPECT_NE(lines[summary + 3].find("  1.00  "), std::string::npos) << lines[summary + 3];
+  // Same text in every lane (greedy, verified greedily).
+  std::vector<std::string> texts;
+  for (const std::string& l : lines)
+    if (starts_with(l, "lane ") && l.find("): ") != std::string::npos)
+      texts.push_back(l.substr(l.find("): ") + 3));
+  ASSERT_EQ(texts.size(), 3u) << r.out;
+  EXPECT_EQ(texts[1], texts[0]);
+  EXPECT_EQ(texts[2], texts[0]);
+}
+
+// --json: every round with its drafts, verdict, committed tokens, KV work and costs.
+TEST(CliSpeculative, JsonHasTheRounds) {
+  const fs::path file = scratch_dir() / "spec.json";
+  const CliRun r = run_cli(with_tiny({"--steps", "10", "--strategy", "spec=2,top_k=4,seed=9",
+                                      "--draft-model", tiny_dir(), "--json", file.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(read_file(file));
+  int rounds = 0;
+  size_t committed = 0;
+  for (const auto& step : doc.at("steps")) {
+    const auto& lane = step.at("lanes").at(0);
+    if (!lane.contains("speculative")) continue;
+    ++rounds;
+    const auto& s = lane.at("speculative");
+    EXPECT_EQ(s.at("drafts").size(), s.at("gamma").get<size_t>());
+    EXPECT_EQ(s.at("verify_rows").get<int>(), s.at("gamma").get<int>() + 1);
+    EXPECT_TRUE(s.at("draft_cost").contains("flops"));
+    EXPECT_GT(s.at("verify_cost").at("seconds").get<double>(), 0);
+    EXPECT_EQ(lane.at("draw").at("by_speculative_round"), true);
+    EXPECT_EQ(lane.at("params").at("spec_gamma"), 2);
+    committed += s.at("committed").size();
+  }
+  EXPECT_GT(rounds, 1);
+  EXPECT_EQ(committed + 1, 11u);  // the prefill's token and the rounds' fill --steps + 1
+}
+
+TEST(CliSpeculative, BadInputIsOneLine) {
+  const std::string bundled =
+      (fs::path(TS_FIXTURE_DIR).parent_path().parent_path() / "assets/models/tokenscope-tiny")
+          .string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--strategy", "spec=4"}, "spec=4 needs --draft-model DIR"},
+      {{"--draft-model", tiny_dir()}, "--draft-model needs a speculative lane"},
+      {{"--strategy", "spec=17", "--draft-model", tiny_dir()},
+       "spec=17 is not a whole number from 1 to 16 or auto"},
+      {{"--strategy", "spec=0", "--draft-model", tiny_dir()}, "spec=0"},
+      {{"--strategy", "spec=4,beams=2", "--draft-model", tiny_dir()},
+       "spec cannot be combined with beams"},
+      {{"--strategy", "spec=4", "--draft-model", tiny_dir(), "--no-kv-cache"},
+       "--no-kv-cache and spec=4 conflict"},
+      {{"--strategy", "spec=4", "--draft-model", tiny_dir(), "--draft-model", tiny_dir()},
+       "--draft-model is given twice"},
+      {{"--strategy", "spec=4", "--draft-model", "/nonexistent-draft"}, "/nonexistent-draft"},
+      // The bundled model's vocabulary (8192) is not the fixture's (457).
+      {{"--strategy", "spec=4", "--draft-model", bundled}, "8192 tokens but the target's has 457"},
+  };
+  for (const auto& [args, says] : cases) {
+    std::string joined;
+    for (const auto& a : args) joined += " " + a;
+    expect_one_error_line(run_cli(with_tiny(args)), "tokenscope-cli", says, joined);
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// tokenscope-bench --draft-model: speculative against plain greedy decoding,
+// the same tokens, with alpha, c and the predicted speed-up beside the measured one.
+TEST(CliSpeculative, BenchComparesSpeculativeWithPlainDecoding) {
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  const CliRun r = run_program(
+      bench_path().string(),
+      {"--model", tiny, "--draft-model", tiny, "--spec-gamma", "1,3", "--spec-tokens", "24",
+       "--lanes", "1", "--decode-steps", "2", "--prefill-tokens", "8", "--context", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  const auto& runs = doc.at("speculative").at("runs");
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& run : runs) {
+    EXPECT_EQ(run.at("same_tokens_as_plain"), true);
+    EXPECT_EQ(run.at("tokens"), 24);
+    EXPECT_DOUBLE_EQ(run.at("acceptance_rate").get<double>(), 1.0);
+    const double g = run.at("gamma").get<double>(), c = run.at("draft_to_target_cost_c");
+    EXPECT_GT(c, 0);
+    // alpha = 1: the formula's limit (g + 1) / (g c + 1).
+    EXPECT_NEAR(run.at("speedup_predicted").get<double>(), (g + 1) / (g * c + 1), 1e-9);
+    EXPECT_GT(run.at("plain_tokens_per_s").get<double>(), 0);
+    EXPECT_GT(run.at("speculative_tokens_per_s").get<double>(), 0);
+  }
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--model", tiny, "--draft-model", tiny, "--spec-gamma", "17"}, "at most 16"},
+      {{"--model", tiny, "--spec-gamma", "4"}, "--spec-gamma needs --draft-model DIR"},
+      {{"--model", tiny, "--spec-tokens", "4"}, "--spec-tokens needs --draft-model DIR"},
+  };
+  for (const auto& [args, says] : bad)
+    expect_one_error_line(run_program(bench_path().string(), args), "tokenscope-bench", says,
+                          args.back());
+}
+
+}  // namespace
