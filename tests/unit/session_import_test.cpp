@@ -402,6 +402,10 @@ TEST(SessionImport, CorruptFieldsAreRefused) {
   expect_refused(
       with([](json& d) { d["steps"][2]["replay"]["lanes"][0]["strategy"] = "top_k=-1"; }),
       "steps[2].replay.lanes[0].strategy:");
+  // A speculative lane's rounds are not in the replay part: refused, not shown
+  // as one-token steps.
+  expect_refused(with([](json& d) { d["steps"][2]["replay"]["lanes"][0]["strategy"] = "spec=4"; }),
+                 "steps[2].replay.lanes[0].strategy: speculative lanes cannot be re-opened");
   expect_refused(with([](json& d) { d.erase("replay"); }), "missing \"replay\"");
   expect_refused(with([](json& d) { d["steps"][3].erase("replay"); }),
                  "steps[3]: missing \"replay\"");
