@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sampling/beam_search.h"
+#include "sampling/dola.h"
 
 namespace ts {
 
@@ -32,12 +34,20 @@ struct SamplingParams {
   // combined with sampling, beams or the repetition penalty.
   int contrastive_k = 0;
   float penalty_alpha = kDefaultPenaltyAlpha;
+  // DoLa (HF generate's dola_layers): off, "low", "high" or an explicit list
+  // of premature layers (0 = embeddings). Its contrast scores replace the
+  // logits before the processors, so it combines with greedy, sampling and
+  // the repetition penalty, but not with beams or contrastive search.
+  // Whether the layers exist is checked against the model (session).
+  DolaMode dola_mode = DolaMode::kOff;
+  std::vector<int> dola_layers;  // kLayers only, in the order given
 
   // Throws ts::Error naming the parameter when a value is out of range.
   void validate() const;
 
   bool beam_search() const { return num_beams > 1; }
   bool contrastive() const { return contrastive_k > 0; }
+  bool dola() const { return dola_mode != DolaMode::kOff; }
 
   bool operator==(const SamplingParams&) const = default;
 };
@@ -47,10 +57,10 @@ inline constexpr int kMaxBeams = 8;
 // Parses a strategy string: comma-separated items, each a keyword ("greedy",
 // "sample") or key=value with key one of temperature, top_k, top_p, min_p,
 // repetition_penalty, seed, beams, length_penalty, early_stopping,
-// contrastive (the number of candidates) and alpha. Any item except greedy / seed /
-// repetition_penalty turns sampling on. The result is validated. Unknown keys, bad numbers,
-// duplicates and "greedy" mixed with sampling keys throw ts::Error naming the
-// item.
+// contrastive (the number of candidates), alpha and dola (low, high or a
+// layer list: "dola=2,4", the bare numbers after dola= continuing its list). Any item except greedy
+// / seed / repetition_penalty turns sampling on. The result is validated. Unknown keys, bad
+// numbers, duplicates and "greedy" mixed with sampling keys throw ts::Error naming the item.
 SamplingParams parse_strategy(std::string_view text);
 
 // The canonical strategy string for params; parse_strategy(format_strategy(p)) == p.
@@ -58,7 +68,7 @@ std::string format_strategy(const SamplingParams& params);
 
 // A short human label: "greedy", "greedy · rep 1.3", "top-p 0.9 · T 0.8",
 // "sample · T 0.7 · seed 7", "beams 4 · lp 0.8 · early true",
-// "contrastive 4 · α 0.6". The seed is
+// "contrastive 4 · α 0.6", "DoLa low", "DoLa 2,4 · top-p 0.9". The seed is
 // shown when sampling and not 0.
 std::string describe(const SamplingParams& params);
 

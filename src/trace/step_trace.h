@@ -15,6 +15,7 @@
 #include "sampling/banned_words.h"
 #include "sampling/beam_search.h"
 #include "sampling/contrastive.h"
+#include "sampling/dola.h"
 #include "sampling/sampling_params.h"
 
 namespace ts {
@@ -73,10 +74,21 @@ struct LaneStep {
   // Contrastive lanes: the last layer's state after ln_f at the last input
   // position ([C]); empty otherwise.
   std::vector<float> hidden;
+  // DoLa lanes: the candidate layers, their divergences, the premature
+  // layer and the contrast scores; the processors and the choice ran on
+  // dola->contrast instead of logits (see choice_logits).
+  std::shared_ptr<const DolaStep> dola;
 
   int context() const { return start_pos + static_cast<int>(input_tokens.size()); }
   int rows() const { return static_cast<int>(input_tokens.size()); }
 };
+
+// The scores the sampling pipeline ran on for this record: the raw logits,
+// or a DoLa lane's contrast. sample_next(choice_logits(ls), ...) reproduces
+// the record's stages.
+inline const std::vector<float>& choice_logits(const LaneStep& ls) {
+  return ls.dola ? ls.dola->contrast : ls.logits;
+}
 
 struct StepTrace {
   int index = 0;  // 0 = prefill, then decode steps 1, 2, ...
