@@ -60,6 +60,24 @@ void print_contrastive(std::ostream& out, const Tokenizer& tok, const LaneStep& 
   }
 }
 
+// DoLa: the candidate layers' divergences (the premature layer marked),
+// then the tokens the relative-top filter kept with log p at the final and
+// at the premature layer and their contrast, the chosen one marked.
+void print_dola(std::ostream& out, const Tokenizer& tok, const LaneStep& ls) {
+  const DolaStep& d = *ls.dola;
+  out << "    dola: premature layer " << d.premature_layer << " of candidates";
+  for (size_t i = 0; i < d.candidate_layers.size(); ++i) {
+    out << " " << d.candidate_layers[i];
+    if (d.candidate_layers.size() > 1) out << " (div " << fmt("%.4f", d.divergence[i]) << ")";
+  }
+  out << "; " << d.kept << " tokens kept (p >= 0.1 x the top p)\n";
+  for (const DolaToken& t : d.top)
+    out << "      " << (t.token == ls.chosen_token ? "* " : "  ") << quoted_piece(tok, t.token)
+        << " log p final " << fmt("%.3f", t.final_logp) << " (rank " << t.final_rank + 1
+        << ") premature " << fmt("%.3f", t.premature_logp) << " contrast "
+        << fmt("%.3f", t.contrast) << "\n";
+}
+
 }  // namespace
 
 std::string printable(std::string_view text) {
@@ -110,7 +128,9 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
     if (step.lanes.size() > 1 || session.lanes().size() > 1) out << "lane " << ls.lane << ": ";
     out << "chose " << quoted_piece(tok, ls.chosen_token) << " (model p "
         << fmt("%.3f", probs[ls.chosen_token]);
-    if (ls.params.do_sample) out << ", after filters p " << fmt("%.3f", ls.chosen_prob);
+    if (ls.params.do_sample || ls.dola)
+      out << ", after " << (ls.dola ? "the contrast" : "filters") << " p "
+          << fmt("%.3f", ls.chosen_prob);
     out << ")";
     if (ls.params.do_sample) out << " u=" << fmt("%.4f", ls.uniform);
     out << " | top:";
@@ -119,6 +139,7 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
     out << "\n";
     print_banned_words(out, tok, ls, probs);
     if (ls.contrastive) print_contrastive(out, tok, ls);
+    if (ls.dola) print_dola(out, tok, ls);
   }
 }
 

@@ -42,7 +42,32 @@ json params_to_json(const SamplingParams& p) {
           {"length_penalty", p.length_penalty},
           {"early_stopping", early_stopping_name(p.early_stopping)},
           {"contrastive_k", p.contrastive_k},
-          {"penalty_alpha", p.penalty_alpha}};
+          {"penalty_alpha", p.penalty_alpha},
+          {"dola_layers",
+           p.dola() ? json(dola_layers_text(p.dola_mode, p.dola_layers)) : json(nullptr)}};
+}
+
+// A DoLa step: the candidate layers with their divergences (HF's, summed
+// over the vocabulary), the premature layer, and the tokens the relative-top
+// filter kept (at most kDolaTopTokens, highest contrast first).
+json dola_step_to_json(const DolaStep& d, int chosen_token) {
+  json layers = json::array();
+  for (size_t i = 0; i < d.candidate_layers.size(); ++i)
+    layers.push_back({{"layer", d.candidate_layers[i]},
+                      {"divergence", d.divergence[i]},
+                      {"premature", d.candidate_layers[i] == d.premature_layer}});
+  json tokens = json::array();
+  for (const DolaToken& t : d.top)
+    tokens.push_back({{"token", t.token},
+                      {"final_log_prob", t.final_logp},
+                      {"premature_log_prob", t.premature_logp},
+                      {"contrast", t.contrast},
+                      {"final_rank", t.final_rank},
+                      {"chosen", t.token == chosen_token}});
+  return {{"premature_layer", d.premature_layer},
+          {"candidate_layers", layers},
+          {"kept", d.kept},
+          {"top_tokens", tokens}};
 }
 
 // A contrastive step: every candidate with its probability, degeneration
@@ -104,9 +129,10 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
   json top = json::array();
   for (int id : top_n(ls.logits, options.top_n))
     top.push_back({{"id", id}, {"logit", ls.logits[id]}, {"prob", probs[id]}});
-  // The stages are recomputed from the stored logits: sample_next is pure.
-  const SamplingRecord rec =
-      sample_next(ls.logits, ls.context_ids, ls.params, ls.step_index, ls.banned_words.get());
+  // The stages are recomputed from the stored logits (a DoLa lane's: its
+  // contrast scores): sample_next is pure.
+  const SamplingRecord rec = sample_next(choice_logits(ls), ls.context_ids, ls.params,
+                                         ls.step_index, ls.banned_words.get());
   json stages = json::array();
   for (const StageRecord& s : rec.stages) {
     json stage = {
@@ -148,6 +174,7 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
             {"draw", draw}};
   if (ls.beam) j["beam"] = beam_step_to_json(*ls.beam);
   if (ls.contrastive) j["contrastive"] = contrastive_step_to_json(*ls.contrastive, ls.context_ids);
+  if (ls.dola) j["dola"] = dola_step_to_json(*ls.dola, ls.chosen_token);
   if (options.full_logits) {
     json all = json::array();
     for (float v : ls.logits) all.push_back(finite_or_null(v));
