@@ -47,7 +47,10 @@ std::string dola_layers_text(DolaMode mode, const std::vector<int>& layers) {
       return "high";
     case DolaMode::kLayers: {
       std::string s;
-      for (int l : layers) s += (s.empty() ? "" : ",") + std::to_string(l);
+      for (int l : layers) {
+        if (!s.empty()) s += ',';
+        s += std::to_string(l);
+      }
       return s;
     }
     case DolaMode::kOff:
