@@ -99,6 +99,9 @@ shot panel-lens --steps 3 --layout lens --width 1100 --height 520
 "${RUN[@]}" "$BIN" --open "$OUT/.reopen-session.json" --steps 3 --width 1600 --height 900 \
   --screenshot "$OUT/reopened.png"
 rm -f "$OUT/.reopen-export.png" "$OUT/.reopen-session.json"
+# Greedy vs DoLa: the DoLa lane's layer divergences and contrast in the Choosing panel.
+"${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "Once upon a time" --compare greedy "dola=0,1,2,3" \
+  --steps 7 --lane 1 --layout sampling --width 1100 --height 720 --screenshot "$OUT/dola.png"
 
 # Committed pictures are kept small: 256-colour palettes (text stays sharp),
 # then lossless recompression, when the tools are installed

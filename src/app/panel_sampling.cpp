@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "app/dola_view.h"
 #include "sampling/contrastive.h"
 #include "sampling/distribution.h"
 #include "util/error.h"
@@ -130,7 +131,7 @@ void SamplingPanel::update(PanelContext& ctx) {
   kept_ = ctx.snap->history[v.step];
   rec_error_.clear();
   try {
-    rec_ = sample_next(v.record->logits, v.record->context_ids, v.record->params,
+    rec_ = sample_next(choice_logits(*v.record), v.record->context_ids, v.record->params,
                        v.record->step_index, v.record->banned_words.get());
   } catch (const std::exception& e) {
     rec_.reset();
@@ -210,7 +211,10 @@ void SamplingPanel::draw(PanelContext& ctx) {
     end_panel();
     return;
   }
-  draw_stages(ctx, compact_strip_ ? line : strip_h);
+  const float below = compact_strip_ ? line : strip_h;
+  if (ctx.view.record->dola)  // DoLa: the layer contrast the stages below run on
+    draw_dola_view(ctx, *ctx.view.record, (ImGui::GetContentRegionAvail().y - below) * 0.55f);
+  draw_stages(ctx, below);
   draw_strip(ctx);
   end_panel();
 }

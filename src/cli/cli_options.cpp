@@ -94,14 +94,20 @@ Generation
                           verifies them in one pass, keeping the agreed prefix and adding
                           its own next token (greedy: exactly the plain greedy text;
                           sampled: the model's own distribution); "spec=auto" adapts the
-                          draft length (+2 after a fully accepted round, else - 1)
+                          draft length (+2 after a fully accepted round, else - 1), or
+                          DoLa: "dola=low", "dola=high" or premature layers "dola=2,3" (0 =
+                          embeddings; HF's rule: every second layer of the lower / upper
+                          half, low from layer 2; the layer whose early-exit distribution
+                          diverges most from the final one is contrasted: log p_final -
+                          log p_layer over the tokens with p >= 0.1 x the top p; combines
+                          with sampling keys and repetition_penalty, HF suggests 1.2)
   --compare STR...        several lanes sharing one prefill, printed as columns step by
                           step (token and its probability; the first step where they
                           differ is marked), then per lane: log-probability, perplexity,
                           distinct 1/2/3-grams, tokens/s; e.g.
                           --compare greedy "top_p=0.9,temperature=0.8" "beams=4"
-                          "contrastive=4,alpha=0.6" "spec=4"; a speculative lane's summary
-                          adds its acceptance rate and tokens per target pass
+                          "contrastive=4,alpha=0.6" "spec=4" "dola=low"; a speculative lane's
+                          summary adds its acceptance rate and tokens per target pass
   --no-kv-cache           recompute the whole sequence at every decode step
 )" + ban_words_help() +
                      R"(

@@ -71,6 +71,7 @@ void ComparePrinter::print_row(std::ostream& out, const StepTrace& step) {
   bool differ = false;
   bool switched = false;
   bool penalised = false;
+  bool contrasted = false;
   for (const Lane& lane : session_.lanes()) {
     const LaneStep* r = session_.record(step.index, lane.id);
     std::string cell;
@@ -94,6 +95,11 @@ void ComparePrinter::print_row(std::ostream& out, const StepTrace& step) {
         cell += " pen " + fmt("%.2f", r->contrastive->candidates[r->contrastive->chosen].penalty);
         penalised = true;
       }
+      // A DoLa lane: the premature layer its choice was contrasted with.
+      if (r->dola) {
+        cell += " L" + std::to_string(r->dola->premature_layer);
+        contrasted = true;
+      }
       if (first_token < 0) first_token = r->chosen_token;
       differ = differ || r->chosen_token != first_token;
     }
@@ -112,6 +118,12 @@ void ComparePrinter::print_row(std::ostream& out, const StepTrace& step) {
     out << fit("", kStepWidth)
         << "  (pen: the chosen candidate's largest cosine similarity to an earlier position)\n";
     contrastive_legend_shown_ = true;
+  }
+  if (contrasted && !dola_legend_shown_) {
+    out << fit("", kStepWidth)
+        << "  (Ln: DoLa's premature layer, whose distribution was contrasted with the final "
+           "one; p is the final layer's)\n";
+    dola_legend_shown_ = true;
   }
 }
 

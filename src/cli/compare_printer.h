@@ -25,6 +25,7 @@ class ComparePrinter {
   bool diverged_ = false;
   bool legend_shown_ = false;
   bool contrastive_legend_shown_ = false;
+  bool dola_legend_shown_ = false;
 };
 
 }  // namespace ts::cli

@@ -22,16 +22,6 @@ std::string quoted_piece(const Tokenizer& tok, int id) {
   return "\"" + display_piece(tok.token_bytes(id)) + "\"";
 }
 
-// The tokens a record's token was chosen after (what the repetition penalty
-// and the banned words looked at): its context, or for a speculative round
-// the verify pass's context up to the row of its last committed token.
-std::vector<int> choice_context(const LaneStep& ls) {
-  if (!ls.spec) return ls.context_ids;
-  const size_t end = std::min(ls.context_ids.size(),
-                              static_cast<size_t>(ls.start_pos) + ls.spec->committed.size());
-  return std::vector<int>(ls.context_ids.begin(), ls.context_ids.begin() + static_cast<long>(end));
-}
-
 // The banned-words stage of one lane's step: how many tokens it removed, the
 // model's probability mass on them, and the most likely of them.
 void print_banned_words(std::ostream& out, const Tokenizer& tok, const LaneStep& ls,
@@ -108,6 +98,24 @@ void print_spec_round(std::ostream& out, const Tokenizer& tok, const LaneStep& l
       << fmt("%.2f", r.verify_cost.bytes() * 1e-6) << " MB\n";
 }
 
+// DoLa: the candidate layers' divergences (the premature layer marked),
+// then the tokens the relative-top filter kept with log p at the final and
+// at the premature layer and their contrast, the chosen one marked.
+void print_dola(std::ostream& out, const Tokenizer& tok, const LaneStep& ls) {
+  const DolaStep& d = *ls.dola;
+  out << "    dola: premature layer " << d.premature_layer << " of candidates";
+  for (size_t i = 0; i < d.candidate_layers.size(); ++i) {
+    out << " " << d.candidate_layers[i];
+    if (d.candidate_layers.size() > 1) out << " (div " << fmt("%.4f", d.divergence[i]) << ")";
+  }
+  out << "; " << d.kept << " tokens kept (p >= 0.1 x the top p)\n";
+  for (const DolaToken& t : d.top)
+    out << "      " << (t.token == ls.chosen_token ? "* " : "  ") << quoted_piece(tok, t.token)
+        << " log p final " << fmt("%.3f", t.final_logp) << " (rank " << t.final_rank + 1
+        << ") premature " << fmt("%.3f", t.premature_logp) << " contrast "
+        << fmt("%.3f", t.contrast) << "\n";
+}
+
 }  // namespace
 
 std::string printable(std::string_view text) {
@@ -164,7 +172,9 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
     if (step.lanes.size() > 1 || session.lanes().size() > 1) out << "lane " << ls.lane << ": ";
     out << "chose " << quoted_piece(tok, ls.chosen_token) << " (model p "
         << fmt("%.3f", probs[ls.chosen_token]);
-    if (ls.params.do_sample) out << ", after filters p " << fmt("%.3f", ls.chosen_prob);
+    if (ls.params.do_sample || ls.dola)
+      out << ", after " << (ls.dola ? "the contrast" : "filters") << " p "
+          << fmt("%.3f", ls.chosen_prob);
     out << ")";
     if (ls.params.do_sample) out << " u=" << fmt("%.4f", ls.uniform);
     out << " | top:";
@@ -174,6 +184,7 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
     print_banned_words(out, tok, ls, probs);
     if (ls.contrastive) print_contrastive(out, tok, ls);
     if (ls.spec) print_spec_round(out, tok, ls);
+    if (ls.dola) print_dola(out, tok, ls);
   }
 }
 

@@ -17,6 +17,14 @@ std::vector<float> lens_logits(const ModelWeights& w, const float* residual_row)
   return logits;
 }
 
+std::vector<float> early_exit_logits(const ModelWeights& w, const float* residual_row) {
+  const ModelConfig& cfg = w.config;
+  std::vector<float> logits(cfg.vocab_size);
+  static ThreadPool pool(1);  // runs on the session's worker; keep it serial
+  cpu::matmul_transposed(residual_row, 1, cfg.n_embd, w.wte, cfg.vocab_size, logits.data(), pool);
+  return logits;
+}
+
 std::vector<LensRow> logit_lens(const ModelWeights& w, const std::vector<float>& residuals,
                                 int count) {
   const ModelConfig& cfg = w.config;

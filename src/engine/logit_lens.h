@@ -24,5 +24,8 @@ std::vector<LensRow> logit_lens(const ModelWeights& weights, const std::vector<f
                                 int count = 5);
 // Full logits read off one residual row (used by the test against the model).
 std::vector<float> lens_logits(const ModelWeights& weights, const float* residual_row);
+// The unembedding applied to a residual row WITHOUT the final layer norm:
+// the early-exit logits DoLa contrasts (HF's lm_head(hidden_states[l])).
+std::vector<float> early_exit_logits(const ModelWeights& weights, const float* residual_row);
 
 }  // namespace ts

@@ -106,6 +106,61 @@ void check_contrastive_items(const SamplingParams& p, bool greedy_word,
                 " (contrastive search is deterministic)");
 }
 
+// DoLa's item: dola=low, dola=high or dola=N (more layers follow as bare
+// numbers, see dola_more_layers). Returns false for any other key.
+bool parse_dola_item(const std::string& key, std::string_view value, SamplingParams& p) {
+  if (key != "dola") return false;
+  if (value == "low") {
+    p.dola_mode = DolaMode::kLow;
+  } else if (value == "high") {
+    p.dola_mode = DolaMode::kHigh;
+  } else {
+    p.dola_mode = DolaMode::kLayers;
+    p.dola_layers = {parse_int<int>(key, value, "low, high or a layer number >= 0")};
+    if (p.dola_layers[0] < 0) bad_value(key, value, "low, high or a layer number >= 0");
+  }
+  return true;
+}
+
+// A bare whole number right after dola=N (or after another such number)
+// continues DoLa's layer list: "dola=2,4" lists layers 2 and 4.
+bool dola_more_layers(std::string_view item, const std::string& previous_key, SamplingParams& p) {
+  if (previous_key != "dola" || p.dola_mode != DolaMode::kLayers || item.empty()) return false;
+  if (item.find_first_not_of("0123456789") != std::string_view::npos) return false;
+  const int layer = parse_int<int>("dola", item, "a layer number >= 0");
+  for (int l : p.dola_layers)
+    if (l == layer) throw Error("strategy: dola layer " + std::to_string(layer) + " given twice");
+  p.dola_layers.push_back(layer);
+  return true;
+}
+
+// What DoLa cannot be combined with (its contrast replaces the logits of
+// one sequence; beams and contrastive search choose otherwise).
+void validate_dola(const SamplingParams& p) {
+  if (!p.dola()) {
+    if (!p.dola_layers.empty()) throw Error("dola layers given without dola");
+    return;
+  }
+  if (p.dola_mode == DolaMode::kLayers) {
+    if (p.dola_layers.empty()) throw Error("dola: the layer list is empty");
+    for (size_t i = 0; i < p.dola_layers.size(); ++i) {
+      if (p.dola_layers[i] < 0)
+        throw Error("dola: layer " + std::to_string(p.dola_layers[i]) + " is negative");
+      for (size_t j = 0; j < i; ++j)
+        if (p.dola_layers[j] == p.dola_layers[i])
+          throw Error("dola: layer " + std::to_string(p.dola_layers[i]) + " is listed twice");
+    }
+  } else if (!p.dola_layers.empty()) {
+    throw Error("dola: a layer list goes with explicit layers only");
+  }
+  if (p.beam_search()) throw Error("dola cannot be combined with beams");
+  if (p.contrastive()) throw Error("dola cannot be combined with contrastive");
+}
+
+std::string format_dola(const SamplingParams& p) {
+  return "dola=" + dola_layers_text(p.dola_mode, p.dola_layers);
+}
+
 std::string format_contrastive(const SamplingParams& p) {
   return "contrastive=" + std::to_string(p.contrastive_k) + ",alpha=" + num(p.penalty_alpha);
 }
@@ -132,6 +187,9 @@ void validate_spec(const SamplingParams& p) {
                 std::to_string(p.spec_gamma) + ")");
   if (p.beam_search()) throw Error("spec cannot be combined with beams");
   if (p.contrastive()) throw Error("spec cannot be combined with contrastive");
+  // The draft would have to contrast its own layers too; HF's assisted
+  // generation does not do DoLa either.
+  if (p.dola()) throw Error("spec cannot be combined with dola");
 }
 
 std::string format_spec(const SamplingParams& p) {
@@ -176,6 +234,7 @@ void SamplingParams::validate() const {
   }
   validate_contrastive(*this);
   validate_spec(*this);
+  validate_dola(*this);
 }
 
 SamplingParams parse_strategy(std::string_view text) {
@@ -187,6 +246,7 @@ SamplingParams parse_strategy(std::string_view text) {
   std::string sampling_item;  // first item that asked for sampling, for the error message
   std::string beam_key;       // first beam-only item, for the error message
   std::vector<std::string> seen;
+  std::string previous_key;  // for DoLa's layer list
   size_t pos = 0;
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
@@ -194,6 +254,7 @@ SamplingParams parse_strategy(std::string_view text) {
     std::string_view item = trim(text.substr(pos, comma - pos));
     pos = comma + 1;
     if (item.empty()) throw Error("strategy: empty item in \"" + std::string(text) + "\"");
+    if (dola_more_layers(item, previous_key, p)) continue;
 
     size_t eq = item.find('=');
     std::string key(trim(item.substr(0, eq)));
@@ -203,6 +264,7 @@ SamplingParams parse_strategy(std::string_view text) {
       if (k == key) throw Error("strategy: " + key + " given twice");
     }
     seen.push_back(key);
+    previous_key = key;
 
     if (eq == std::string_view::npos) {
       if (key == "greedy") {
@@ -213,18 +275,19 @@ SamplingParams parse_strategy(std::string_view text) {
       } else if (key == "temperature" || key == "top_k" || key == "top_p" || key == "min_p" ||
                  key == "repetition_penalty" || key == "seed" || key == "beams" ||
                  key == "length_penalty" || key == "early_stopping" || key == "contrastive" ||
-                 key == "alpha" || key == "spec") {
+                 key == "alpha" || key == "spec" || key == "dola") {
         throw Error("strategy: " + key + " needs a value (" + key + "=...)");
       } else {
         throw Error("strategy: unknown item '" + key +
                     "' (expected greedy, sample, temperature=, top_k=, top_p=, min_p=, "
                     "repetition_penalty=, seed=, beams=, length_penalty=, early_stopping=, "
-                    "contrastive=, alpha=, spec=)");
+                    "contrastive=, alpha=, spec=, dola=)");
       }
       continue;
     }
     if (parse_contrastive_item(key, value, p)) continue;
     if (parse_spec_item(key, value, p)) continue;
+    if (parse_dola_item(key, value, p)) continue;
     if (key == "temperature") {
       p.temperature = parse_float(key, value);
     } else if (key == "top_p") {
@@ -249,7 +312,7 @@ SamplingParams parse_strategy(std::string_view text) {
     } else {
       throw Error("strategy: unknown key '" + key +
                   "' (expected temperature, top_k, top_p, min_p, repetition_penalty, seed, "
-                  "beams, length_penalty, early_stopping, contrastive, alpha, spec)");
+                  "beams, length_penalty, early_stopping, contrastive, alpha, spec, dola)");
     }
     if (key == "length_penalty" || key == "early_stopping") {
       if (beam_key.empty()) beam_key = key;
@@ -293,14 +356,19 @@ std::string format_strategy(const SamplingParams& p) {
   } else if (p.contrastive()) {
     add(format_contrastive(p));
   } else if (!p.do_sample) {
-    if (!p.speculative()) add("greedy");
+    if (p.dola())
+      add(format_dola(p));
+    else if (!p.speculative())
+      add("greedy");
   } else {
+    if (p.dola()) add(format_dola(p));
+    const size_t before = out.size();
     if (p.temperature != 1.0f) add("temperature=" + num(p.temperature));
     if (p.top_k != 0) add("top_k=" + std::to_string(p.top_k));
     if (p.top_p != 1.0f) add("top_p=" + num(p.top_p));
     if (p.min_p != 0.0f) add("min_p=" + num(p.min_p));
     // Plain sampling with every default still has to read back as sampling.
-    if (out.empty() || out == format_spec(p)) add("sample");
+    if (out.size() == before) add("sample");
   }
   if (p.repetition_penalty != 1.0f) add("repetition_penalty=" + num(p.repetition_penalty));
   if (p.seed != 0) add("seed=" + std::to_string(p.seed));
@@ -322,12 +390,13 @@ std::string describe(const SamplingParams& p) {
     parts.push_back("contrastive " + std::to_string(p.contrastive_k));
     parts.push_back("\u03b1 " + num(p.penalty_alpha));  // "α 0.6"
   } else if (!p.do_sample) {
-    parts.push_back("greedy");
+    parts.push_back(p.dola() ? "DoLa " + dola_layers_text(p.dola_mode, p.dola_layers) : "greedy");
   } else {
+    if (p.dola()) parts.push_back("DoLa " + dola_layers_text(p.dola_mode, p.dola_layers));
     if (p.top_k != 0) parts.push_back("top-k " + std::to_string(p.top_k));
     if (p.top_p != 1.0f) parts.push_back("top-p " + num(p.top_p));
     if (p.min_p != 0.0f) parts.push_back("min-p " + num(p.min_p));
-    bool filtered = parts.size() > (p.speculative() ? 1u : 0u);
+    bool filtered = p.top_k != 0 || p.top_p != 1.0f || p.min_p != 0.0f;
     if (!filtered) parts.push_back("sample");
     if (p.temperature != 1.0f || !filtered) parts.push_back("T " + num(p.temperature));
   }

@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sampling/beam_search.h"
+#include "sampling/dola.h"
 
 namespace ts {
 
@@ -38,6 +40,13 @@ struct SamplingParams {
   // fields are the warping both models' distributions go through (greedy or
   // sampled); it cannot be combined with beams or contrastive search.
   int spec_gamma = 0;
+  // DoLa (HF generate's dola_layers): off, "low", "high" or an explicit list
+  // of premature layers (0 = embeddings). Its contrast scores replace the
+  // logits before the processors, so it combines with greedy, sampling and
+  // the repetition penalty, but not with beams or contrastive search.
+  // Whether the layers exist is checked against the model (session).
+  DolaMode dola_mode = DolaMode::kOff;
+  std::vector<int> dola_layers;  // kLayers only, in the order given
 
   // Throws ts::Error naming the parameter when a value is out of range.
   void validate() const;
@@ -45,6 +54,7 @@ struct SamplingParams {
   bool beam_search() const { return num_beams > 1; }
   bool contrastive() const { return contrastive_k > 0; }
   bool speculative() const { return spec_gamma != 0; }
+  bool dola() const { return dola_mode != DolaMode::kOff; }
 
   bool operator==(const SamplingParams&) const = default;
 };
@@ -55,9 +65,11 @@ inline constexpr int kSpecGammaAuto = -1;  // spec=auto
 // Parses a strategy string: comma-separated items, each a keyword ("greedy",
 // "sample") or key=value with key one of temperature, top_k, top_p, min_p,
 // repetition_penalty, seed, beams, length_penalty, early_stopping,
-// contrastive (the number of candidates), alpha and spec (1..16 or auto:
-// speculative decoding's draft tokens per round; spec alone is greedy). Any item except greedy /
-// seed / repetition_penalty turns sampling on. The result is validated. Unknown keys, bad numbers,
+// contrastive (the number of candidates), alpha, spec (1..16 or auto:
+// speculative decoding's draft tokens per round; spec alone is greedy) and dola
+// (low, high or a layer list: "dola=2,4", the bare numbers after dola=
+// continuing its list). Any item except greedy / seed / repetition_penalty
+// turns sampling on. The result is validated. Unknown keys, bad numbers,
 // duplicates and "greedy" mixed with sampling keys throw ts::Error naming the
 // item.
 SamplingParams parse_strategy(std::string_view text);
@@ -67,7 +79,7 @@ std::string format_strategy(const SamplingParams& params);
 
 // A short human label: "greedy", "greedy · rep 1.3", "top-p 0.9 · T 0.8",
 // "sample · T 0.7 · seed 7", "beams 4 · lp 0.8 · early true",
-// "contrastive 4 · α 0.6", "spec 4 · greedy". The seed is
+// "contrastive 4 · α 0.6", "spec 4 · greedy", "DoLa low", "DoLa 2,4 · top-p 0.9". The seed is
 // shown when sampling and not 0.
 std::string describe(const SamplingParams& params);
 

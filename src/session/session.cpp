@@ -7,6 +7,7 @@
 #include "sampling/distribution.h"
 #include "sampling/sampling_pipeline.h"
 #include "session/speculative_lane.h"
+#include "session/dola_lane.h"
 #include "util/error.h"
 
 namespace ts {
@@ -79,7 +80,10 @@ void Session::set_prompt(std::string_view text) {
 void Session::set_strategies(const std::vector<SamplingParams>& strategies) {
   if (strategies.empty() || static_cast<int>(strategies.size()) > kMaxLanes)
     throw Error("lanes: between 1 and " + std::to_string(kMaxLanes) + " strategies");
-  for (const SamplingParams& p : strategies) p.validate();
+  for (const SamplingParams& p : strategies) {
+    p.validate();
+    if (p.dola()) dola_layers_for(p, engine_->config());  // layers the model has
+  }
   if (!history_.empty()) throw Error("lanes can change only before prefill (press Reset first)");
   strategies_ = strategies;
 }
@@ -197,8 +201,12 @@ std::string Session::next_action() const {
 }
 
 void Session::choose(LaneStep& ls, const Lane& lane) const {
-  SamplingRecord rec =
-      sample_next(ls.logits, ls.context_ids, lane.params, ls.step_index, banned_words_.get());
+  // A DoLa lane's processors and choice run on the contrast scores.
+  ls.dola = lane.params.dola()
+                ? dola_for_record(engine_->weights(), lane.params, ls.logits, ls.residuals)
+                : nullptr;
+  SamplingRecord rec = sample_next(choice_logits(ls), ls.context_ids, lane.params, ls.step_index,
+                                   banned_words_.get());
   ls.params = lane.params;
   ls.banned_words = banned_words_;
   ls.chosen_token = rec.draw.chosen_token;
@@ -561,7 +569,10 @@ StepTrace Session::forward_requests(const std::vector<DecodeRequest>& requests,
                                     std::vector<LaneStep>& records) {
   const bool hidden = std::any_of(requests.begin(), requests.end(),
                                   [](const DecodeRequest& r) { return r.candidate >= 0; });
-  const ForwardOptions fopts = forward_options(options_, hidden);
+  ForwardOptions fopts = forward_options(options_, hidden);
+  // DoLa lanes read their premature layers off the residual stream.
+  if (std::any_of(lanes_.begin(), lanes_.end(), [](const Lane& l) { return l.params.dola(); }))
+    fopts.record_residuals = true;
   std::vector<EntryOutput> outputs;
   std::vector<AppendPlan> plans;
   double seconds = 0;
@@ -667,6 +678,10 @@ void Session::commit(StepTrace trace, std::vector<LaneStep> lane_records,
 
 ForwardOptions Session::prefill_options(size_t tokens, bool hidden) const {
   ForwardOptions f = forward_options(options_, hidden);
+  // DoLa lanes read their premature layers off the residual stream.
+  if (std::any_of(strategies_.begin(), strategies_.end(),
+                  [](const SamplingParams& p) { return p.dola(); }))
+    f.record_residuals = true;
   if (!f.record_attention) return f;
   // A prompt's attention is n_layer x n_head x n^2 floats. Only the layers
   // the trace budget can keep are recorded (apply_budget drops the others
@@ -1066,9 +1081,9 @@ int Session::branch(int step, int lane_id, int token) {
   rec->lane = lane.id;
   rec->chosen_token = token;
   rec->banned_words = banned_words_;
-  rec->chosen_prob =
-      sample_next(rec->logits, rec->context_ids, rec->params, rec->step_index, banned_words_.get())
-          .final_probs[token];
+  rec->chosen_prob = sample_next(choice_logits(*rec), rec->context_ids, rec->params,
+                                 rec->step_index, banned_words_.get())
+                         .final_probs[token];
   rec->uniform = 0;
   finish_lane_if_done(lane, *rec);
   lane.branch_record = std::move(rec);

@@ -30,16 +30,6 @@ json kv_occupancy_to_json(const KvOccupancy& kv) {
 
 namespace {
 
-// The tokens a record's token was chosen after (what the repetition penalty
-// and the banned words looked at): its context, or for a speculative round
-// the verify pass's context up to the row of its last committed token.
-std::vector<int> choice_context(const LaneStep& ls) {
-  if (!ls.spec) return ls.context_ids;
-  const size_t end = std::min(ls.context_ids.size(),
-                              static_cast<size_t>(ls.start_pos) + ls.spec->committed.size());
-  return std::vector<int>(ls.context_ids.begin(), ls.context_ids.begin() + static_cast<long>(end));
-}
-
 json params_to_json(const SamplingParams& p) {
   return {{"strategy", format_strategy(p)},
           {"do_sample", p.do_sample},
@@ -54,7 +44,32 @@ json params_to_json(const SamplingParams& p) {
           {"early_stopping", early_stopping_name(p.early_stopping)},
           {"contrastive_k", p.contrastive_k},
           {"penalty_alpha", p.penalty_alpha},
-          {"spec_gamma", p.spec_gamma == kSpecGammaAuto ? json("auto") : json(p.spec_gamma)}};
+          {"spec_gamma", p.spec_gamma == kSpecGammaAuto ? json("auto") : json(p.spec_gamma)},
+          {"dola_layers",
+           p.dola() ? json(dola_layers_text(p.dola_mode, p.dola_layers)) : json(nullptr)}};
+}
+
+// A DoLa step: the candidate layers with their divergences (HF's, summed
+// over the vocabulary), the premature layer, and the tokens the relative-top
+// filter kept (at most kDolaTopTokens, highest contrast first).
+json dola_step_to_json(const DolaStep& d, int chosen_token) {
+  json layers = json::array();
+  for (size_t i = 0; i < d.candidate_layers.size(); ++i)
+    layers.push_back({{"layer", d.candidate_layers[i]},
+                      {"divergence", d.divergence[i]},
+                      {"premature", d.candidate_layers[i] == d.premature_layer}});
+  json tokens = json::array();
+  for (const DolaToken& t : d.top)
+    tokens.push_back({{"token", t.token},
+                      {"final_log_prob", t.final_logp},
+                      {"premature_log_prob", t.premature_logp},
+                      {"contrast", t.contrast},
+                      {"final_rank", t.final_rank},
+                      {"chosen", t.token == chosen_token}});
+  return {{"premature_layer", d.premature_layer},
+          {"candidate_layers", layers},
+          {"kept", d.kept},
+          {"top_tokens", tokens}};
 }
 
 // A contrastive step: every candidate with its probability, degeneration
@@ -179,9 +194,10 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
   json top = json::array();
   for (int id : top_n(ls.logits, options.top_n))
     top.push_back({{"id", id}, {"logit", ls.logits[id]}, {"prob", probs[id]}});
-  // The stages are recomputed from the stored logits: sample_next is pure.
-  const SamplingRecord rec =
-      sample_next(ls.logits, choice_context(ls), ls.params, ls.step_index, ls.banned_words.get());
+  // The stages are recomputed from the stored logits (a DoLa lane's: its
+  // contrast scores): sample_next is pure.
+  const SamplingRecord rec = sample_next(choice_logits(ls), choice_context(ls), ls.params,
+                                         ls.step_index, ls.banned_words.get());
   json stages = json::array();
   for (const StageRecord& s : rec.stages) {
     json stage = {
@@ -232,6 +248,7 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
   if (ls.beam) j["beam"] = beam_step_to_json(*ls.beam);
   if (ls.contrastive) j["contrastive"] = contrastive_step_to_json(*ls.contrastive, ls.context_ids);
   if (ls.spec) j["speculative"] = spec_round_to_json(*ls.spec);
+  if (ls.dola) j["dola"] = dola_step_to_json(*ls.dola, ls.chosen_token);
   if (options.full_logits) {
     json all = json::array();
     for (float v : ls.logits) all.push_back(finite_or_null(v));

@@ -51,6 +51,12 @@ int64_t StepTrace::memory_bytes() const {
       for (const auto& row : l.spec->draft_logits) total += static_cast<int64_t>(row.size()) * 4;
       for (const auto& row : l.spec->target_logits) total += static_cast<int64_t>(row.size()) * 4;
     }
+    if (l.dola)
+      total += sizeof(DolaStep) +
+               static_cast<int64_t>(l.dola->contrast.size() + l.dola->divergence.size() +
+                                    l.dola->candidate_layers.size()) *
+                   4 +
+               static_cast<int64_t>(l.dola->top.size()) * sizeof(DolaToken);
   }
   for (const auto& s : kv_after.sequences) total += static_cast<int64_t>(s.block_table.size()) * 4;
   total += static_cast<int64_t>(kv_after.ref_counts.size()) * 4;

@@ -5,6 +5,7 @@
 // slots the step wrote, the attention it computed and how its strategy chose
 // the next token. Full sampling stages are not stored: sample_next() on the
 // stored logits reproduces them exactly, on demand.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "sampling/banned_words.h"
 #include "sampling/beam_search.h"
 #include "sampling/contrastive.h"
+#include "sampling/dola.h"
 #include "sampling/sampling_params.h"
 #include "sampling/speculative.h"
 
@@ -128,10 +130,31 @@ struct LaneStep {
   // γ + 1 rows; logits, chosen_token and step_index are those of the round's
   // last committed token (the row it was chosen from).
   std::shared_ptr<const SpecRound> spec;
+  // DoLa lanes: the candidate layers, their divergences, the premature
+  // layer and the contrast scores; the processors and the choice ran on
+  // dola->contrast instead of logits (see choice_logits).
+  std::shared_ptr<const DolaStep> dola;
 
   int context() const { return start_pos + static_cast<int>(input_tokens.size()); }
   int rows() const { return static_cast<int>(input_tokens.size()); }
 };
+
+// The scores the sampling pipeline ran on for this record: the raw logits,
+// or a DoLa lane's contrast. sample_next(choice_logits(ls), ...) reproduces
+// the record's stages.
+inline const std::vector<float>& choice_logits(const LaneStep& ls) {
+  return ls.dola ? ls.dola->contrast : ls.logits;
+}
+
+// The tokens a record's token was chosen after (what the repetition penalty
+// and the banned words looked at): its context, or for a speculative round
+// the verify pass's context up to the row of its last committed token.
+inline std::vector<int> choice_context(const LaneStep& ls) {
+  if (!ls.spec) return ls.context_ids;
+  const size_t end = std::min(ls.context_ids.size(),
+                              static_cast<size_t>(ls.start_pos) + ls.spec->committed.size());
+  return std::vector<int>(ls.context_ids.begin(), ls.context_ids.begin() + static_cast<long>(end));
+}
 
 struct StepTrace {
   int index = 0;  // 0 = prefill, then decode steps 1, 2, ...

@@ -1122,6 +1122,75 @@ TEST(CliContrastive, BadInputIsOneLine) {
   }
 }
 
+// ---------------------------------------------------------- DoLa
+
+// A DoLa lane in plain output (the premature layer, the divergences, the
+// kept tokens with their contrast), --compare (the premature layer in the
+// column) and --json (the dola record); the three agree.
+TEST(CliDola, PlainCompareAndJsonAgree) {
+  const fs::path json_path = scratch_dir() / "dola.json";
+  const CliRun plain =
+      run_cli({"--steps", "5", "--strategy", "dola=1,3", "--json", json_path.string()});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("dola: premature layer "), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find(" (div "), std::string::npos) << plain.out;
+
+  const nlohmann::json session = nlohmann::json::parse(read_file(json_path));
+  ASSERT_EQ(session["steps"].size(), 6u);
+  EXPECT_EQ(session["lanes"][0]["strategy"], "dola=1,3");
+  EXPECT_EQ(session["steps"][0]["lanes"][0]["params"]["dola_layers"], "1,3");
+  for (const auto& step : session["steps"]) {
+    const auto& lane = step["lanes"][0];
+    const auto& d = lane["dola"];
+    ASSERT_EQ(d["candidate_layers"].size(), 2u);
+    const int premature = d["premature_layer"].get<int>();
+    EXPECT_TRUE(premature == 1 || premature == 3);
+    // The premature layer is the candidate of largest divergence.
+    double best = -1;
+    int best_layer = -1;
+    for (const auto& l : d["candidate_layers"]) {
+      if (l["divergence"].get<double>() > best)
+        best = l["divergence"].get<double>(), best_layer = l["layer"].get<int>();
+      EXPECT_EQ(l["premature"].get<bool>(), l["layer"].get<int>() == premature);
+    }
+    EXPECT_EQ(best_layer, premature);
+    // Greedy DoLa takes the highest contrast among the kept tokens.
+    ASSERT_FALSE(d["top_tokens"].empty());
+    EXPECT_EQ(d["top_tokens"][0]["token"], lane["chosen_token"]);
+    EXPECT_TRUE(d["top_tokens"][0]["chosen"].get<bool>());
+    EXPECT_EQ(lane["draw"]["chosen_token"], lane["chosen_token"]);
+    for (const auto& t : d["top_tokens"])
+      EXPECT_NEAR(t["contrast"].get<double>(),
+                  t["final_log_prob"].get<double>() - t["premature_log_prob"].get<double>(), 1e-5);
+    // The relative-top filter: every other token's stage logit is removed.
+    EXPECT_EQ(lane["sampling_stages"][0]["kept"], d["kept"]);
+  }
+
+  const CliRun compare = run_cli({"--steps", "5", "--compare", "greedy", "dola=low"});
+  ASSERT_EQ(compare.exit_code, 0) << compare.err;
+  EXPECT_NE(compare.out.find(" L2"), std::string::npos) << compare.out;  // 4 layers: low = [2]
+  EXPECT_NE(compare.out.find("DoLa's premature layer"), std::string::npos) << compare.out;
+  EXPECT_NE(compare.out.find("lane 1 (DoLa low): "), std::string::npos) << compare.out;
+}
+
+// Layers the model lacks and impossible combinations: one line, exit code 2.
+TEST(CliDola, BadInputIsOneLine) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--strategy", "dola=2"}, "layer 2 is not a premature layer of a 2-layer model"},
+      {{"--compare", "greedy", "dola=0,5"}, "layer 5"},
+      {{"--strategy", "dola=middle"}, "dola=middle is not low, high or a layer number"},
+      {{"--strategy", "dola=1,1"}, "dola layer 1 given twice"},
+      {{"--strategy", "dola=low,beams=2"}, "dola cannot be combined with beams"},
+      {{"--strategy", "dola=low,contrastive=4"}, "dola cannot be combined with contrastive"},
+      {{"--strategy", "dola=low", "--temperature", "0.7"}, "conflict"},
+  };
+  for (const auto& [args, says] : cases) {
+    std::string joined;
+    for (const auto& a : args) joined += " " + a;
+    expect_one_error_line(run_cli(with_tiny(args)), "tokenscope-cli", says, joined);
+  }
+}
+
 }  // namespace
 
 namespace {
