@@ -279,12 +279,17 @@ LaneStep read_lane_step(const Reader& r, const json& j, const std::string& w, co
   if (j.contains("beam")) ls.beam = read_beam(r, j["beam"], w + ".beam", s);
   if (j.contains("contrastive"))
     ls.contrastive = read_contrastive(r, j["contrastive"], w + ".contrastive", s, ls.context());
-  // A speculative round (draft rows, verdicts, the verify pass) is not part of
-  // the replay format: replaying its step as a one-token step would show the
-  // wrong choice, so such a file is refused rather than misread.
+  // A speculative round (draft rows, verdicts, the verify pass) and a DoLa
+  // step (the contrast the choice ran on) are not part of the replay format:
+  // replaying them from the logits alone would show the wrong choice, so such
+  // a file is refused rather than misread.
   if (ls.params.speculative())
     r.fail(w + ".strategy",
            "speculative lanes cannot be re-opened (their rounds are not stored "
+           "in the replay part of a session file)");
+  if (ls.params.dola())
+    r.fail(w + ".strategy",
+           "DoLa lanes cannot be re-opened (their layer contrast is not stored "
            "in the replay part of a session file)");
   if (ls.beam && !ls.params.beam_search()) r.fail(w + ".beam", "the strategy is not beam search");
   if (ls.contrastive && !ls.params.contrastive())

@@ -406,6 +406,8 @@ TEST(SessionImport, CorruptFieldsAreRefused) {
   // as one-token steps.
   expect_refused(with([](json& d) { d["steps"][2]["replay"]["lanes"][0]["strategy"] = "spec=4"; }),
                  "steps[2].replay.lanes[0].strategy: speculative lanes cannot be re-opened");
+  expect_refused(with([](json& d) { d["steps"][2]["replay"]["lanes"][0]["strategy"] = "dola=1"; }),
+                 "steps[2].replay.lanes[0].strategy: DoLa lanes cannot be re-opened");
   expect_refused(with([](json& d) { d.erase("replay"); }), "missing \"replay\"");
   expect_refused(with([](json& d) { d["steps"][3].erase("replay"); }),
                  "steps[3]: missing \"replay\"");
