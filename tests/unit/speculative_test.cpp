@@ -132,8 +132,9 @@ TEST(SpeculativeStrategy, ParsesFormatsAndRefuses) {
   p = parse_strategy("spec=2,sample,seed=3");
   EXPECT_EQ(parse_strategy(format_strategy(p)), p);
   EXPECT_EQ(parse_strategy("greedy,spec=16").spec_gamma, 16);
-  for (const char* bad : {"spec=0", "spec=17", "spec=-1", "spec=x", "spec", "spec=4,beams=2",
-                          "spec=4,contrastive=4", "spec=1,spec=2"})
+  for (const char* bad :
+       {"spec=0", "spec=17", "spec=-1", "spec=x", "spec", "spec=4,beams=2", "spec=4,contrastive=4",
+        "spec=4,dola=low", "dola=1,spec=2", "spec=1,spec=2"})
     EXPECT_THROW(parse_strategy(bad), Error) << bad;
   SamplingParams out_of_range;
   out_of_range.spec_gamma = 17;
