@@ -50,8 +50,12 @@ echo "== ThreadSanitizer tests"
 # and the lanes run on several threads; a race fails its test (exit 66 on the
 # first report). The suppressions cover only Mesa's uninstrumented GL driver.
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan_suppressions.txt"
+# The roofline-label check places labels around points whose positions are
+# the steps' measured FLOP/s: under TSan's slowdown the points crowd so that
+# the step label may find no clear place and sits on its backing (allowed by
+# the panel, not by the check). It runs in the release configuration above.
 tsan_tests=(ctest --test-dir build-tsan -j"$jobs" --output-on-failure
-  -E 'BundledModel.ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\.')
+  -E 'BundledModel.ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\.|PresentationLayout\.RooflineLabels')
 if [ -z "${DISPLAY:-}" ] && command -v xvfb-run >/dev/null 2>&1; then
   xvfb-run -a -s "-screen 0 1920x1080x24 -noreset" "${tsan_tests[@]}" || status=1
 else
