@@ -6,8 +6,8 @@
 #include "sampling/contrastive.h"
 #include "sampling/distribution.h"
 #include "sampling/sampling_pipeline.h"
-#include "session/speculative_lane.h"
 #include "session/dola_lane.h"
+#include "session/speculative_lane.h"
 #include "util/error.h"
 
 namespace ts {
