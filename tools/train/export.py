@@ -3,6 +3,9 @@
 loss curve, and write the PyTorch fixtures the engine's tests compare with.
 
     /usr/bin/python3 tools/train/export.py [--work tools/train/work]
+    (the draft model: --name tokenscope-tiny-draft --work tools/train/work/draft
+     --out assets/models/tokenscope-tiny-draft --fixtures tests/fixtures/bundled-draft
+     --png docs/loss_curve_draft.png, as tools/train/train_draft.sh runs it)
 
 Writes:
     assets/models/tokenscope-tiny/   config.json, model.safetensors (F32, HF
@@ -108,7 +111,7 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def plot(csv_path, png_path, summary):
+def plot(csv_path, png_path, summary, name):
     import csv
     import matplotlib
     matplotlib.use("Agg")
@@ -121,7 +124,7 @@ def plot(csv_path, png_path, summary):
     ax.plot(tok, [float(r["val_loss"]) for r in rows], label="validation (first windows, during training)")
     ax.set_xlabel("training tokens seen (millions)")
     ax.set_ylabel("loss (nats / token)")
-    ax.set_title(f"{MODEL_NAME}: {summary['params'] / 1e6:.2f} M parameters, "
+    ax.set_title(f"{name}: {summary['params'] / 1e6:.2f} M parameters, "
                  f"{summary['steps_done']} steps")
     ax.grid(alpha=0.3)
     ax.legend()
@@ -132,6 +135,7 @@ def plot(csv_path, png_path, summary):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--name", default=MODEL_NAME, help="the model's name in the fixtures and the plot")
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
     ap.add_argument("--out", default=os.path.join(ROOT, "assets", "models", MODEL_NAME))
     ap.add_argument("--fixtures", default=os.path.join(ROOT, "tests", "fixtures", "bundled"))
@@ -206,7 +210,7 @@ def main():
     shutil.copyfile(os.path.join(args.work, "val.txt"), os.path.join(args.fixtures, "val.txt"))
     fixture = {
         "generator": "tools/train/export.py",
-        "model_dir": f"assets/models/{MODEL_NAME}",
+        "model_dir": f"assets/models/{args.name}",
         "note": "last_logits[v]: logits of the LAST prompt position for vocabulary id v, computed in float64 "
                 "from the float32 weights of model.safetensors and rounded to float32. greedy_continuation_ids: "
                 f"{GREEDY_STEPS} argmax steps by PyTorch in float32 (no repetition penalty). token_spans[t] = "
@@ -233,9 +237,9 @@ def main():
     with open(os.path.join(args.work, "train_summary.json")) as f:
         summary = json.load(f)
     os.makedirs(os.path.dirname(args.png), exist_ok=True)
-    plot(os.path.join(args.work, "loss.csv"), args.png, summary)
+    plot(os.path.join(args.work, "loss.csv"), args.png, summary, args.name)
     out = {
-        "model_name": MODEL_NAME,
+        "model_name": args.name,
         "config": cfg.to_dict(),
         "params": model.num_params(),
         "safetensors_bytes": os.path.getsize(os.path.join(args.out, "model.safetensors")),
