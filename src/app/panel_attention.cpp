@@ -47,7 +47,7 @@ void AttentionPanel::set_synthetic(AttentionMatrix m, bool rerender_every_frame)
 std::string AttentionPanel::label(const PanelContext& ctx, int pos) const {
   if (synthetic_ || !ctx.snap || pos < 0 || pos >= static_cast<int>(matrix_.tokens.size()))
     return std::to_string(pos);
-  return token_piece(*ctx.snap, matrix_.tokens[pos]);
+  return context_piece(*ctx.snap, matrix_.tokens[pos]);
 }
 
 void AttentionPanel::update_matrix(PanelContext& ctx) {

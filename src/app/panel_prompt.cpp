@@ -184,7 +184,7 @@ void PromptPanel::draw_strip(PanelContext& ctx) {
       cs.border_width = 2.5f * ctx.scale;
     }
     ImGui::PushID(p);
-    const std::string piece = token_piece(snap, id);
+    const std::string piece = context_piece(snap, id);
     if (token_chip("tok", piece, std::to_string(id), cs, p > 0) && !pending) {
       ctx.state.attention.query = selected == p ? -1 : p;
     }

@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "app/dola_view.h"
+#include "model/token_display.h"
+#include "sampling/banned_words.h"
 #include "sampling/contrastive.h"
 #include "sampling/distribution.h"
 #include "util/error.h"
@@ -67,7 +69,11 @@ std::string banned_words_removed_list(const SessionSnapshot& snap, const StageRe
   for (int i = 0; i < shown; ++i) {
     char p[32];
     std::snprintf(p, sizeof p, "%.4f", probs[ids[i]]);
-    out += "\u201C" + token_piece(snap, ids[i]) + "\u201D " + p + "\n";
+    // Masked: the hover names what was removed without showing the word.
+    const std::string piece =
+        snap.tokenizer ? display_piece(mask_banned_piece(snap.tokenizer->token_bytes(ids[i])))
+                       : token_piece(snap, ids[i]);
+    out += "\u201C" + piece + "\u201D " + p + "\n";
   }
   if (static_cast<int>(ids.size()) > shown)
     out += "and " + std::to_string(ids.size() - shown) + " more\n";
@@ -75,6 +81,15 @@ std::string banned_words_removed_list(const SessionSnapshot& snap, const StageRe
 }
 
 namespace {
+
+// Whether the record's banned-words stage removed `id` (a listed word, or
+// the last token of a listed phrase after its prefix): its row is masked.
+bool banned_here(const SamplingRecord& r, int id) {
+  for (const StageRecord& st : r.stages)
+    if (st.name == "banned_words")
+      return std::binary_search(st.removed_ids_here.begin(), st.removed_ids_here.end(), id);
+  return false;
+}
 
 // Whether the last item lies wholly inside the area drawn now (the stage
 // table's child window, clipped by the panel around it): a row cut off at
@@ -593,7 +608,10 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float below) {
     for (int id : candidates_) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      const std::string piece = token_piece(*ctx.snap, id);
+      const std::string piece =
+          banned_here(r, id) && ctx.snap->tokenizer
+              ? display_piece(mask_banned_piece(ctx.snap->tokenizer->token_bytes(id)))
+              : token_piece(*ctx.snap, id);
       if (token_cell(id, piece, id == chosen, ctx.pal.accent)) branch_with_token(ctx, id);
       if (row_fully_visible(child_min, child_max)) ++visible_rows_;
       if (ImGui::IsItemHovered() && id != chosen)

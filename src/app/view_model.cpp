@@ -1,9 +1,11 @@
 #include "app/view_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "model/token_display.h"
+#include "sampling/banned_words.h"
 
 namespace ts::app {
 
@@ -52,6 +54,14 @@ StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane) 
 }
 
 std::string token_piece(const SessionSnapshot& snap, int id) {
+  if (!snap.tokenizer || id < 0 || id >= snap.tokenizer->vocab_size()) return "?";
+  if (snap.banned_words &&
+      std::binary_search(snap.banned_words->singles.begin(), snap.banned_words->singles.end(), id))
+    return display_piece(mask_banned_piece(snap.tokenizer->token_bytes(id)));
+  return display_piece(snap.tokenizer->token_bytes(id));
+}
+
+std::string context_piece(const SessionSnapshot& snap, int id) {
   if (!snap.tokenizer || id < 0 || id >= snap.tokenizer->vocab_size()) return "?";
   return display_piece(snap.tokenizer->token_bytes(id));
 }

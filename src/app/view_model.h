@@ -38,7 +38,12 @@ struct StepView {
 StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane);
 
 // Visible piece of a token (spaces, newlines and partial UTF-8 made visible).
+// While the banned-words stage is on, a token that is a listed word by itself
+// is shown masked (mask_banned_piece): the model's rankings may still list it.
 std::string token_piece(const SessionSnapshot& snap, int id);
+// The same, never masked: for the tokens of the context (what the user typed
+// is shown as typed).
+std::string context_piece(const SessionSnapshot& snap, int id);
 
 // Running text for reading, with whitespace at its start and end made
 // visible (␣ ↵ →): a prompt of spaces is not an empty line.

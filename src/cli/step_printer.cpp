@@ -22,12 +22,26 @@ std::string quoted_piece(const Tokenizer& tok, int id) {
   return "\"" + display_piece(tok.token_bytes(id)) + "\"";
 }
 
+// The ids the lane's banned-words stage removes at this step (sorted; empty
+// when the stage is off): the model's own top lists may still rank them, and
+// they are printed masked there (mask_banned_piece), like the stage's list.
+std::vector<int> banned_here(const LaneStep& ls) {
+  return ls.banned_words ? banned_ids_for_context(*ls.banned_words, choice_context(ls))
+                         : std::vector<int>{};
+}
+
+std::string quoted_piece(const Tokenizer& tok, int id, const std::vector<int>& masked) {
+  if (!std::binary_search(masked.begin(), masked.end(), id)) return quoted_piece(tok, id);
+  return "\"" + display_piece(mask_banned_piece(tok.token_bytes(id))) + "\"";
+}
+
 // The banned-words stage of one lane's step: how many tokens it removed, the
-// model's probability mass on them, and the most likely of them.
+// model's probability mass on them, and the most likely of them, masked
+// (mask_banned_piece: a listed word is not printed whole).
 void print_banned_words(std::ostream& out, const Tokenizer& tok, const LaneStep& ls,
                         const std::vector<float>& probs) {
   if (!ls.banned_words) return;
-  std::vector<int> removed = banned_ids_for_context(*ls.banned_words, choice_context(ls));
+  std::vector<int> removed = banned_here(ls);
   double mass = 0;
   for (int id : removed) mass += probs[id];
   std::sort(removed.begin(), removed.end(),
@@ -37,7 +51,8 @@ void print_banned_words(std::ostream& out, const Tokenizer& tok, const LaneStep&
   const size_t shown = std::min<size_t>(removed.size(), 3);
   if (shown > 0) out << ", most likely:";
   for (size_t i = 0; i < shown; ++i)
-    out << " " << quoted_piece(tok, removed[i]) << " " << fmt("%.4f", probs[removed[i]]);
+    out << " \"" << display_piece(mask_banned_piece(tok.token_bytes(removed[i]))) << "\" "
+        << fmt("%.4f", probs[removed[i]]);
   out << "\n";
 }
 
@@ -178,8 +193,9 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
     out << ")";
     if (ls.params.do_sample) out << " u=" << fmt("%.4f", ls.uniform);
     out << " | top:";
+    const std::vector<int> banned = banned_here(ls);
     for (int id : top_n(ls.logits, top))
-      out << " " << quoted_piece(tok, id) << " " << fmt("%.3f", probs[id]);
+      out << " " << quoted_piece(tok, id, banned) << " " << fmt("%.3f", probs[id]);
     out << "\n";
     print_banned_words(out, tok, ls, probs);
     if (ls.contrastive) print_contrastive(out, tok, ls);
@@ -201,11 +217,12 @@ void print_logit_lens(std::ostream& out, const Session& session, const StepTrace
       continue;
     }
     out << ": top-5 after each layer\n";
+    const std::vector<int> banned = banned_here(ls);
     for (const LensRow& row : logit_lens(session.engine().weights(), ls.residuals, 5)) {
       out << "    " << (row.layer == 0 ? std::string("embed") : "L" + std::to_string(row.layer))
           << "\t";
       for (const LensPrediction& p : row.top)
-        out << " " << quoted_piece(tok, p.token) << " " << fmt("%.3f", p.prob);
+        out << " " << quoted_piece(tok, p.token, banned) << " " << fmt("%.3f", p.prob);
       out << "\n";
     }
   }

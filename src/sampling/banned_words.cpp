@@ -1,6 +1,7 @@
 #include "sampling/banned_words.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -155,6 +156,46 @@ void apply_banned_words(std::vector<float>& logits, const BannedTokens& banned,
                   std::to_string(logits.size()) + " logits");
     logits[id] = -std::numeric_limits<float>::infinity();
   }
+}
+
+namespace {
+
+// Bytes of the UTF-8 character starting at text[i] (1 for a stray or
+// truncated sequence).
+size_t utf8_char_bytes(std::string_view text, size_t i) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  const size_t want = c < 0x80           ? 1
+                      : (c >> 5) == 0x6  ? 2
+                      : (c >> 4) == 0xE  ? 3
+                      : (c >> 3) == 0x1E ? 4
+                                         : 1;
+  size_t n = 1;
+  while (n < want && i + n < text.size() &&
+         (static_cast<unsigned char>(text[i + n]) & 0xC0) == 0x80)
+    ++n;
+  return n;
+}
+
+}  // namespace
+
+std::string mask_banned_piece(std::string_view raw) {
+  std::string out;
+  size_t i = 0;
+  while (i < raw.size() && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r'))
+    out += raw[i++];
+  bool first = true;
+  while (i < raw.size()) {
+    const size_t n = utf8_char_bytes(raw, i);
+    const auto c = static_cast<unsigned char>(raw[i]);
+    const bool word_char = c >= 0x80 || std::isalnum(c);
+    if ((first && c < 0x80) || !word_char)
+      out.append(raw.substr(i, n));
+    else
+      out += '*';
+    if (word_char) first = false;
+    i += n;
+  }
+  return out;
 }
 
 }  // namespace ts

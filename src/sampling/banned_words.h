@@ -87,4 +87,13 @@ std::vector<int> banned_ids_for_context(const BannedTokens& banned,
 void apply_banned_words(std::vector<float>& logits, const BannedTokens& banned,
                         const std::vector<int>& context);
 
+// A banned token's bytes as shown where a listed word would be drawn:
+// leading whitespace and a first ASCII letter or digit kept, every later
+// letter, digit and every non-ASCII character (an emoji is a word too)
+// replaced by '*' (" sexy" -> " s***"). The window and the CLI say which
+// tokens the stage took out without putting the listed words themselves on a
+// classroom projector. Punctuation is kept; an incomplete UTF-8 sequence (a
+// byte-level token may end inside a character) counts as one character.
+std::string mask_banned_piece(std::string_view raw_bytes);
+
 }  // namespace ts

@@ -453,6 +453,8 @@ ImportedSession import_session_text(std::string_view text, const std::string& na
     std::sort(b->singles.begin(), b->singles.end());
     lists.push_back(std::move(b));
   }
+  // The display masks the first list's single-token words, as it did live.
+  if (!lists.empty()) snap.banned_words = lists.front();
 
   const json& branch_records = r.array(replay, "replay", "branch_records", kMaxReplayLanes);
   if (branch_records.size() != lanes.size())

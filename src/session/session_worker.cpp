@@ -57,6 +57,7 @@ void SessionWorker::publish_locked_session() {
   s->kv_cache = ses.options().kv_cache;
   s->max_new_tokens = ses.options().max_new_tokens;
   s->tokenizer = ses.shared_tokenizer();
+  s->banned_words = ses.banned_words();
   s->memory = memory_report(ses);
   std::lock_guard<std::mutex> lock(mutex_);
   // The job is over only once its snapshot is out: clearing busy_ in the same

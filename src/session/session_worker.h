@@ -38,7 +38,12 @@ struct SessionSnapshot {
   std::string last_error;
   uint64_t error_serial = 0;  // grows with every error, so a front end can tell new ones
   std::shared_ptr<const Tokenizer> tokenizer;  // const calls only (token_bytes, decode)
-  MemoryReport memory;                         // where memory goes, read when published
+  // The banned-words stage's tokens while it is on (null: off): the window
+  // shows its single-token words masked wherever a token is drawn
+  // (app/view_model token_piece), so the words themselves never reach a
+  // projector even where the model's raw ranking still lists them.
+  std::shared_ptr<const BannedTokens> banned_words;
+  MemoryReport memory;  // where memory goes, read when published
 };
 using SnapshotPtr = std::shared_ptr<const SessionSnapshot>;
 

@@ -22,6 +22,9 @@
 #include "app/panel_table.h"
 #include "app/view_model.h"
 #include "gui_test_support.h"
+#include "model/token_display.h"
+#include "sampling/banned_words.h"
+#include "sampling/distribution.h"
 #include "util/error.h"
 
 namespace ts::app {
@@ -1360,6 +1363,61 @@ TEST(GuiBannedWords, DefaultsFlagsAndTheCheckbox) {
   EXPECT_TRUE(on_by_default(shown));
   shown.ban_words.mode = BanWordsFlags::Mode::kOff;  // unless switched off
   EXPECT_FALSE(on_by_default(shown));
+}
+
+// While the stage is on, a listed word the model still ranks is drawn masked
+// (the Logits, Choosing, Lanes and lens panels all draw token_piece), the
+// stage's hover list too; the context (what the user typed) is drawn as
+// typed; with the stage off nothing is masked.
+TEST(GuiBannedWords, ListedWordsAreDrawnMaskedButTheTypedPromptIsNot) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test_options();
+  o.setup.model.clear();  // the bundled model: the stage is on
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  ASSERT_TRUE(app.controller().banned_words_on());
+  const BannedTokens* banned = nullptr;
+  {
+    const SnapshotPtr s = snap(app);
+    ASSERT_TRUE(s->banned_words);
+    banned = s->banned_words.get();
+  }
+  // A listed word that is one token with its leading space.
+  int word = -1;
+  for (int id : banned->singles)
+    if (word < 0 && snap(app)->tokenizer->token_bytes(id).size() > 3 &&
+        snap(app)->tokenizer->token_bytes(id)[0] == ' ')
+      word = id;
+  ASSERT_GE(word, 0);
+  const std::string typed = "They said" + snap(app)->tokenizer->token_bytes(word);
+  app.controller().set_prompt(typed, {SamplingParams{}});
+  app.settle(2, 50);
+  step(app);  // prefill
+  const SnapshotPtr s = snap(app);
+  const std::string plain = display_piece(s->tokenizer->token_bytes(word));
+  EXPECT_EQ(token_piece(*s, word),
+            display_piece(mask_banned_piece(s->tokenizer->token_bytes(word))));
+  EXPECT_NE(token_piece(*s, word), plain);
+  EXPECT_NE(token_piece(*s, word).find('*'), std::string::npos);
+  // The prompt holds the word as a token of its own and shows it as typed.
+  bool in_prompt = false;
+  for (const TokenSpan& t : s->prompt_tokens) in_prompt = in_prompt || t.id == word;
+  EXPECT_TRUE(in_prompt);
+  EXPECT_EQ(context_piece(*s, word), plain);
+  // The stage's hover list: every entry masked.
+  ASSERT_TRUE(app.sampling_panel().record());
+  const StageRecord& st = app.sampling_panel().record()->stages[stage_index("banned_words")];
+  ASSERT_GT(st.removed_here, 0);
+  const std::string hover = banned_words_removed_list(
+      *s, st, softmax(app.sampling_panel().record()->stages[0].logits), 20);
+  EXPECT_EQ(hover.find(plain), std::string::npos) << hover;
+  EXPECT_NE(hover.find('*'), std::string::npos) << hover;
+  // Off: nothing is masked.
+  app.controller().set_banned_words(false);
+  app.settle(2, 50);
+  EXPECT_FALSE(snap(app)->banned_words);
+  EXPECT_EQ(token_piece(*snap(app), word), plain);
 }
 
 }  // namespace

@@ -624,6 +624,37 @@ TEST(Classroom, NoListedWordInAThousandSampledContinuations) {
   EXPECT_EQ(t.with_listed, 0);
 }
 
+// Where a removed token is listed, it is masked: leading whitespace and a
+// first ASCII letter or digit kept, later letters and digits and every
+// non-ASCII character starred, punctuation kept, a byte-level fragment of a
+// character one star.
+TEST(BannedWords, MaskKeepsTheSpaceAndFirstLetterAndStarsTheRest) {
+  EXPECT_EQ(mask_banned_piece(" damn"), " d***");
+  EXPECT_EQ(mask_banned_piece("Damn"), "D***");
+  EXPECT_EQ(mask_banned_piece("\n\tab"), "\n\ta*");
+  EXPECT_EQ(mask_banned_piece(" f-ing"), " f-***");
+  EXPECT_EQ(mask_banned_piece("x"), "x");
+  EXPECT_EQ(mask_banned_piece(" "), " ");
+  EXPECT_EQ(mask_banned_piece(""), "");
+  EXPECT_EQ(mask_banned_piece("...a"), "...a");             // the first word character is kept
+  EXPECT_EQ(mask_banned_piece(" na\xC3\xAFve"), " n****");  // "ï" is one character
+  EXPECT_EQ(mask_banned_piece("\xC3\xA9t\xC3"), "***");     // a cut-off sequence: one star
+  EXPECT_EQ(mask_banned_piece(" \xF0\x9F\x96\x95"), " *");  // an emoji word is starred whole
+  // Every entry of the shipped list, as a token with a leading space, keeps
+  // at most its first ASCII character readable.
+  const BannedWordList list =
+      read_banned_word_list(std::filesystem::path(TS_SOURCE_DIR) / "assets/banned_words/en.txt");
+  for (const std::string& e : list.entries) {
+    const std::string m = mask_banned_piece(" " + e);
+    size_t readable = 0;
+    for (unsigned char c : m) {
+      EXPECT_LT(c, 0x80) << e << " -> " << m;
+      readable += std::isalnum(c) != 0;
+    }
+    EXPECT_LE(readable, 1u) << e << " -> " << m;
+  }
+}
+
 // The same measurement with the stage off (not a pass/fail check: the rate
 // the stage brings to zero). Run it with
 //   build/ts_tests --gtest_also_run_disabled_tests \
