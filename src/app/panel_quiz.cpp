@@ -25,6 +25,23 @@ const char* const QuizPanel::kHelp =
 
 namespace {
 
+// The lines a class reads from the back of the room: one font size up, and
+// in presentation mode (where every font is already the projector's and there
+// is no larger one) 1.4x that.
+void push_large(PanelContext& ctx) {
+  if (ctx.heading_font)
+    ImGui::PushFont(ctx.heading_font);
+  else
+    ImGui::SetWindowFontScale(1.4f);
+}
+
+void pop_large(PanelContext& ctx) {
+  if (ctx.heading_font)
+    ImGui::PopFont();
+  else
+    ImGui::SetWindowFontScale(1.0f);
+}
+
 std::string prob_text(double p) {
   char buf[32];
   std::snprintf(buf, sizeof buf, p >= 0.01 ? "%.4f" : "%.2e", p);
@@ -282,7 +299,7 @@ void QuizPanel::draw(PanelContext& ctx) {
   if (phase_ == Phase::kComputing) ImGui::TextDisabled("computing the next prediction...");
 
   if (phase_ == Phase::kAsking || phase_ == Phase::kRevealing) {
-    if (ctx.heading_font) ImGui::PushFont(ctx.heading_font);
+    push_large(ctx);
     draw_context(ctx, "?");
     ImGui::Spacing();
     ImGui::TextUnformatted("Which token comes next? Click to add a guess:");
@@ -297,7 +314,7 @@ void QuizPanel::draw(PanelContext& ctx) {
       if (i % 4) ImGui::SameLine();
       if (ImGui::Button(label)) vote_token(snap, o.token);
     }
-    if (ctx.heading_font) ImGui::PopFont();
+    pop_large(ctx);
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
     const bool enter = ImGui::InputText("##word", &word_, ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
@@ -318,12 +335,12 @@ void QuizPanel::draw(PanelContext& ctx) {
   if (phase_ == Phase::kRevealed) {
     const QuizGuess model =
         score_guess(snap.history.back()->lanes.front().logits, *snap.tokenizer, chosen_, chosen_);
-    if (ctx.heading_font) ImGui::PushFont(ctx.heading_font);
+    push_large(ctx);
     draw_context(ctx, model.text);
     ImGui::Spacing();
     ImGui::Text("The model chose \"%s\" (p %s, rank %d)", model.text.c_str(),
                 prob_text(model.probability).c_str(), model.rank);
-    if (ctx.heading_font) ImGui::PopFont();
+    pop_large(ctx);
     if (ImGui::BeginTable("guesses", 6,
                           ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_SizingStretchProp)) {
       for (const char* h : {"guess", "votes", "probability", "rank", "surprisal", ""})
