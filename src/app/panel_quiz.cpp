@@ -13,7 +13,8 @@ namespace ts::app {
 
 const char* const QuizPanel::kHelp =
     "Guess the next token before the model shows it.\n\nAsk computes the model's next "
-    "prediction without stepping and lists 8 tokens: its top 5 mixed with 3 distractors "
+    "prediction without stepping, shows the text so far with a ? where the next token goes, "
+    "and lists 8 tokens: its top 5 mixed with 3 distractors "
     "from ranks 6-50, shuffled. The Logits and Choosing panels are hidden until the reveal. "
     "Each click on a token, or each typed word, adds one guess, so a teacher can tally a "
     "class. A word typed after a word is scored with its leading space (\"cold\" as "

@@ -141,9 +141,11 @@ TEST(GuiQuiz, ThePanelAloneShowsTheTextSoFarAndWhereTheGuessGoes) {
   QuizPanel& quiz = app.quiz_panel();
   auto check_shown = [&](const std::string& expected) {
     ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kQuiz));
-    for (int i = 0; i < kNumWindowPanels; ++i)
-      if (static_cast<PanelId>(i) != PanelId::kQuiz)
+    for (int i = 0; i < kNumWindowPanels; ++i) {
+      if (static_cast<PanelId>(i) != PanelId::kQuiz) {
         EXPECT_FALSE(app.last_frame().was_drawn(static_cast<PanelId>(i))) << i;
+      }
+    }
     EXPECT_EQ(quiz.context(), expected);
     EXPECT_EQ(quiz.shown_context(), expected);
     // The guess position is drawn inside the panel's window.
