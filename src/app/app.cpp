@@ -347,8 +347,9 @@ void App::draw_menu_bar() {
       open_export_popup_ = true;
     if (ImGui::BeginMenu("Save panel as PNG")) {
       for (int i = 0; i < kNumWindowPanels; ++i)
-        if (ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, false, saveable_[i]))
-          request_panel_save(static_cast<PanelId>(i));
+        if (ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, false, saveable_[i]) &&
+            request_panel_save(static_cast<PanelId>(i)))
+          save_panel_wait_ = 1;  // this frame still draws the menu over the panel
       ImGui::EndMenu();
     }
     if (ImGui::BeginMenu("Export for slides")) {
@@ -551,6 +552,10 @@ void App::draw_open_session_popup() {
 
 void App::save_requested_panel() {
   if (save_panel_ < 0) return;
+  if (save_panel_wait_ > 0) {
+    --save_panel_wait_;
+    return;
+  }
   const PanelId id = static_cast<PanelId>(save_panel_);
   save_panel_ = -1;
   const std::string path = std::string("tokenscope-") + panel_key(id) + "-step" +

@@ -179,6 +179,9 @@ class App {
   std::string export_path_ = "tokenscope-session.json";
   std::string export_message_seen_;
   int save_panel_ = -1;  // File > Save panel as PNG: written after this frame renders
+  // Frames to let pass first: the frame of the click still draws the open
+  // menu over the panel, the next one does not.
+  int save_panel_wait_ = 0;
   // File > Export for slides: the popup's choice (an ExportKind, or
   // kNumExportKinds + a panel for its 2x PNG), its path, a 2x PNG to write
   // after the frame.

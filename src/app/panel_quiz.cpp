@@ -13,16 +13,35 @@ namespace ts::app {
 
 const char* const QuizPanel::kHelp =
     "Guess the next token before the model shows it.\n\nAsk computes the model's next "
-    "prediction without stepping and lists 8 tokens: its top 5 mixed with 3 distractors "
+    "prediction without stepping, shows the text so far with a ? where the next token goes, "
+    "and lists 8 tokens: its top 5 mixed with 3 distractors "
     "from ranks 6-50, shuffled. The Logits and Choosing panels are hidden until the reveal. "
-    "Each click on a token, or each typed word (a leading space counts; a word of several "
-    "tokens counts as its first), adds one guess, so a teacher can tally a class.\n\nReveal "
+    "Each click on a token, or each typed word, adds one guess, so a teacher can tally a "
+    "class. A word typed after a word is scored with its leading space (\"cold\" as "
+    "\" cold\", as GPT-2 writes it); a word of several tokens counts as its first.\n\nReveal "
     "runs the step and scores every guess under that step's logits: probability, rank and "
     "surprisal in bits, and whether it was the token chosen. The running score is the mean "
     "log-probability of all guesses and how many were the chosen token (with sampling, how "
     "many of those when the model's own top-1 was not chosen).";
 
 namespace {
+
+// The lines a class reads from the back of the room: one font size up, and
+// in presentation mode (where every font is already the projector's and there
+// is no larger one) 1.4x that.
+void push_large(PanelContext& ctx) {
+  if (ctx.heading_font)
+    ImGui::PushFont(ctx.heading_font);
+  else
+    ImGui::SetWindowFontScale(1.4f);
+}
+
+void pop_large(PanelContext& ctx) {
+  if (ctx.heading_font)
+    ImGui::PopFont();
+  else
+    ImGui::SetWindowFontScale(1.0f);
+}
 
 std::string prob_text(double p) {
   char buf[32];
@@ -62,6 +81,7 @@ void QuizPanel::ask(PanelContext& ctx) {
   votes_.clear();
   results_.clear();
   shortlist_.clear();
+  context_.clear();
   chosen_ = -1;
   pending_ = std::make_shared<Pending>();
   phase_ = Phase::kComputing;
@@ -70,17 +90,19 @@ void QuizPanel::ask(PanelContext& ctx) {
   // before prefill; prompt + generated, the pending token included, after).
   worker->post([pending = pending_](Session& s) {
     std::vector<float> logits;
-    std::string error;
+    std::string context, error;
     try {
       const std::vector<int> tokens = s.lanes().empty() ? s.prompt_ids() : s.lane_tokens(0);
       if (tokens.empty()) throw Error("enter a prompt first");
       ForwardResult r = s.engine().forward_scratch(tokens, ForwardOptions{});
       logits = std::move(r.outputs.at(0).logits);
+      context = s.tokenizer().decode(tokens);
     } catch (const std::exception& e) {
       error = e.what();
     }
     std::lock_guard<std::mutex> lock(pending->mutex);
     pending->logits = std::move(logits);
+    pending->context = std::move(context);
     pending->error = error;
     pending->done = true;
   });
@@ -100,10 +122,11 @@ void QuizPanel::vote_token(const SessionSnapshot& snap, int token) {
 void QuizPanel::vote_word(const SessionSnapshot& snap, const std::string& word) {
   if (phase_ != Phase::kAsking || !snap.tokenizer) return;
   if (word.empty()) {
-    error_ = "type a word (a leading space counts)";
+    error_ = "type a word first";
     return;
   }
-  const std::vector<int> ids = snap.tokenizer->encode_ids(word);
+  // As the reveal will score it: "cold" after "a very" is " cold".
+  const std::vector<int> ids = snap.tokenizer->encode_ids(quiz_word_as_scored(word, context_));
   if (ids.empty()) return;
   error_.clear();
   for (Vote& v : votes_)
@@ -134,6 +157,7 @@ void QuizPanel::poll(PanelContext& ctx) {
     try {
       shortlist_ = quiz_shortlist(pending_->logits, *ctx.snap->tokenizer,
                                   static_cast<uint64_t>(ctx.snap->history.size()));
+      context_ = pending_->context;
       phase_ = Phase::kAsking;
     } catch (const Error& e) {
       error_ = e.what();
@@ -164,15 +188,69 @@ void QuizPanel::poll(PanelContext& ctx) {
   chosen_ = lane->chosen_token;
   results_.clear();
   for (const Vote& v : votes_) {
-    QuizGuess g = v.typed.empty()
-                      ? score_guess(lane->logits, *ctx.snap->tokenizer, v.token, chosen_)
-                      : score_typed_guess(lane->logits, *ctx.snap->tokenizer, v.typed, chosen_);
+    QuizGuess g =
+        v.typed.empty()
+            ? score_guess(lane->logits, *ctx.snap->tokenizer, v.token, chosen_)
+            : score_typed_guess(lane->logits, *ctx.snap->tokenizer, v.typed, chosen_, context_);
     for (int i = 0; i < v.votes; ++i) tally_.add(g);
     results_.push_back({g, v.votes});
   }
   phase_ = Phase::kRevealed;
   hide_panels(ctx, false);
   focus_frames_ = 3;
+}
+
+// The text so far, word-wrapped in the current (large) font, and after it a
+// "?" pill where the next token goes (after the reveal: the token chosen),
+// what a class reads off the projector with only this panel showing. A long text keeps its last
+// kMaxChars bytes.
+void QuizPanel::draw_context(PanelContext& ctx, const std::string& mark_text) {
+  constexpr size_t kMaxChars = 360;
+  std::string text = context_;
+  if (text.size() > kMaxChars) {
+    size_t from = text.size() - kMaxChars;
+    while (from < text.size() && (static_cast<unsigned char>(text[from]) & 0xC0) == 0x80) ++from;
+    text = "\u2026 " + text.substr(from);
+  }
+  shown_context_ = text;
+  const float avail = ImGui::GetContentRegionAvail().x;
+  float x = 0;
+  bool line_empty = true;
+  // Pieces: a run of spaces and the word after it, or one line break.
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == '\n') {
+      if (line_empty) ImGui::NewLine();
+      line_empty = true;
+      x = 0;
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && text[j] == ' ') ++j;
+    while (j < text.size() && text[j] != ' ' && text[j] != '\n') ++j;
+    std::string piece = text.substr(i, j - i);
+    i = j;
+    float w = ImGui::CalcTextSize(piece.c_str()).x;
+    if (!line_empty && x + w > avail) {
+      piece.erase(0, piece.find_first_not_of(' '));
+      w = ImGui::CalcTextSize(piece.c_str()).x;
+      x = 0;
+    } else if (!line_empty) {
+      ImGui::SameLine(0, 0);
+    }
+    ImGui::TextUnformatted(piece.c_str());
+    x += w;
+    line_empty = false;
+  }
+  const std::string padded = " " + mark_text + " ";
+  const char* mark = padded.c_str();
+  const ImGuiStyle& st = ImGui::GetStyle();
+  const float mark_w = ImGui::CalcTextSize(mark).x + st.FramePadding.x * 2;
+  if (!line_empty && x + st.ItemSpacing.x + mark_w <= avail) ImGui::SameLine();
+  badge(mark, ctx.pal.accent, IM_COL32(0, 0, 0, 255));  // black on orange reads best
+  const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+  if (ImGui::IsItemVisible()) marker_ = {a.x, a.y, b.x - a.x, b.y - a.y};
 }
 
 void QuizPanel::draw(PanelContext& ctx) {
@@ -191,6 +269,8 @@ void QuizPanel::draw(PanelContext& ctx) {
     votes_.clear();
     hide_panels(ctx, false);
   }
+  shown_context_.clear();
+  marker_ = {};
   if (!begin_panel(ctx, PanelId::kQuiz)) return;
   if (!ctx.snap || !ctx.ctl.worker() || !ctx.snap->tokenizer) {
     empty_hint(ctx, ctx.ctl.needs_model_line().c_str());
@@ -220,7 +300,9 @@ void QuizPanel::draw(PanelContext& ctx) {
   if (phase_ == Phase::kComputing) ImGui::TextDisabled("computing the next prediction...");
 
   if (phase_ == Phase::kAsking || phase_ == Phase::kRevealing) {
-    if (ctx.heading_font) ImGui::PushFont(ctx.heading_font);
+    push_large(ctx);
+    draw_context(ctx, "?");
+    ImGui::Spacing();
     ImGui::TextUnformatted("Which token comes next? Click to add a guess:");
     for (size_t i = 0; i < shortlist_.size(); ++i) {
       const QuizOption& o = shortlist_[i];
@@ -233,7 +315,7 @@ void QuizPanel::draw(PanelContext& ctx) {
       if (i % 4) ImGui::SameLine();
       if (ImGui::Button(label)) vote_token(snap, o.token);
     }
-    if (ctx.heading_font) ImGui::PopFont();
+    pop_large(ctx);
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
     const bool enter = ImGui::InputText("##word", &word_, ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
@@ -242,15 +324,24 @@ void QuizPanel::draw(PanelContext& ctx) {
       word_.clear();
     }
     for (const Vote& v : votes_)
-      if (!v.typed.empty()) ImGui::TextDisabled("typed \"%s\" x%d", v.typed.c_str(), v.votes);
+      if (!v.typed.empty()) {
+        const std::string as = quiz_word_as_scored(v.typed, context_);
+        if (as == v.typed)
+          ImGui::TextDisabled("typed \"%s\" x%d", v.typed.c_str(), v.votes);
+        else
+          ImGui::TextDisabled("typed \"%s\" x%d (scored as \"%s\", with its leading space)",
+                              v.typed.c_str(), v.votes, as.c_str());
+      }
   }
   if (phase_ == Phase::kRevealed) {
     const QuizGuess model =
         score_guess(snap.history.back()->lanes.front().logits, *snap.tokenizer, chosen_, chosen_);
-    if (ctx.heading_font) ImGui::PushFont(ctx.heading_font);
+    push_large(ctx);
+    draw_context(ctx, model.text);
+    ImGui::Spacing();
     ImGui::Text("The model chose \"%s\" (p %s, rank %d)", model.text.c_str(),
                 prob_text(model.probability).c_str(), model.rank);
-    if (ctx.heading_font) ImGui::PopFont();
+    pop_large(ctx);
     if (ImGui::BeginTable("guesses", 6,
                           ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_SizingStretchProp)) {
       for (const char* h : {"guess", "votes", "probability", "rank", "surprisal", ""})
@@ -276,6 +367,8 @@ void QuizPanel::draw(PanelContext& ctx) {
           ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.ok), "right");
         else if (r.guess.word_tokens > 1)
           ImGui::TextDisabled("only the first of its %d tokens is scored", r.guess.word_tokens);
+        else if (!r.guess.typed.empty() && r.guess.scored_as != r.guess.typed)
+          ImGui::TextDisabled("scored with its leading space");
       }
       ImGui::EndTable();
     }

@@ -34,6 +34,15 @@ class QuizPanel : public Panel {
   const std::vector<Result>& results() const { return results_; }  // after a reveal
   int chosen_token() const { return chosen_; }                     // after a reveal
   const QuizTally& tally() const { return tally_; }
+  // The text the class is guessing the continuation of (the prompt, or the
+  // prompt and what lane 0 generated), as decoded when the question was asked.
+  const std::string& context() const { return context_; }
+  // What the last frame drew of it in the panel (empty when it drew none;
+  // starts with "\u2026 " when only its end fits) and where the "?" that
+  // marks the guess position was drawn (after the reveal: the pill with the
+  // chosen token), in screen pixels (w = 0: not drawn).
+  const std::string& shown_context() const { return shown_context_; }
+  PanelBox guess_marker() const { return marker_; }
   bool asking() const { return phase_ == Phase::kAsking; }
   bool revealed() const { return phase_ == Phase::kRevealed; }
   std::string error() const { return error_; }
@@ -44,6 +53,7 @@ class QuizPanel : public Panel {
     std::mutex mutex;
     bool done = false;
     std::vector<float> logits;
+    std::string context;  // the tokens decoded
     std::string error;
   };
   struct Vote {
@@ -55,6 +65,7 @@ class QuizPanel : public Panel {
   void reveal(PanelContext& ctx);
   void poll(PanelContext& ctx);
   void hide_panels(PanelContext& ctx, bool hide);
+  void draw_context(PanelContext& ctx, const std::string& mark_text);
 
   Phase phase_ = Phase::kIdle;
   std::shared_ptr<Pending> pending_;
@@ -65,6 +76,8 @@ class QuizPanel : public Panel {
   size_t steps_before_ = 0;  // history size when the reveal was asked for
   QuizTally tally_;
   std::string word_, error_;
+  std::string context_, shown_context_;
+  PanelBox marker_;
   bool ask_requested_ = false, reveal_requested_ = false;
   int focus_frames_ = 0;  // after a reveal: stay above the panels that come back
   bool hiding_ = false;   // the Logits and Choosing panels are hidden by the quiz

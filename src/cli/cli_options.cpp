@@ -115,10 +115,11 @@ Output
   --interactive           pause after every step: Enter = next, b = back, q = quit
   --quiz                  with --interactive: before each step is shown, guess its token
                           from a shortlist (the model's top 5 and 3 distractors from ranks
-                          6-50, shuffled) or type a word (a leading space counts; a word of
-                          several tokens scores its first); the reveal gives each guess's
-                          probability, rank and surprisal and a running score (mean
-                          log-probability, guesses that were the chosen token)
+                          6-50, shuffled) or type a word (after a word it is scored with
+                          its leading space, "cold" as " cold"; a word of several tokens
+                          scores its first); the reveal gives each guess's probability,
+                          rank and surprisal and a running score (mean log-probability,
+                          guesses that were the chosen token; b takes a step's guess out)
   --top N                 alternatives printed per step (default 5)
   --json FILE             write the whole session trace as JSON, step by step into a
                           temporary file renamed to FILE when complete; Ctrl-C stops

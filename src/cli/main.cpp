@@ -103,25 +103,48 @@ int run_score(ts::LoadedModel& model, const ts::cli::CliOptions& o) {
   return 0;
 }
 
+// --quiz: each step's guess (none when skipped), by history index: the
+// running score is theirs, so stepping back takes a step's guess out of it
+// and a step taken again is scored once, with the guess made then.
+using QuizRecord = std::vector<std::optional<ts::QuizGuess>>;
+
+ts::QuizTally quiz_tally(const QuizRecord& record) {
+  ts::QuizTally tally;
+  for (const auto& g : record)
+    if (g) tally.add(*g);
+  return tally;
+}
+
+void print_quiz_score(const QuizRecord& record) {
+  const ts::QuizTally tally = quiz_tally(record);
+  char buf[240];
+  std::snprintf(buf, sizeof buf,
+                "  quiz score: %d %s, mean log-probability %.4f nats; %d %s the chosen token "
+                "(%d when the model's top-1 was not chosen)\n",
+                tally.guesses, tally.guesses == 1 ? "guess" : "guesses", tally.mean_log_prob(),
+                tally.correct, tally.correct == 1 ? "was" : "were", tally.beat_top1);
+  std::cout << buf;
+}
+
 // --quiz: runs the step without showing it, asks for a guess at lane 0's
 // token (a number from the shortlist or a typed word; Enter skips), then
 // reveals the model's choice and scores the guess. The caller prints the step.
-const ts::StepTrace& quiz_step(ts::Session& session, ts::QuizTally& tally) {
+const ts::StepTrace& quiz_step(ts::Session& session, QuizRecord& record) {
   const ts::StepTrace& step = session.step();
   const ts::LaneStep& lane = step.lanes.front();
   const ts::Tokenizer& tok = session.tokenizer();
   // Seeded by the step's index: the same step always offers the same list.
   const std::vector<ts::QuizOption> list =
       ts::quiz_shortlist(lane.logits, tok, static_cast<uint64_t>(session.history().size()));
-  std::cout << "quiz: which token comes after \""
-            << ts::cli::printable(tok.decode(lane.context_ids)) << "\"?\n ";
+  const std::string context = tok.decode(lane.context_ids);
+  std::cout << "quiz: which token comes after \"" << ts::cli::printable(context) << "\"?\n ";
   for (size_t i = 0; i < list.size(); ++i)
     std::cout << " " << i + 1 << " \"" << ts::cli::printable(list[i].text) << "\"";
   std::cout << "\n";
   std::optional<ts::QuizGuess> guess;
   for (;;) {
     std::cout << "  your guess: 1-" << list.size()
-              << ", or type a word (a leading space counts), Enter = skip > " << std::flush;
+              << ", or type a word, Enter = skip > " << std::flush;
     std::string line;
     if (!std::getline(std::cin, line)) {
       std::cout << "\n";
@@ -134,7 +157,7 @@ const ts::StepTrace& quiz_step(ts::Session& session, ts::QuizTally& tally) {
       if (*end == '\0' && n >= 1 && n <= static_cast<long>(list.size()))
         guess = ts::score_guess(lane.logits, tok, list[n - 1].token, lane.chosen_token);
       else
-        guess = ts::score_typed_guess(lane.logits, tok, line, lane.chosen_token);
+        guess = ts::score_typed_guess(lane.logits, tok, line, lane.chosen_token, context);
       break;
     } catch (const ts::Error& e) {
       std::cout << "  " << e.what() << "\n";
@@ -143,23 +166,16 @@ const ts::StepTrace& quiz_step(ts::Session& session, ts::QuizTally& tally) {
   ts::QuizGuess model = ts::score_guess(lane.logits, tok, lane.chosen_token, lane.chosen_token);
   model.correct = model.beat_top1 = false;  // the model's own choice is not a guess
   std::cout << "reveal: the model chose " << ts::cli::printable(ts::describe_guess(model)) << "\n";
-  if (guess) {
-    tally.add(*guess);
-    std::cout << "  your guess " << ts::cli::printable(ts::describe_guess(*guess)) << "\n";
-  }
-  char buf[240];
-  std::snprintf(buf, sizeof buf,
-                "  quiz score: %d %s, mean log-probability %.4f nats; %d %s the chosen token "
-                "(%d when the model's top-1 was not chosen)\n",
-                tally.guesses, tally.guesses == 1 ? "guess" : "guesses", tally.mean_log_prob(),
-                tally.correct, tally.correct == 1 ? "was" : "were", tally.beat_top1);
-  std::cout << buf;
+  if (guess) std::cout << "  your guess " << ts::cli::printable(ts::describe_guess(*guess)) << "\n";
+  record.resize(session.history().size());
+  record.back() = guess;
+  print_quiz_score(record);
   return step;
 }
 
 // Enter = next step, b = back, q = quit. Returns false to stop.
 bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
-  ts::QuizTally tally;  // --quiz: the running score
+  QuizRecord quiz;  // --quiz: each step's guess
   for (;;) {
     if (g_interrupted) return false;
     std::cout << "-- next: " << session.next_action() << "  [Enter] step  [b] back  [q] quit > "
@@ -174,6 +190,11 @@ bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
       if (line == "b") {
         session.back();
         std::cout << "stepped back; now at: " << ts::state_name(session.state()) << "\n";
+        if (o.quiz && quiz.size() > session.history().size()) {
+          // The step undone takes its guess out of the score.
+          quiz.resize(session.history().size());
+          print_quiz_score(quiz);
+        }
         ts::cli::print_lanes_text(std::cout, session);
         continue;
       }
@@ -186,7 +207,7 @@ bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
         std::cout << "cannot step: " << session.next_action() << "\n";
         continue;
       }
-      const ts::StepTrace& step = o.quiz ? quiz_step(session, tally) : session.step();
+      const ts::StepTrace& step = o.quiz ? quiz_step(session, quiz) : session.step();
       ts::cli::print_step(std::cout, session, step, o.top);
       if (o.logit_lens) ts::cli::print_logit_lens(std::cout, session, step);
       ts::cli::print_lanes_text(std::cout, session);

@@ -1,6 +1,7 @@
 #include "session/quiz.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -90,13 +91,38 @@ QuizGuess score_guess(const std::vector<float>& logits, const Tokenizer& tokeniz
   return g;
 }
 
+namespace {
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// Starts a word that GPT-2 writes with its leading space: a letter, a digit
+// or any non-ASCII character (UTF-8 lead byte).
+bool starts_word(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u >= 0x80 || std::isalnum(u);
+}
+
+}  // namespace
+
+std::string quiz_word_as_scored(std::string_view word, std::string_view context) {
+  if (word.empty() || context.empty() || is_space(context.back()) || !starts_word(word.front()))
+    return std::string(word);
+  std::string spaced(1, ' ');  // (" " + std::string(word) draws a false -Wrestrict from GCC 12)
+  spaced.append(word);
+  return spaced;
+}
+
 QuizGuess score_typed_guess(const std::vector<float>& logits, const Tokenizer& tokenizer,
-                            std::string_view word, int chosen) {
+                            std::string_view word, int chosen, std::string_view context) {
   if (word.empty()) throw Error("quiz: type a word (or pick a number)");
-  const std::vector<int> ids = tokenizer.encode_ids(word);
+  const std::string as_scored = quiz_word_as_scored(word, context);
+  const std::vector<int> ids = tokenizer.encode_ids(as_scored);
   if (ids.empty()) throw Error("quiz: the word has no tokens");
   QuizGuess g = score_guess(logits, tokenizer, ids[0], chosen);
   g.typed = std::string(word);
+  g.scored_as = as_scored;
   g.word_tokens = static_cast<int>(ids.size());
   return g;
 }
@@ -107,8 +133,11 @@ std::string describe_guess(const QuizGuess& g) {
   std::string s = "\"" + g.text + "\": " + buf + ", rank " + std::to_string(g.rank);
   std::snprintf(buf, sizeof buf, ", %.2f bits", g.surprisal_bits);
   s += buf;
+  if (!g.typed.empty() && g.scored_as != g.typed)
+    s += " (typed \"" + display_piece(g.typed) + "\", scored as \"" + display_piece(g.scored_as) +
+         "\": a word after a word carries its leading space)";
   if (g.word_tokens > 1)
-    s += " (\"" + display_piece(g.typed) + "\" is " + std::to_string(g.word_tokens) +
+    s += " (\"" + display_piece(g.scored_as) + "\" is " + std::to_string(g.word_tokens) +
          " tokens: only its first, \"" + g.text + "\", is scored)";
   if (g.correct) s += g.beat_top1 ? " - right, and the model's top-1 was not" : " - right";
   return s;

@@ -32,6 +32,7 @@ std::vector<QuizOption> quiz_shortlist(const std::vector<float>& logits, const T
 
 struct QuizGuess {
   std::string typed;       // what the player typed (empty for a pick by number)
+  std::string scored_as;   // the text tokenized: `typed`, or " " + typed (see quiz_word_as_scored)
   int token = -1;          // the token scored
   std::string text;        // its display_piece
   int word_tokens = 1;     // tokens the typed word is; > 1: only its first is scored
@@ -47,15 +48,24 @@ struct QuizGuess {
 // chose `chosen`. Throws ts::Error for an id outside the logits.
 QuizGuess score_guess(const std::vector<float>& logits, const Tokenizer& tokenizer, int token,
                       int chosen);
-// A typed word: tokenized as written (a leading space matters: " cat" and
-// "cat" are different tokens); its first token is scored and word_tokens
-// says how many it has. Throws ts::Error for an empty word.
+// The text a typed word is scored as after `context` (the text so far).
+// GPT-2's word tokens carry their leading space (" cold", not "cold"), and a
+// class typing a guess types the word alone: when the context does not end
+// in whitespace and the word starts with a letter, a digit or a non-ASCII
+// character, a space is put in front of it. A word that starts with a space
+// or punctuation (",", "'s", "."), an empty context and a context that ends
+// in whitespace keep the word as typed.
+std::string quiz_word_as_scored(std::string_view word, std::string_view context);
+// A typed word after `context`: tokenized as quiz_word_as_scored says; its
+// first token is scored and word_tokens says how many it has. Throws
+// ts::Error for an empty word.
 QuizGuess score_typed_guess(const std::vector<float>& logits, const Tokenizer& tokenizer,
-                            std::string_view word, int chosen);
+                            std::string_view word, int chosen, std::string_view context);
 
 // One line for a scored guess, e.g.
 //   "␣warm": p=0.0120, rank 7, 6.38 bits
-// and, for a word of several tokens, which token was scored.
+// and, for a typed word given a leading space, what it was scored as, and
+// for a word of several tokens, which token was scored.
 std::string describe_guess(const QuizGuess& guess);
 
 // The running score of a player or a class.

@@ -1348,6 +1348,30 @@ TEST(CliSpeculative, BenchComparesSpeculativeWithPlainDecoding) {
                           args.back());
 }
 
+// ---- --quiz and b: stepping back takes that step's guess out of the score ----
+
+TEST(CliQuiz, BackUndoesTheStepsGuessAndARedoScoresOnce) {
+  // Prefill, guess option 1; decode, guess option 3; back; the same decode
+  // again, guess option 3 again; quit.
+  const std::string input = "\n1\n\n3\nb\n\n3\nq\n";
+  const CliRun r = run_program(
+      TS_CLI_PATH, with_tiny({"--interactive", "--quiz", "--prompt", "The cat sat on"}), &input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> scores;
+  for (const std::string& line : lines_of(r.out))
+    if (line.find("quiz score: ") != std::string::npos) scores.push_back(line);
+  // One score line per step and one after the back.
+  ASSERT_EQ(scores.size(), 4u) << r.out;
+  EXPECT_NE(scores[0].find("quiz score: 1 guess,"), std::string::npos) << scores[0];
+  EXPECT_NE(scores[1].find("quiz score: 2 guesses,"), std::string::npos) << scores[1];
+  // After the back: the first step's score again, to the digit.
+  EXPECT_EQ(scores[2], scores[0]);
+  // The step redone with the same guess (greedy: the same logits) is counted
+  // once: the score is the one it had the first time.
+  EXPECT_EQ(scores[3], scores[1]);
+  EXPECT_EQ(r.out.find("3 guesses"), std::string::npos) << r.out;
+}
+
 }  // namespace
 
 // ------------------------------------------- listed words are never printed

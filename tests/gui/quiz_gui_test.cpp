@@ -123,5 +123,84 @@ TEST(GuiQuiz, ClosingThePanelWhileAskingBringsTheHiddenPanelsBack) {
   EXPECT_TRUE(app.controller().snapshot()->history.empty());  // nothing was stepped
 }
 
+// With only the quiz panel on the projector the class still sees what it is
+// guessing: the text so far (the prompt, then the prompt and what was
+// generated) and a "?" where the next token goes, inside the panel. A typed
+// word after that text is scored with its leading space.
+TEST(GuiQuiz, ThePanelAloneShowsTheTextSoFarAndWhereTheGuessGoes) {
+  REQUIRE_DISPLAY();
+  AppOptions o = options();
+  o.presentation = true;  // large type, as on a projector
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < kNumWindowPanels; ++i)
+    app.state().settings.panel_open(static_cast<PanelId>(i)) = false;
+  app.state().settings.panel_open(PanelId::kQuiz) = true;
+  app.settle(2, 50);
+  QuizPanel& quiz = app.quiz_panel();
+  auto check_shown = [&](const std::string& expected) {
+    ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kQuiz));
+    for (int i = 0; i < kNumWindowPanels; ++i) {
+      if (static_cast<PanelId>(i) != PanelId::kQuiz) {
+        EXPECT_FALSE(app.last_frame().was_drawn(static_cast<PanelId>(i))) << i;
+      }
+    }
+    EXPECT_EQ(quiz.context(), expected);
+    EXPECT_EQ(quiz.shown_context(), expected);
+    // The guess position is drawn inside the panel's window.
+    const PanelBox m = quiz.guess_marker();
+    const PanelBox& box = app.last_frame().boxes[static_cast<int>(PanelId::kQuiz)];
+    EXPECT_GT(m.w, 0);
+    EXPECT_GT(m.h, 0);
+    EXPECT_GE(m.x, box.x);
+    EXPECT_GE(m.y, box.y);
+    EXPECT_LE(m.x + m.w, box.x + box.w);
+    EXPECT_LE(m.y + m.h, box.y + box.h);
+  };
+
+  // Before prefill: the prompt.
+  quiz.request_ask();
+  app.settle(3, 100);
+  ASSERT_TRUE(quiz.asking()) << quiz.error();
+  check_shown("The cat sat on");
+  const SnapshotPtr before = app.controller().snapshot();
+  quiz.vote_token(*before, quiz.shortlist()[0].token);
+  quiz.request_reveal();
+  app.settle(3, 100);
+  ASSERT_TRUE(quiz.revealed()) << quiz.error();
+
+  // After the prefill: the prompt and the token it chose.
+  const SnapshotPtr mid = app.controller().snapshot();
+  ASSERT_EQ(mid->history.size(), 1u);
+  const int first = mid->history[0]->lanes[0].chosen_token;
+  std::vector<int> ids = mid->tokenizer->encode_ids("The cat sat on");
+  ids.push_back(first);
+  const std::string so_far = mid->tokenizer->decode(ids);
+  quiz.request_ask();
+  app.settle(3, 100);
+  ASSERT_TRUE(quiz.asking()) << quiz.error();
+  check_shown(so_far);
+
+  // "mat" typed as a word: scored as " mat" when the text ends in a letter,
+  // as typed after a space.
+  const bool after_space = so_far.back() == ' ';
+  const std::string as_scored = after_space ? "mat" : " mat";
+  quiz.vote_word(*app.controller().snapshot(), "mat");
+  quiz.request_reveal();
+  app.settle(3, 100);
+  ASSERT_TRUE(quiz.revealed()) << quiz.error();
+  ASSERT_EQ(quiz.results().size(), 1u);
+  const QuizGuess& g = quiz.results()[0].guess;
+  EXPECT_EQ(g.typed, "mat");
+  EXPECT_EQ(g.scored_as, as_scored);
+  EXPECT_EQ(g.token, mid->tokenizer->encode_ids(as_scored)[0]);
+  // After the reveal the panel still shows the text, with the chosen token
+  // where the "?" was.
+  EXPECT_EQ(quiz.shown_context(), so_far);
+  EXPECT_GT(quiz.guess_marker().w, 0);
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
 }  // namespace
 }  // namespace ts::app
