@@ -8,6 +8,7 @@
 #include "app/app.h"
 #include "app/dola_view.h"
 #include "app/panel_lanes.h"
+#include "app/panel_sampling.h"
 #include "app/view_model.h"
 #include "app/window.h"
 #include "gui_test_support.h"
@@ -77,6 +78,15 @@ TEST(GuiDola, ChoosingPanelShowsTheLayerContrastOfTheRecord) {
   EXPECT_EQ(panel_rec->stages.front().logits, d.contrast);
   EXPECT_EQ(panel_rec->draw.chosen_token, rec->chosen_token);
   EXPECT_EQ(panel_rec->stages.front().kept, d.kept);
+  // ... and say so: the first column, the headline and the Lanes column's
+  // line name the contrast, not "raw".
+  EXPECT_EQ(stage_label(panel_rec->stages.front(), rec->params), "DoLa contrast");
+  EXPECT_NE(app.sampling_panel().headline().find("greedy argmax of the DoLa contrast"),
+            std::string::npos)
+      << app.sampling_panel().headline();
+  EXPECT_EQ(stage_line(*s, *rec), "argmax of the contrast with layer " +
+                                      std::to_string(d.premature_layer) + ", " +
+                                      format_count(d.kept) + " kept");
 
   // The greedy lane's panel is unchanged: its stages start from the logits.
   select_lane(app.state(), app.controller().snapshot().get(), 0);
@@ -85,6 +95,21 @@ TEST(GuiDola, ChoosingPanelShowsTheLayerContrastOfTheRecord) {
   ASSERT_TRUE(greedy && !greedy->dola);
   ASSERT_TRUE(app.sampling_panel().record().has_value());
   EXPECT_EQ(app.sampling_panel().record()->stages.front().logits, greedy->logits);
+  EXPECT_EQ(stage_label(app.sampling_panel().record()->stages.front(), greedy->params), "raw");
+  EXPECT_EQ(stage_line(*s, *greedy).rfind("argmax of ", 0), 0u);
+}
+
+// "Add a lane" offers DoLa: both presets parse to DoLa lanes.
+TEST(GuiDola, TheLanesPanelOffersDolaPresets) {
+  int dola = 0;
+  for (const auto& [label, strategy] : lane_presets()) {
+    const SamplingParams p = parse_strategy(strategy);
+    if (p.dola()) {
+      ++dola;
+      EXPECT_EQ(label.rfind("DoLa", 0), 0u) << label;
+    }
+  }
+  EXPECT_EQ(dola, 2);
 }
 
 }  // namespace
