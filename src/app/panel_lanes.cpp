@@ -36,7 +36,19 @@ constexpr Preset kPresets[] = {{"greedy", "greedy"},
                                {"min-p 0.05", "min_p=0.05,seed=4"},
                                {"rep 1.3", "repetition_penalty=1.3"},
                                {"beams 4", "beams=4"},
-                               {"contrastive 4", "contrastive=4,alpha=0.6"}};
+                               {"contrastive 4", "contrastive=4,alpha=0.6"},
+                               {"DoLa high", "dola=high"},
+                               {"DoLa low", "dola=low"}};
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> lane_presets() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Preset& p : kPresets) out.emplace_back(p.label, p.strategy);
+  return out;
+}
+
+namespace {
 
 // The first history step where the lanes that have a record chose different tokens.
 int first_divergence(const SessionSnapshot& snap) {
@@ -102,6 +114,12 @@ std::string stage_line(const SessionSnapshot& snap, const LaneStep& r) {
   else if (r.contrastive)
     std::snprintf(b, sizeof(b), "best score of %d, penalty %.2f", r.contrastive->k,
                   r.contrastive->candidates[r.contrastive->chosen].penalty);
+  else if (r.dola && r.params.do_sample)  // DoLa chooses from the layer contrast
+    std::snprintf(b, sizeof(b), "drew u=%.3f from the contrast with layer %d", r.uniform,
+                  r.dola->premature_layer);
+  else if (r.dola)
+    std::snprintf(b, sizeof(b), "argmax of the contrast with layer %d, %s kept",
+                  r.dola->premature_layer, format_count(r.kept_tokens).c_str());
   else if (r.params.do_sample)
     std::snprintf(b, sizeof(b), "drew u=%.3f, %s kept", r.uniform,
                   format_count(r.kept_tokens).c_str());

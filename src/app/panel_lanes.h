@@ -7,6 +7,8 @@
 // speed) and, for a beam-search lane, the beam tree with kept and pruned
 // beams and their cumulative log-probabilities.
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "app/panel.h"
@@ -37,6 +39,9 @@ class LanesPanel : public Panel {
 // How a lane chose its token at a step, in a few words for its column
 // ("argmax of 8,192", "branched: you chose ...").
 std::string stage_line(const SessionSnapshot& snap, const LaneStep& r);
+
+// The "Add a lane" buttons: label and strategy string of each.
+std::vector<std::pair<std::string, std::string>> lane_presets();
 
 // Selects lane `lane` for the other panels; before prefill the Sampling
 // panel's controls switch to that lane's strategy.

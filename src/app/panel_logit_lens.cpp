@@ -1,6 +1,7 @@
 #include "app/panel_logit_lens.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 namespace ts::app {
@@ -10,7 +11,23 @@ const char* const LogitLensPanel::kHelp =
     "each block goes through the final layer norm and the unembedding, as if the "
     "model stopped there. Each row lists the five tokens that partial model would "
     "predict next, with their probabilities.\n\nThe last row is the model's real "
-    "output. Watch where the final answer first appears, and how sure each layer is.";
+    "output. Watch where the final answer first appears, and how sure each layer is."
+    "\n\nFor a DoLa lane a last column shows, for each candidate layer, the Jensen-Shannon "
+    "divergence between that layer's prediction and the final layer's, as DoLa measured it "
+    "(read without the final layer norm, as Hugging Face does, so it is not this table's "
+    "row); the premature layer it contrasted with is marked. Hugging Face says DoLa is not "
+    "recommended for small models: it is shown here anyway, that is the lesson.";
+
+std::string dola_lens_cell(const DolaStep& d, int layer) {
+  for (size_t i = 0; i < d.candidate_layers.size(); ++i) {
+    if (d.candidate_layers[i] != layer) continue;
+    char b[64];
+    std::snprintf(b, sizeof b, "JS %.3f%s", i < d.divergence.size() ? d.divergence[i] : 0.0f,
+                  layer == d.premature_layer ? " \u25C0 premature" : "");
+    return b;
+  }
+  return "";
+}
 
 void LogitLensPanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kLogitLens)) return;
@@ -54,14 +71,19 @@ void LogitLensPanel::draw(PanelContext& ctx) {
   const int top1_final = rows->back().top.empty() ? -1 : rows->back().top[0].token;
   const ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_BordersOuter |
                                 ImGuiTableFlags_SizingStretchSame | ImGuiTableFlags_ScrollY;
-  const int columns = 1 + static_cast<int>(rows->back().top.size());
+  const DolaStep* dola = v.record->dola.get();
+  const int columns = 1 + static_cast<int>(rows->back().top.size()) + (dola ? 1 : 0);
   const float table_h =
       ImGui::GetContentRegionAvail().y - ImGui::GetTextLineHeightWithSpacing() * 2;
   if (ImGui::BeginTable("lens", columns, flags, ImVec2(0, std::max(table_h, 60.0f)))) {
     ImGui::TableSetupScrollFreeze(1, 1);
     ImGui::TableSetupColumn("read after", ImGuiTableColumnFlags_WidthFixed,
                             ImGui::CalcTextSize("layer 48 (output)").x);
-    for (int c = 1; c < columns; ++c) ImGui::TableSetupColumn(("#" + std::to_string(c)).c_str());
+    for (int c = 1; c < columns - (dola ? 1 : 0); ++c)
+      ImGui::TableSetupColumn(("#" + std::to_string(c)).c_str());
+    if (dola)
+      ImGui::TableSetupColumn("DoLa", ImGuiTableColumnFlags_WidthFixed,
+                              ImGui::CalcTextSize("JS 0.000 \u25C0 premature").x);
     ImGui::TableHeadersRow();
     const int n_layer = static_cast<int>(rows->size()) - 1;
     for (const LensRow& row : *rows) {
@@ -85,6 +107,14 @@ void LogitLensPanel::draw(PanelContext& ctx) {
         ImGui::TextDisabled("%s", format_percent(p.prob).c_str());
         if (ImGui::IsItemHovered())
           ImGui::SetTooltip("token %d%s", p.token, p.token == chosen ? " (chosen this step)" : "");
+      }
+      if (dola) {
+        ImGui::TableNextColumn();
+        const std::string cell = dola_lens_cell(*dola, row.layer);
+        if (row.layer == dola->premature_layer)
+          ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s", cell.c_str());
+        else
+          ImGui::TextUnformatted(cell.c_str());
       }
     }
     ImGui::EndTable();

@@ -32,7 +32,9 @@ const char* const SamplingPanel::kHelp =
 std::string stage_label(const StageRecord& stage, const SamplingParams& p) {
   char b[64];
   const std::string& n = stage.name;
-  if (n == "raw") return "raw";
+  // A DoLa lane's stages run on the layer contrast (log p_final - log
+  // p_premature), not on the model's raw logits.
+  if (n == "raw") return p.dola() ? "DoLa contrast" : "raw";
   if (n == "repetition_penalty") {
     std::snprintf(b, sizeof(b), "repetition %.2g", p.repetition_penalty);
     return b;
@@ -551,7 +553,8 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float below) {
                      format_percent(ctx.view.record->chosen_prob).c_str(),
                      token_piece(*ctx.snap, r.draw.chosen_token).c_str());
   } else {
-    headline_ = std::string(r.params.do_sample ? "drawn" : "greedy argmax") + " \u2192 \u201C" +
+    headline_ = std::string(r.params.do_sample ? "drawn" : "greedy argmax") +
+                (r.params.dola() ? " of the DoLa contrast" : "") + " \u2192 \u201C" +
                 token_piece(*ctx.snap, chosen) + "\u201D";
     ImGui::TextUnformatted(headline_.c_str());
     ImGui::SameLine();

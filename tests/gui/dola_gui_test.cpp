@@ -8,6 +8,8 @@
 #include "app/app.h"
 #include "app/dola_view.h"
 #include "app/panel_lanes.h"
+#include "app/panel_logit_lens.h"
+#include "app/panel_sampling.h"
 #include "app/view_model.h"
 #include "app/window.h"
 #include "gui_test_support.h"
@@ -77,6 +79,31 @@ TEST(GuiDola, ChoosingPanelShowsTheLayerContrastOfTheRecord) {
   EXPECT_EQ(panel_rec->stages.front().logits, d.contrast);
   EXPECT_EQ(panel_rec->draw.chosen_token, rec->chosen_token);
   EXPECT_EQ(panel_rec->stages.front().kept, d.kept);
+  // The logit lens column: each candidate layer's divergence as the record
+  // holds it, the premature layer marked once, nothing on other rows.
+  int premature_cells = 0;
+  for (size_t i = 0; i < d.candidate_layers.size(); ++i) {
+    const std::string cell = dola_lens_cell(d, d.candidate_layers[i]);
+    char js[32];
+    std::snprintf(js, sizeof js, "JS %.3f", d.divergence[i]);
+    EXPECT_EQ(cell.rfind(js, 0), 0u) << cell;
+    if (cell.find("premature") != std::string::npos) {
+      ++premature_cells;
+      EXPECT_EQ(d.candidate_layers[i], d.premature_layer);
+    }
+  }
+  EXPECT_EQ(premature_cells, 1);
+  EXPECT_EQ(dola_lens_cell(d, 99), "");
+
+  // ... and say so: the first column, the headline and the Lanes column's
+  // line name the contrast, not "raw".
+  EXPECT_EQ(stage_label(panel_rec->stages.front(), rec->params), "DoLa contrast");
+  EXPECT_NE(app.sampling_panel().headline().find("greedy argmax of the DoLa contrast"),
+            std::string::npos)
+      << app.sampling_panel().headline();
+  EXPECT_EQ(stage_line(*s, *rec), "argmax of the contrast with layer " +
+                                      std::to_string(d.premature_layer) + ", " +
+                                      format_count(d.kept) + " kept");
 
   // The greedy lane's panel is unchanged: its stages start from the logits.
   select_lane(app.state(), app.controller().snapshot().get(), 0);
@@ -85,6 +112,27 @@ TEST(GuiDola, ChoosingPanelShowsTheLayerContrastOfTheRecord) {
   ASSERT_TRUE(greedy && !greedy->dola);
   ASSERT_TRUE(app.sampling_panel().record().has_value());
   EXPECT_EQ(app.sampling_panel().record()->stages.front().logits, greedy->logits);
+  EXPECT_EQ(stage_label(app.sampling_panel().record()->stages.front(), greedy->params), "raw");
+  EXPECT_EQ(stage_line(*s, *greedy).rfind("argmax of ", 0), 0u);
+  // The Logit lens panel with the DoLa lane viewed draws its extra column.
+  select_lane(app.state(), app.controller().snapshot().get(), 1);
+  app.state().layout_request = "layers";
+  app.settle(4, 200);
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kLogitLens));
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
+// "Add a lane" offers DoLa: both presets parse to DoLa lanes.
+TEST(GuiDola, TheLanesPanelOffersDolaPresets) {
+  int dola = 0;
+  for (const auto& [label, strategy] : lane_presets()) {
+    const SamplingParams p = parse_strategy(strategy);
+    if (p.dola()) {
+      ++dola;
+      EXPECT_EQ(label.rfind("DoLa", 0), 0u) << label;
+    }
+  }
+  EXPECT_EQ(dola, 2);
 }
 
 }  // namespace
