@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "sampling/sampling_pipeline.h"
+#include "session/dola_lane.h"
 #include "util/error.h"
 
 namespace ts {
@@ -28,9 +29,16 @@ double CacheRun::bytes() const {
 
 namespace {
 
-int choose(const std::vector<float>& logits, const std::vector<int>& context,
+// The token the strategy picks from one forward pass's output. A DoLa
+// strategy picks from the layer contrast of the pass's residual rows, as its
+// lane does (dola_for_record), not from the final logits.
+int choose(const Engine& engine, const EntryOutput& out, const std::vector<int>& context,
            const SamplingParams& params, int step_index) {
-  return sample_next(logits, context, params, step_index).draw.chosen_token;
+  if (params.dola()) {
+    const auto d = dola_for_record(engine.weights(), params, out.logits, out.residuals);
+    return sample_next(d->contrast, context, params, step_index).draw.chosen_token;
+  }
+  return sample_next(out.logits, context, params, step_index).draw.chosen_token;
 }
 
 }  // namespace
@@ -50,7 +58,11 @@ CacheComparison compare_kv_cache(Engine& engine, const std::vector<int>& prompt,
   // token and chooses the next. The sequence may not outgrow the context.
   const int steps = std::min(new_tokens, n_ctx - static_cast<int>(prompt.size()) + 1);
   std::vector<std::vector<float>> logits_on;
-  const ForwardOptions quiet;  // no attention or residuals: only the forward pass is timed
+  // No attention: only the forward pass is timed. The residual rows only for
+  // a DoLa strategy, whose choice needs them.
+  ForwardOptions quiet;
+  quiet.record_residuals = params.dola();
+  if (params.dola()) dola_layers_for(params, engine.config());  // one line for a bad layer
 
   // With the cache: one sequence that grows by one token per step.
   {
@@ -62,7 +74,7 @@ CacheComparison compare_kv_cache(Engine& engine, const std::vector<int>& prompt,
         std::vector<int> feed(seq.begin() + cached, seq.end());
         ForwardResult r = engine.forward({{id, feed}}, quiet);
         CacheRunStep st{static_cast<int>(seq.size()), static_cast<int>(feed.size()), r.seconds,
-                        r.cost, choose(r.outputs[0].logits, seq, params, s)};
+                        r.cost, choose(engine, r.outputs[0], seq, params, s)};
         logits_on.push_back(std::move(r.outputs[0].logits));
         seq.push_back(st.chosen);
         out.on.steps.push_back(st);
@@ -80,7 +92,7 @@ CacheComparison compare_kv_cache(Engine& engine, const std::vector<int>& prompt,
     ForwardResult r = engine.forward_uncached(seq, quiet);
     const std::vector<float>& logits = r.outputs[0].logits;
     CacheRunStep st{static_cast<int>(seq.size()), static_cast<int>(seq.size()), r.seconds, r.cost,
-                    choose(logits, seq, params, s)};
+                    choose(engine, r.outputs[0], seq, params, s)};
     for (size_t j = 0; j < logits.size(); ++j)
       out.max_abs_logit_diff = std::max(
           out.max_abs_logit_diff, static_cast<double>(std::fabs(logits[j] - logits_on[s][j])));

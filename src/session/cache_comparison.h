@@ -18,7 +18,7 @@ struct CacheRunStep {
   int tokens_run = 0;  // tokens fed through the model in this step
   double seconds = 0;  // measured wall time of the forward pass
   StepCost cost;       // analytic FLOPs and bytes
-  int chosen = -1;     // the token the strategy chose from this step's logits
+  int chosen = -1;     // the token the strategy chose at this step (DoLa: from the contrast)
 };
 
 struct CacheRun {

@@ -4,6 +4,7 @@
 
 #include "session/cache_comparison.h"
 #include "session/model_setup.h"
+#include "session/session.h"
 #include "test_models.h"
 #include "test_paths.h"
 #include "util/error.h"
@@ -80,6 +81,43 @@ TEST(CacheComparison, StopsAtTheContextEndAndRefusesBadInput) {
   bad.top_p = 2;
   EXPECT_THROW(compare_kv_cache(*m.engine, prompt, bad, 5), Error);
   EXPECT_THROW(compare_kv_cache(*m.engine, std::vector<int>(n_ctx + 1, 1), {}, 5), Error);
+}
+
+// A DoLa strategy chooses from the layer contrast in both runs, as its lane
+// does: the comparison's tokens are the DoLa lane's, not plain greedy's.
+TEST(CacheComparison, ADolaStrategyChoosesTheTokensItsLaneChooses) {
+  const std::filesystem::path bundled =
+      std::filesystem::path(TS_SOURCE_DIR) / "assets/models/tokenscope-tiny";
+  const LoadedModel m = test::load_model(bundled, "cpu");
+  const std::string prompt = "Once upon a time";
+  const SamplingParams dola = parse_strategy("dola=0,1,2,3");
+  constexpr int kSteps = 12;
+  const CacheComparison c =
+      compare_kv_cache(*m.engine, m.tokenizer->encode_ids(prompt), dola, kSteps);
+  ASSERT_EQ(c.steps(), kSteps);
+  EXPECT_TRUE(c.same_tokens);
+  std::vector<int> compared;
+  for (const CacheRunStep& st : c.on.steps) compared.push_back(st.chosen);
+
+  SessionOptions o;
+  o.max_new_tokens = kSteps;
+  o.record_attention = false;
+  Session lane(m.tokenizer, m.engine, o);
+  lane.set_prompt(prompt);
+  lane.set_strategies({dola});
+  lane.run(1000);
+  EXPECT_EQ(compared, lane.lanes()[0].generated);
+
+  // Plain greedy picks other tokens here, so the check above can tell.
+  const CacheComparison greedy =
+      compare_kv_cache(*m.engine, m.tokenizer->encode_ids(prompt), SamplingParams{}, kSteps);
+  std::vector<int> greedy_tokens;
+  for (const CacheRunStep& st : greedy.on.steps) greedy_tokens.push_back(st.chosen);
+  EXPECT_NE(greedy_tokens, compared);
+  // A layer the model does not have: one line.
+  EXPECT_THROW(
+      compare_kv_cache(*m.engine, m.tokenizer->encode_ids(prompt), parse_strategy("dola=9"), 2),
+      Error);
 }
 
 TEST(CacheComparison, JsonHoldsBothRunsAndTheVerdict) {
