@@ -102,6 +102,9 @@ rm -f "$OUT/.reopen-export.png" "$OUT/.reopen-session.json"
 # Greedy vs DoLa: the DoLa lane's layer divergences and contrast in the Choosing panel.
 "${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "Once upon a time" --compare greedy "dola=0,1,2,3" \
   --steps 7 --lane 1 --layout sampling --width 1100 --height 720 --screenshot "$OUT/dola.png"
+# The same DoLa lane in the Logit lens: each candidate layer's divergence, the premature one marked.
+"${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "Once upon a time" --compare greedy "dola=0,1,2,3" \
+  --steps 7 --lane 1 --layout lens --width 1100 --height 420 --screenshot "$OUT/dola-lens.png"
 
 # Committed pictures are kept small: 256-colour palettes (text stays sharp),
 # then lossless recompression, when the tools are installed
