@@ -143,8 +143,8 @@ const ts::StepTrace& quiz_step(ts::Session& session, QuizRecord& record) {
   std::cout << "\n";
   std::optional<ts::QuizGuess> guess;
   for (;;) {
-    std::cout << "  your guess: 1-" << list.size()
-              << ", or type a word, Enter = skip > " << std::flush;
+    std::cout << "  your guess: 1-" << list.size() << ", or type a word, Enter = skip > "
+              << std::flush;
     std::string line;
     if (!std::getline(std::cin, line)) {
       std::cout << "\n";

@@ -21,17 +21,16 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MODEL_DIR = os.path.join(ROOT, "assets", "models", "tokenscope-tiny-draft")
 TARGET_DIR = os.path.join(ROOT, "assets", "models", "tokenscope-tiny")
 VAL_TXT = os.path.join(ROOT, "tests", "fixtures", "bundled", "val.txt")
-AGREE_NATS = 0.01
+sys.path.insert(0, HERE)
+from make_model_card import AGREE_NATS, engine_eval_loss, fmt_int, rel, run_cli  # noqa: E402
 GAMMA = 4
 NEW_TOKENS = 40
 SAMPLE_SEEDS = [1, 2, 3, 4, 5]
@@ -43,32 +42,9 @@ ACCEPTANCE = (f"tokenscope-tiny generates {NEW_TOKENS} new tokens after each of 
               "over the rounds (each round is one forward pass of tokenscope-tiny).")
 
 
-def rel(p):
-    return os.path.relpath(p, ROOT)
-
-
 def sha256(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
-
-
-def run_cli(cli, args, timeout=3600):
-    r = subprocess.run([cli] + args, capture_output=True, timeout=timeout)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join([rel(cli)] + args)} failed ({r.returncode}): "
-                           f"{r.stderr.decode('utf-8', 'replace').strip()}")
-    return r.stdout.decode("utf-8", "replace")
-
-
-def engine_eval_loss(cli, model_dir, val_txt):
-    t0 = time.time()
-    out = run_cli(cli, ["--model", model_dir, "--eval-loss", val_txt])
-    for line in out.splitlines():
-        if line.strip().startswith("{"):
-            d = json.loads(line)
-            return {"mean_loss_nats": d["mean_loss_nats"], "predictions": d.get("predictions"),
-                    "windows": d.get("windows"), "seconds": round(time.time() - t0, 1)}
-    raise RuntimeError(f"no JSON line in the output of --eval-loss: {out!r}")
 
 
 def spec_run(cli, prompt, strategy):
@@ -151,10 +127,6 @@ def collect(args):
         json.dump(data, f, indent=2, ensure_ascii=False, sort_keys=True)
         f.write("\n")
     render()
-
-
-def fmt_int(n):
-    return f"{n:,}"
 
 
 def render_card(d):
