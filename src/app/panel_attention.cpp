@@ -44,6 +44,44 @@ void AttentionPanel::set_synthetic(AttentionMatrix m, bool rerender_every_frame)
   ++matrix_serial_;
 }
 
+std::string verify_caption(const AttentionMatrix& m) {
+  if (m.verify_rows <= 0) return {};
+  int accepted = 0, rejected = 0;
+  for (VerifyRowRole r : m.row_roles) {
+    accepted += r == VerifyRowRole::kAccepted;
+    rejected += r == VerifyRowRole::kRejected || r == VerifyRowRole::kUnchecked;
+  }
+  char b[160];
+  std::snprintf(b, sizeof b,
+                "verify pass: \u03B3+1 = %d rows over the %d cached positions \u00B7 %d accepted, "
+                "%d rejected",
+                m.verify_rows, m.first_new_row, accepted, rejected);
+  return b;
+}
+
+VerifyRowRole AttentionPanel::row_role(int row) const {
+  const int i = row - matrix_.first_new_row;
+  if (synthetic_ || i < 0 || i >= static_cast<int>(matrix_.row_roles.size()))
+    return VerifyRowRole::kPending;
+  return matrix_.row_roles[i];
+}
+
+const char* AttentionPanel::row_role_text(VerifyRowRole role) {
+  switch (role) {
+    case VerifyRowRole::kAccepted:
+      return "accepted draft: the target agreed, so the lane keeps this row's keys and values";
+    case VerifyRowRole::kRejected:
+      return "rejected draft: the target chose another token here; this row was computed in "
+             "the same pass, then its KV slot was given back";
+    case VerifyRowRole::kUnchecked:
+      return "draft after the first rejection: never checked; computed in the same pass, then "
+             "its KV slot was given back";
+    case VerifyRowRole::kPending:
+      break;
+  }
+  return nullptr;
+}
+
 std::string AttentionPanel::label(const PanelContext& ctx, int pos) const {
   if (synthetic_ || !ctx.snap || pos < 0 || pos >= static_cast<int>(matrix_.tokens.size()))
     return std::to_string(pos);
@@ -57,6 +95,7 @@ void AttentionPanel::update_matrix(PanelContext& ctx) {
     if (matrix_.n != 0 || atlas_.layers != 0) {
       matrix_ = AttentionMatrix{};
       atlas_ = ThumbnailAtlas{};
+      verify_caption_.clear();
       ++matrix_serial_;
       ++atlas_serial_;
     }
@@ -81,6 +120,7 @@ void AttentionPanel::update_matrix(PanelContext& ctx) {
                                      sel.average ? -1 : sel.head, *source_);
     matrix_key_ = key;
     ++matrix_serial_;
+    verify_caption_ = verify_caption(matrix_);
   }
   if (ctx.state.settings.show_thumbnails && (hist != atlas_key_ || !atlas_.complete)) {
     atlas_ = build_thumbnail_atlas(snap, ctx.view.step, ctx.view.lane, *source_);
@@ -282,8 +322,23 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
     ImU32 col = pieces && r >= matrix_.prompt_len ? ctx.pal.accent : text;
     if (!pieces) col = dim;
     if (is_new) col = ctx.pal.accent;
-    dl->AddText(ImGui::GetFont(), lf, ImVec2(img.x - tw * lf / font - font * 0.3f, y), col,
-                s.c_str());
+    // A speculative round: the rows of drafts the target did not keep are
+    // dimmed and struck through (their keys and values were given back).
+    const VerifyRowRole role = row_role(r);
+    const bool dropped = role == VerifyRowRole::kRejected || role == VerifyRowRole::kUnchecked;
+    if (dropped) col = dim;
+    const ImVec2 at(img.x - tw * lf / font - font * 0.3f, y);
+    dl->AddText(ImGui::GetFont(), lf, at, col, s.c_str());
+    if (dropped)
+      dl->AddLine(ImVec2(at.x, y + lf * 0.55f), ImVec2(at.x + tw * lf / font, y + lf * 0.55f), dim,
+                  std::max(1.0f, ctx.scale));
+  }
+  // Hovering a query label of a verify row says what became of it.
+  if (matrix_.verify_rows > 0 &&
+      ImGui::IsMouseHoveringRect(ImVec2(origin.x, img.y), ImVec2(img.x, img.y + disp))) {
+    const int r = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.y - img.y) / cell), 0,
+                             std::max(0, n - 1));
+    if (const char* why = row_role_text(row_role(r))) ImGui::SetTooltip("%s", why);
   }
   const float thick = 2.0f * ctx.scale;
   // Where the prompt ends (rows and columns after it were generated).
@@ -302,6 +357,16 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
     dl->AddRect(ImVec2(img.x - 1, y0 - 1), ImVec2(img.x + disp + 1, img.y + disp + 1),
                 ctx.pal.accent, 0, 0, thick);
     new_rows_box_ = {img.x, y0, disp, img.y + disp - y0};
+    // A speculative round: the frame is its verify pass, a small prefill of
+    // γ + 1 rows over the cached prefix; named inside the frame's top left
+    // (over the masked upper triangle, which it never covers).
+    if (matrix_.verify_rows > 0 && !verify_caption_.empty()) {
+      const ImVec2 ts = ImGui::CalcTextSize(verify_caption_.c_str());
+      const ImVec2 tp(img.x + font * 0.2f, std::max(img.y, y0 - ts.y - font * 0.15f));
+      dl->AddRectFilled(ImVec2(tp.x - 2, tp.y), ImVec2(tp.x + ts.x + 2, tp.y + ts.y),
+                        ImGui::GetColorU32(ImGuiCol_WindowBg, 0.85f));
+      dl->AddText(tp, ctx.pal.accent, verify_caption_.c_str());
+    }
   }
   // The query chosen in the token strip.
   const int q_sel = ctx.state.attention.query;
