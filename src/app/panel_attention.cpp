@@ -11,7 +11,9 @@ const char* const AttentionPanel::kHelp =
     "being processed), column = the key token it looks at. Each row sums to 1.\n\n"
     "Hatched cells are masked: a token may not look at tokens that come after it "
     "(causal mask). After prefill every prompt row is there at once; each decode "
-    "step adds one new row at the bottom (outlined).\n\nThe small grid shows every "
+    "step adds one new row at the bottom (outlined). A speculative round adds \u03B3 + 1 "
+    "rows at once, its verify pass (a small prefill over the cache); the rows of drafts the "
+    "target rejected are struck through.\n\nThe small grid shows every "
     "layer \u00D7 head; click one to show it. 'avg' averages the heads of a layer. A log "
     "scale makes small weights visible.";
 
@@ -209,7 +211,12 @@ void AttentionPanel::draw(PanelContext& ctx) {
     ImGui::SameLine();
     if (!synthetic_ && ctx.view.trace && ctx.view.trace->phase == Phase::kPrefill)
       ImGui::TextDisabled("\u2014 prefill: all %d prompt rows in one pass", matrix_.n);
-    else if (!synthetic_)
+    else if (!synthetic_ && matrix_.verify_rows > 0) {
+      // A speculative round: its verify pass is a small prefill over the cache.
+      ImGui::PushStyleColor(ImGuiCol_Text, ctx.pal.accent);
+      ImGui::TextWrapped("\u2014 %s (outlined)", verify_caption_.c_str());
+      ImGui::PopStyleColor();
+    } else if (!synthetic_)
       ImGui::TextDisabled("\u2014 decode step %d added the outlined row", ctx.view.step);
     if (!matrix_.complete) {
       ImGui::SameLine();
@@ -357,15 +364,14 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
     dl->AddRect(ImVec2(img.x - 1, y0 - 1), ImVec2(img.x + disp + 1, img.y + disp + 1),
                 ctx.pal.accent, 0, 0, thick);
     new_rows_box_ = {img.x, y0, disp, img.y + disp - y0};
-    // A speculative round: the frame is its verify pass, a small prefill of
-    // γ + 1 rows over the cached prefix; named inside the frame's top left
-    // (over the masked upper triangle, which it never covers).
-    if (matrix_.verify_rows > 0 && !verify_caption_.empty()) {
-      const ImVec2 ts = ImGui::CalcTextSize(verify_caption_.c_str());
-      const ImVec2 tp(img.x + font * 0.2f, std::max(img.y, y0 - ts.y - font * 0.15f));
-      dl->AddRectFilled(ImVec2(tp.x - 2, tp.y), ImVec2(tp.x + ts.x + 2, tp.y + ts.y),
-                        ImGui::GetColorU32(ImGuiCol_WindowBg, 0.85f));
-      dl->AddText(tp, ctx.pal.accent, verify_caption_.c_str());
+    // A speculative round: "verify pass" at the frame's right end, in the
+    // masked triangle above the frame (the caption line above the map
+    // says the rest).
+    if (matrix_.verify_rows > 0) {
+      const char* tag = "verify pass";
+      const ImVec2 ts = ImGui::CalcTextSize(tag);
+      if (ts.x + font < disp && y0 - ts.y >= img.y)
+        dl->AddText(ImVec2(img.x + disp - ts.x - font * 0.2f, y0 - ts.y), ctx.pal.accent, tag);
     }
   }
   // The query chosen in the token strip.

@@ -131,9 +131,11 @@ void KvCachePanel::draw(PanelContext& ctx) {
                 v.step == 0 ? "After prefill" : "After this step", tokens, tokens == 1 ? "" : "s",
                 step_wrote, step_wrote == 1 ? "" : "s");
   panel_help_button(PanelId::kKvCache);
-  if (spec.round)
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.warning), "%s",
-                       spec.round_line.c_str());
+  if (spec.round) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ctx.pal.warning);
+    ImGui::TextWrapped("%s", spec.round_line.c_str());
+    ImGui::PopStyleColor();
+  }
   const double layer_used = static_cast<double>(kv.bytes_per_layer_used);
   dim_text_wrapped(
       "Blocks of %d slots: %d used, %d shared, %d free of %d  \u00B7  %s per layer, %s in all %d "
@@ -142,8 +144,9 @@ void KvCachePanel::draw(PanelContext& ctx) {
       format_bytes(layer_used).c_str(), format_bytes(layer_used * n_layer).c_str(), n_layer);
 
   draw_legend(ctx, !spec.target_freed_slots.empty() || !spec.draft_freed_slots.empty());
-  const float chart_h =
-      std::clamp(ImGui::GetContentRegionAvail().y * 0.3f, font * 4.0f, font * 7.0f);
+  // With a draft section the chart gives up room to the second grid.
+  const float chart_h = std::clamp(ImGui::GetContentRegionAvail().y * 0.3f, font * 4.0f,
+                                   snap.has_draft ? font * 4.0f : font * 7.0f);
   const float pool_h = font * 2.6f;
   const Grid target{&kv, &written, &spec.target_freed_slots, false};
   if (!snap.has_draft) {

@@ -145,7 +145,7 @@ void TimelinePanel::draw(PanelContext& ctx) {
         ImGui::TextDisabled("%s", name);
         ImGui::SameLine(0, font * 0.6f);
       }
-      ImGui::TextUnformatted(timeline_note(b).c_str());
+      ImGui::TextWrapped("%s", timeline_note(b).c_str());
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip(
             "The draft model proposed %d token%s one pass at a time (%s); the target checked "
