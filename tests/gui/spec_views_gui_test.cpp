@@ -238,6 +238,11 @@ TEST(GuiSpecViews, KvCacheShowsTheDraftsBlocksAndTheGivenBackSlots) {
     EXPECT_NE(v.target_freed_slots.count(slot) + v.written_slots.count(slot), 0u) << slot;
   EXPECT_EQ(v.draft_freed_slots,
             std::set<int>(r.draft_slots_released.begin(), r.draft_slots_released.end()));
+  // The grids mark those of them that lie in blocks still held (a block
+  // the round emptied is back in the pool, marked there).
+  EXPECT_GT(app.kv_cache_panel().freed_slots_drawn(), 0);
+  EXPECT_LE(app.kv_cache_panel().freed_slots_drawn(),
+            static_cast<int>(v.target_freed_slots.size() + v.draft_freed_slots.size()));
   // The record's kept slots stay "written": the round's slots less the released.
   for (size_t i = 0; i < rec->slots_written.size(); ++i)
     if (static_cast<int>(i) < static_cast<int>(r.committed.size()))
@@ -245,15 +250,27 @@ TEST(GuiSpecViews, KvCacheShowsTheDraftsBlocksAndTheGivenBackSlots) {
   EXPECT_EQ(app.last_frame().gl_errors, 0);
 }
 
-TEST(GuiSpecViews, KvCacheHasNoDraftSectionWithoutADraftModel) {
+// Without a draft model: no draft section, and the Timeline's bars are the
+// steps' own wall times, one series as before.
+TEST(GuiSpecViews, WithoutADraftModelThePanelsAreAsBefore) {
   REQUIRE_DISPLAY();
   AppOptions plain = test::fixture_options("memory");
   App app2(plain);
   app2.load_model_blocking();
   app2.settle();
-  app2.advance();
-  app2.settle(2, 100);
+  for (int i = 0; i < 3; ++i) {
+    app2.frame();
+    app2.advance();
+    app2.settle(2, 100);
+  }
+  const SnapshotPtr snap = app2.controller().snapshot();
+  ASSERT_EQ(snap->history.size(), 3u);
+  const std::vector<ChartSeries>& wall = app2.timeline_panel().wall_series();
+  ASSERT_EQ(wall.size(), 1u);
+  ASSERT_EQ(wall[0].values.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(wall[0].values[i], snap->history[i]->seconds);
   EXPECT_EQ(app2.kv_cache_panel().draft_blocks_drawn(), -1);
+  EXPECT_EQ(app2.kv_cache_panel().freed_slots_drawn(), 0);
   EXPECT_FALSE(kv_spec_view(*app2.controller().snapshot(),
                             make_step_view(*app2.controller().snapshot(), -1, 0))
                    .has_draft);
