@@ -378,20 +378,23 @@ json bench_spec_pair(const BenchOptions& o, const SpecPair& pair, bool& identica
     const ts::bench::SpecRoundTotals& t = r.rounds;
     const double alpha = t.acceptance_rate();
     const double c = ts::bench::cost_ratio(t.seconds_per_draft_pass(), plain_step);
-    const double gamma = t.mean_gamma();
+    // The formula's g: the one asked for; spec=auto's is the mean drafted
+    // per round (rounds clamped near the end count as drafted).
+    const double gamma = g == ts::kSpecGammaAuto ? t.mean_gamma() : g;
     const double predicted = gamma > 0 ? ts::bench::predicted_speedup(alpha, gamma, c) : 0;
     const double tps = static_cast<double>(r.tokens.size() - 1) / r.seconds;
     const bool same = r.tokens == plain.tokens;
     identical = identical && same;
     std::snprintf(line, sizeof line,
                   "  spec=%s: %.1f tokens/s, measured x%.3f, predicted x%.3f (alpha %.3f = %d/%d, "
-                  "c %.3f, mean gamma %.2f)\n  outputs identical: %s\n",
+                  "c %.3f, g %.2f)\n  outputs identical: %s\n",
                   gamma_name(g).c_str(), tps, tps / plain_tps, predicted, alpha, t.accepted,
                   t.drafted, c, gamma, same ? "yes" : "no");
     std::cerr << line;
     // g as a number, spec=auto as "auto".
     runs.push_back({{"gamma", g == ts::kSpecGammaAuto ? json("auto") : json(g)},
-                    {"mean_gamma_drafted", gamma},
+                    {"gamma_in_prediction", gamma},
+                    {"mean_gamma_drafted", t.mean_gamma()},
                     {"tokens", r.tokens.size()},
                     {"same_tokens_as_plain", same},
                     {"rounds", t.rounds},
@@ -399,6 +402,7 @@ json bench_spec_pair(const BenchOptions& o, const SpecPair& pair, bool& identica
                     {"accepted", t.accepted},
                     {"acceptance_rate", alpha},
                     {"tokens_per_target_pass", t.rounds ? double(t.committed) / t.rounds : 0.0},
+                    {"plain_tokens_per_s", plain_tps},
                     {"speculative_tokens_per_s", tps},
                     {"speedup_measured", tps / plain_tps},
                     {"draft_pass_ms", t.seconds_per_draft_pass() * 1e3},
