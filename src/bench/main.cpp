@@ -86,6 +86,8 @@ load time, and where memory goes after loading and after the run.
                           one (spec=auto: g = the mean drafted per round), and whether
                           each speculative output equals plain greedy's token for token
                           (a summary per pair on stderr, "outputs identical: yes/no");
+                          the formula counts a verify pass (g + 1 tokens) as one plain
+                          step: verify_pass_to_target_step says how far that holds;
                           the model and the draft need tokenizer files and the same
                           vocabulary
   --spec-self-draft       also the model drafting for itself (alpha = 1, c about 1)
@@ -387,9 +389,10 @@ json bench_spec_pair(const BenchOptions& o, const SpecPair& pair, bool& identica
     identical = identical && same;
     std::snprintf(line, sizeof line,
                   "  spec=%s: %.1f tokens/s, measured x%.3f, predicted x%.3f (alpha %.3f = %d/%d, "
-                  "c %.3f, g %.2f)\n  outputs identical: %s\n",
+                  "c %.3f, g %.2f; a verify pass took %.2f plain steps)\n  outputs identical: %s\n",
                   gamma_name(g).c_str(), tps, tps / plain_tps, predicted, alpha, t.accepted,
-                  t.drafted, c, gamma, same ? "yes" : "no");
+                  t.drafted, c, gamma, t.seconds_per_verify_pass() / plain_step,
+                  same ? "yes" : "no");
     std::cerr << line;
     // g as a number, spec=auto as "auto".
     runs.push_back({{"gamma", g == ts::kSpecGammaAuto ? json("auto") : json(g)},
@@ -442,15 +445,17 @@ std::vector<SpecPair> spec_pairs(const BenchOptions& o, const std::string& model
     ts::bench::write_random_checkpoint(big, dir / "random-355m", 355);
     ts::bench::write_random_checkpoint(ts::bench::gpt2_124m_config(), dir / "random-124m", 124);
     ts::bench::write_random_checkpoint(first, dir / "random-355m-first-layers", 355, big.n_layer);
-    pairs.push_back({"random-355m/random-124m", dir / "random-355m", dir / "random-124m",
-                     "random weights, 355M-shaped target (24 layers, 1024 dims), 124M-shaped "
-                     "draft (12 layers, 768 dims), independent: acceptance near chance, the "
-                     "cost side of speculative decoding"});
+    pairs.push_back(
+        {"random-355m/random-124m", dir / "random-355m", dir / "random-124m",
+         "random weights, 355M-shaped target (24 layers, 1024 dims), 124M-shaped "
+         "draft (12 layers, 768 dims), independent weights: their choices rarely agree, "
+         "this pair shows the cost side of speculative decoding"});
     pairs.push_back({"random-355m/first-" + std::to_string(kFirstLayersDraft) + "-layers",
                      dir / "random-355m", dir / "random-355m-first-layers",
                      "random weights; the draft is the target's own embeddings and first " +
                          std::to_string(kFirstLayersDraft) +
-                         " of 24 layers (the same tensors): a cheap draft that agrees often"});
+                         " of 24 layers (the same tensors): a cheap draft sharing the target's "
+                         "embeddings"});
     pairs.push_back({"random-355m/self", dir / "random-355m", dir / "random-355m",
                      "the target drafting for itself: alpha = 1 by construction, c about 1 "
                      "(the formula's upper end for acceptance, no speed-up possible)"});
