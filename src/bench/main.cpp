@@ -93,7 +93,7 @@ load time, and where memory goes after loading and after the run.
   --spec-self-draft       also the model drafting for itself (alpha = 1, c about 1)
   --spec-gamma LIST       draft lengths g measured, each 1 to 16 or auto (adaptive);
                           default 4,auto
-  --spec-tokens N         new tokens generated per measurement (default 64)
+  --spec-tokens N         new tokens generated per measurement, at least 2 (default 64)
   --spec-only             only the speculative measurement (no prefill, decode or lanes)
   --spec-random-pairs DIR write random GPT-2-shaped checkpoints to DIR (about 2.3 GB;
                           created if missing) and measure speculative decoding on
@@ -191,8 +191,8 @@ BenchOptions parse(int argc, char** argv) {
       o.spec_only = true;
     } else if (a == "--spec-random-pairs")
       o.spec_random_dir = ts::non_empty(a, r.value());
-    else if (a == "--spec-tokens")
-      o.spec_tokens = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
+    else if (a == "--spec-tokens")  // at least one decode step after the prefill's token
+      o.spec_tokens = static_cast<int>(ts::parse_whole_number(a, r.value(), 2, kMaxTokens));
     else
       throw ts::Error("unknown option '" + a + "' (see --help)");
   }
@@ -477,6 +477,13 @@ json bench_speculative(const BenchOptions& o, const std::string& model_dir, bool
   return {{"pairs", pairs}, {"outputs_identical", identical}};
 }
 
+// After the JSON: one line saying why the exit code is not 0.
+int mismatch_exit() {
+  std::cerr << "tokenscope-bench: a speculative greedy output differs from plain greedy's "
+               "(see \"outputs identical: no\" above)\n";
+  return kExitMismatch;
+}
+
 // Greedy generation of n tokens with and without the KV cache: same tokens,
 // measured totals (session/cache_comparison).
 json cache_compare(ts::Engine& engine, int n) {
@@ -504,7 +511,7 @@ int run(int argc, char** argv) {
       bool identical = true;
       const json report = {{"speculative", bench_speculative(o, model_dir, identical)}};
       std::cout << report.dump(2) << std::endl;
-      return identical ? 0 : kExitMismatch;
+      return identical ? 0 : mismatch_exit();
     }
     std::string model_dir = o.setup.model.string();
     if (!o.write_random.empty()) {
@@ -607,7 +614,7 @@ int run(int argc, char** argv) {
     report["memory"] = {{"after_load", memory_after_load},
                         {"after_run", ts::memory_report_json(ts::memory_report(engine))}};
     std::cout << report.dump(2) << std::endl;
-    return identical ? 0 : kExitMismatch;
+    return identical ? 0 : mismatch_exit();
   }
 }
 

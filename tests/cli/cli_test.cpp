@@ -1383,6 +1383,8 @@ TEST(CliSpeculative, BenchSpeculativeOnlyWithSelfDraftAndAuto) {
        "--spec-only needs --draft-model DIR or --spec-self-draft"},
       {{"--model", tiny, "--spec-self-draft", "--spec-gamma", "4,autox"}, "'autox'"},
       {{"--model", tiny, "--spec-self-draft=yes"}, "--spec-self-draft"},
+      {{"--model", tiny, "--spec-self-draft", "--spec-tokens", "1"},
+       "--spec-tokens: 1 is out of range"},
       {{"--spec-random-pairs", "/tmp/x", "--model", tiny}, "give no --model"},
   };
   for (const auto& [args, says] : bad)
