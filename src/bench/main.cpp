@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "bench/random_checkpoint.h"
+#include "bench/speculative_bench.h"
 #include "engine/backend_factory.h"
 #include "engine/cpu/machine_probe.h"
 #include "engine/engine.h"
+#include "model/config_json.h"
 #include "model/model_loader.h"
 #include "sampling/speculative.h"
 #include "session/cache_comparison.h"
@@ -41,10 +43,18 @@ struct BenchOptions {
   std::vector<int> lanes = {1, 2, 4, 8};
   std::vector<int> cache_compare;     // generation lengths for KV cache on vs off
   std::filesystem::path draft_model;  // --draft-model: speculative vs plain decoding
-  std::vector<int> spec_gammas = {4};
+  std::vector<int> spec_gammas = {4, ts::kSpecGammaAuto};
   int spec_tokens = 64;
+  bool spec_self_draft = false;  // also the model drafting for itself
+  std::string spec_random_dir;   // --spec-random-pairs: write and bench the random pairs
+  bool spec_only = false;        // skip the prefill / decode / lanes sections
   bool help = false;
 };
+
+// Layers of the random 355M-shaped target that its first-layers draft keeps.
+constexpr int kFirstLayersDraft = 4;
+// Exit code when a speculative greedy output differs from plain greedy's.
+constexpr int kExitMismatch = 1;
 
 std::string help_text() {
   return R"(tokenscope-bench: prefill and decode speed, printed as JSON with the bounds
@@ -66,17 +76,39 @@ load time, and where memory goes after loading and after the run.
   --cache-compare LIST    generation lengths for KV cache on vs off, e.g. 64,256 (a run
                           stops at the end of the model's context; its steps are listed)
   --draft-model DIR       also measure speculative decoding (greedy) with this draft
-                          against plain greedy decoding of the model: tokens/s of both
-                          (the steps' measured time), the acceptance rate alpha, the
-                          draft/target cost ratio c of one pass, and the speed-up
-                          predicted by (1 - alpha^(g+1)) / ((1 - alpha)(g c + 1)); the
-                          model and the draft need tokenizer files
-  --spec-gamma LIST       draft lengths g measured, each 1 to 16 (default 4)
-  --spec-tokens N         tokens generated per measurement (default 64)
+                          against plain greedy decoding of the model, same prompt and
+                          number of new tokens: tokens/s of both (the decode steps'
+                          measured time, best of three runs), the acceptance rate
+                          alpha = accepted / drafted, the cost ratio c = one draft pass
+                          over one plain decode step of the model (both measured in this
+                          run), the speed-up predicted by
+                          (1 - alpha^(g+1)) / ((1 - alpha)(g c + 1)) beside the measured
+                          one (spec=auto: g = the mean drafted per round), and whether
+                          each speculative output equals plain greedy's token for token
+                          (a summary per pair on stderr, "outputs identical: yes/no");
+                          the formula counts a verify pass (g + 1 tokens) as one plain
+                          step: verify_pass_to_target_step says how far that holds;
+                          the model and the draft need tokenizer files and the same
+                          vocabulary
+  --spec-self-draft       also the model drafting for itself (alpha = 1, c about 1)
+  --spec-gamma LIST       draft lengths g measured, each 1 to 16 or auto (adaptive);
+                          default 4,auto
+  --spec-tokens N         new tokens generated per measurement, at least 2 (default 64)
+  --spec-only             only the speculative measurement (no prefill, decode or lanes)
+  --spec-random-pairs DIR write random GPT-2-shaped checkpoints to DIR (about 2.3 GB;
+                          created if missing) and measure speculative decoding on
+                          three pairs with a 355M-shaped target (24 layers, 1024 dims):
+                          a 124M-shaped draft (independent random weights: alpha near
+                          chance), a draft made of the target's own embeddings and first
+                          layers (the same tensors, )" +
+         std::to_string(kFirstLayersDraft) + R"( of 24), and the target
+                          drafting for itself; slow on a CPU (a 355M decode step takes
+                          0.1 s or more); the other sections are not run
   --help                  this text
 
-Flags are written "--flag value" or "--flag=value". Exit codes: 0 done, 2 bad
-input (one line on stderr), 3 internal error.
+Flags are written "--flag value" or "--flag=value". Exit codes: 0 done, 1 a
+speculative greedy output differed from plain greedy's, 2 bad input (one line
+on stderr), 3 internal error.
 )";
 }
 
@@ -132,18 +164,52 @@ BenchOptions parse(int argc, char** argv) {
       o.lanes = parse_list(a, r.value(), 1, ts::kMaxLanes);
     else if (a == "--cache-compare")
       o.cache_compare = parse_list(a, r.value(), 1, kMaxTokens);
-    else if (a == "--spec-gamma")
-      o.spec_gammas = parse_list(a, r.value(), ts::kMinSpecGamma, ts::kMaxSpecGamma);
-    else if (a == "--spec-tokens")
-      o.spec_tokens = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
+    else if (a == "--spec-gamma") {
+      // Whole numbers and "auto" (adaptive), e.g. 2,4,auto.
+      std::string v = r.value();
+      std::vector<int> gammas;
+      std::string numbers;
+      size_t pos = 0;
+      for (;;) {
+        const size_t comma = v.find(',', pos);
+        const std::string item =
+            v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        if (item == "auto")
+          gammas.push_back(ts::kSpecGammaAuto);
+        else
+          for (int g : parse_list(a, item, ts::kMinSpecGamma, ts::kMaxSpecGamma))
+            gammas.push_back(g);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+      }
+      o.spec_gammas = gammas;
+    } else if (a == "--spec-self-draft") {
+      r.no_value();
+      o.spec_self_draft = true;
+    } else if (a == "--spec-only") {
+      r.no_value();
+      o.spec_only = true;
+    } else if (a == "--spec-random-pairs")
+      o.spec_random_dir = ts::non_empty(a, r.value());
+    else if (a == "--spec-tokens")  // at least one decode step after the prefill's token
+      o.spec_tokens = static_cast<int>(ts::parse_whole_number(a, r.value(), 2, kMaxTokens));
     else
       throw ts::Error("unknown option '" + a + "' (see --help)");
   }
+  if (!o.spec_random_dir.empty()) {
+    if (!o.setup.model.empty() || !o.write_random.empty() || !o.draft_model.empty() ||
+        o.spec_self_draft)
+      throw ts::Error(
+          "--spec-random-pairs writes and benchmarks its own pairs: give no --model, "
+          "--write-random-*, --draft-model or --spec-self-draft with it");
+    return o;
+  }
   if (o.setup.model.empty() && o.write_random.empty())
     throw ts::Error("give --model DIR, --write-random-124m DIR or --write-random-1.5b DIR");
+  const bool speculative = !o.draft_model.empty() || o.spec_self_draft;
   for (const std::string& g : given)
-    if ((g == "--spec-gamma" || g == "--spec-tokens") && o.draft_model.empty())
-      throw ts::Error(g + " needs --draft-model DIR");
+    if ((g == "--spec-gamma" || g == "--spec-tokens" || g == "--spec-only") && !speculative)
+      throw ts::Error(g + " needs --draft-model DIR or --spec-self-draft");
   if (!o.setup.model.empty() && !o.write_random.empty())
     throw ts::Error("--model and " + o.random_shape + " conflict: give one model");
   return o;
@@ -216,98 +282,210 @@ DecodeTiming decode_step_time(ts::Engine& engine, const BenchOptions& o, int lan
   return {median(times), *std::min_element(times.begin(), times.end()), cost};
 }
 
-// Greedy generation of n tokens with and without the KV cache: same tokens,
-// measured totals (session/cache_comparison).
+// One draft/target pair of the speculative section; `what` tells a reader
+// what kind of pair it is (a trained draft, random weights, the target
+// itself), so that its acceptance rate is not misread.
+struct SpecPair {
+  std::string name;
+  std::filesystem::path target;
+  std::filesystem::path draft;
+  std::string what;
+};
+
+// A strategy's best run of three: its decode steps' measured time (prefill
+// excluded), the tokens generated, and the speculative rounds of that run.
+struct SpecRun {
+  double seconds = 0;
+  int steps = 0;
+  std::vector<int> tokens;
+  ts::bench::SpecRoundTotals rounds;
+};
+
+SpecRun measure_strategy(const ts::LoadedModel& target, const ts::LoadedModel& draft,
+                         const ts::SamplingParams& p, const std::string& prompt, int new_tokens) {
+  ts::SessionOptions so;
+  so.max_new_tokens = new_tokens;
+  so.record_attention = false;
+  so.record_residuals = false;
+  ts::Session s(target.tokenizer, target.engine, so);
+  s.set_draft_engine(draft.engine);
+  s.set_prompt(prompt);
+  s.set_strategies({p});
+  SpecRun best;
+  // Best of three runs (greedy: the same tokens each time), the one least
+  // disturbed by the machine's other work; its rounds are reported with it.
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    if (repeat > 0) s.reset();
+    s.prefill();
+    SpecRun r;
+    while (s.can_step()) {
+      r.seconds += s.step().seconds;
+      ++r.steps;
+    }
+    r.tokens = s.lanes()[0].generated;
+    std::vector<const ts::SpecRound*> rounds;
+    for (int step = 0; step < static_cast<int>(s.history().size()); ++step)
+      if (const ts::LaneStep* ls = s.record(step, 0); ls && ls->spec)
+        rounds.push_back(ls->spec.get());
+    r.rounds = ts::bench::total_rounds(rounds);
+    if (repeat == 0 || r.seconds < best.seconds) best = std::move(r);
+  }
+  return best;
+}
+
+std::string gamma_name(int g) {
+  return g == ts::kSpecGammaAuto ? std::string("auto") : std::to_string(g);
+}
+
 // Speculative (greedy, spec=g with the draft) against plain greedy decoding
-// of the same model from the same prompt: each side's tokens/s over its
-// decode steps' measured time (prefill excluded), the acceptance rate, the
-// cost ratio c of one draft pass to one plain decode step, and the speed-up
-// (1 - a^(g+1)) / ((1 - a)(g c + 1)) predicted from them. Times are the best
-// of three runs.
-json bench_speculative(const BenchOptions& o, const std::string& model_dir) {
+// of the target from the same prompt, for the same number of new tokens:
+// each side's tokens/s, the acceptance rate alpha, the cost ratio c of one
+// draft pass to one plain decode step (both measured in this run), and the
+// speed-up predicted from them next to the measured one. `identical` turns
+// false when a speculative output differs from plain greedy's.
+json bench_spec_pair(const BenchOptions& o, const SpecPair& pair, bool& identical) {
+  namespace fs = std::filesystem;
+  // The vocabularies are compared from config.json before gigabytes of
+  // weights are read, and again from the loaded models below.
+  if (fs::is_directory(pair.target) && fs::is_directory(pair.draft) &&
+      fs::exists(pair.target / "config.json") && fs::exists(pair.draft / "config.json"))
+    ts::bench::check_spec_pair(ts::load_config_json(pair.target / "config.json"),
+                               ts::load_config_json(pair.draft / "config.json"),
+                               "pair " + pair.name);
   ts::ModelSetupOptions setup = o.setup;
-  setup.model = model_dir;
+  setup.model = pair.target;
   setup.cache_sequences = 3;
   const ts::LoadedModel target = ts::load_model_setup(setup);
-  const ts::LoadedModel draft = ts::load_draft_model(setup, o.draft_model, 3);
-  const int n_ctx = target.engine->config().n_ctx;
+  const ts::LoadedModel draft = ts::load_draft_model(setup, pair.draft, 3);
+  ts::bench::check_spec_pair(target.engine->config(), draft.engine->config(), "pair " + pair.name);
   const std::string prompt = "Once upon a time";
-  auto run = [&](const ts::SamplingParams& p, double& seconds, int& steps) {
-    ts::SessionOptions so;
-    so.max_new_tokens = o.spec_tokens;
-    so.record_attention = false;
-    so.record_residuals = false;
-    auto s = std::make_unique<ts::Session>(target.tokenizer, target.engine, so);
-    s->set_draft_engine(draft.engine);
-    s->set_prompt(prompt);
-    s->set_strategies({p});
-    s->prefill();
-    // Best of three runs (the same tokens each time: greedy): the least
-    // disturbed by the machine's other work.
-    seconds = 0;
-    for (int repeat = 0; repeat < 3; ++repeat) {
-      if (repeat > 0) {
-        s->reset();
-        s->prefill();
-      }
-      double total = 0;
-      steps = 0;
-      while (s->can_step()) {
-        total += s->step().seconds;
-        ++steps;
-      }
-      if (repeat == 0 || total < seconds) seconds = total;
-    }
-    return s;
-  };
+  const int n_ctx = target.engine->config().n_ctx;
   if (static_cast<int>(target.tokenizer->encode_ids(prompt).size()) + o.spec_tokens > n_ctx)
     throw ts::Error("--spec-tokens: " + std::to_string(o.spec_tokens) +
                     " does not fit the model's context of " + std::to_string(n_ctx));
-  double plain_seconds = 0;
-  int plain_steps = 0;
-  const std::vector<int> plain =
-      run(ts::SamplingParams{}, plain_seconds, plain_steps)->lanes()[0].generated;
+  const SpecRun plain =
+      measure_strategy(target, draft, ts::SamplingParams{}, prompt, o.spec_tokens);
   // Tokens after the prefill's: the ones the decode steps made.
-  const double plain_tps = static_cast<double>(plain.size() - 1) / plain_seconds;
-  json out = json::array();
+  const double plain_tps = static_cast<double>(plain.tokens.size() - 1) / plain.seconds;
+  const double plain_step = plain.seconds / plain.steps;
+  char line[256];
+  std::snprintf(line, sizeof line, "  plain greedy: %zu tokens, %.1f tokens/s (%.2f ms a step)\n",
+                plain.tokens.size(), plain_tps, plain_step * 1e3);
+  std::cerr << "pair " << pair.name << ": " << pair.what << "\n" << line;
+  json runs = json::array();
   for (int g : o.spec_gammas) {
     ts::SamplingParams p;
     p.spec_gamma = g;
-    double seconds = 0;
-    int rounds = 0;
-    const std::unique_ptr<ts::Session> session = run(p, seconds, rounds);
-    const ts::Session& s = *session;
-    const ts::SpecLaneStats st = ts::spec_lane_stats(s, 0);
-    int passes = 0;
-    for (const ts::StepTracePtr& t : s.history())
-      if (!t->lanes.empty() && t->lanes[0].spec) passes += t->lanes[0].spec->draft_passes;
-    const double alpha = st.acceptance_rate();
-    const double draft_pass = passes ? st.draft_seconds / passes : 0;
-    const double c = draft_pass / (plain_seconds / plain_steps);
-    const double predicted = alpha >= 1.0
-                                 ? (g + 1) / (g * c + 1)
-                                 : (1 - std::pow(alpha, g + 1)) / ((1 - alpha) * (g * c + 1));
-    const double tps = static_cast<double>(s.lanes()[0].generated.size() - 1) / seconds;
-    out.push_back({{"gamma", g},
-                   {"tokens", s.lanes()[0].generated.size()},
-                   {"same_tokens_as_plain", s.lanes()[0].generated == plain},
-                   {"rounds", rounds},
-                   {"acceptance_rate", alpha},
-                   {"tokens_per_target_pass", st.tokens_per_pass()},
-                   {"plain_tokens_per_s", plain_tps},
-                   {"speculative_tokens_per_s", tps},
-                   {"speedup_measured", tps / plain_tps},
-                   {"draft_to_target_cost_c", c},
-                   {"speedup_predicted", predicted},
-                   {"draft_seconds", st.draft_seconds},
-                   {"verify_seconds", st.verify_seconds}});
+    const SpecRun r = measure_strategy(target, draft, p, prompt, o.spec_tokens);
+    const ts::bench::SpecRoundTotals& t = r.rounds;
+    const double alpha = t.acceptance_rate();
+    const double c = ts::bench::cost_ratio(t.seconds_per_draft_pass(), plain_step);
+    // The formula's g: the one asked for; spec=auto's is the mean drafted
+    // per round (rounds clamped near the end count as drafted).
+    const double gamma = g == ts::kSpecGammaAuto ? t.mean_gamma() : g;
+    const double predicted = gamma > 0 ? ts::bench::predicted_speedup(alpha, gamma, c) : 0;
+    const double tps = static_cast<double>(r.tokens.size() - 1) / r.seconds;
+    const bool same = r.tokens == plain.tokens;
+    identical = identical && same;
+    std::snprintf(line, sizeof line,
+                  "  spec=%s: %.1f tokens/s, measured x%.3f, predicted x%.3f (alpha %.3f = %d/%d, "
+                  "c %.3f, g %.2f; a verify pass took %.2f plain steps)\n  outputs identical: %s\n",
+                  gamma_name(g).c_str(), tps, tps / plain_tps, predicted, alpha, t.accepted,
+                  t.drafted, c, gamma, t.seconds_per_verify_pass() / plain_step,
+                  same ? "yes" : "no");
+    std::cerr << line;
+    // g as a number, spec=auto as "auto".
+    runs.push_back({{"gamma", g == ts::kSpecGammaAuto ? json("auto") : json(g)},
+                    {"gamma_in_prediction", gamma},
+                    {"mean_gamma_drafted", t.mean_gamma()},
+                    {"tokens", r.tokens.size()},
+                    {"same_tokens_as_plain", same},
+                    {"rounds", t.rounds},
+                    {"drafted", t.drafted},
+                    {"accepted", t.accepted},
+                    {"acceptance_rate", alpha},
+                    {"tokens_per_target_pass", t.rounds ? double(t.committed) / t.rounds : 0.0},
+                    {"plain_tokens_per_s", plain_tps},
+                    {"speculative_tokens_per_s", tps},
+                    {"speedup_measured", tps / plain_tps},
+                    {"draft_pass_ms", t.seconds_per_draft_pass() * 1e3},
+                    {"draft_to_target_cost_c", c},
+                    {"verify_pass_to_target_step", t.seconds_per_verify_pass() / plain_step},
+                    {"speedup_predicted", predicted},
+                    {"draft_seconds", t.draft_seconds},
+                    {"verify_seconds", t.verify_seconds},
+                    {"seconds", r.seconds}});
   }
-  return {{"draft", o.draft_model.string()},
+  return {{"pair", pair.name},
+          {"what", pair.what},
+          {"target", pair.target.string()},
+          {"draft", pair.draft.string()},
+          {"target_parameters", target.engine->config().parameter_count()},
           {"draft_parameters", draft.engine->config().parameter_count()},
           {"prompt", prompt},
-          {"runs", out}};
+          {"new_tokens", o.spec_tokens},
+          {"plain_tokens", plain.tokens.size()},
+          {"plain_tokens_per_s", plain_tps},
+          {"plain_ms_per_step", plain_step * 1e3},
+          {"runs", runs}};
 }
 
+// The pairs the options name: the model with --draft-model, the model with
+// itself (--spec-self-draft), or the random GPT-2-shaped pairs written to
+// --spec-random-pairs DIR.
+std::vector<SpecPair> spec_pairs(const BenchOptions& o, const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  std::vector<SpecPair> pairs;
+  if (!o.spec_random_dir.empty()) {
+    const fs::path dir = o.spec_random_dir;
+    const ts::ModelConfig big = ts::bench::gpt2_355m_config();
+    ts::ModelConfig first = big;
+    first.n_layer = kFirstLayersDraft;
+    std::cerr << "writing random checkpoints to " << dir.string() << "\n";
+    ts::bench::write_random_checkpoint(big, dir / "random-355m", 355);
+    ts::bench::write_random_checkpoint(ts::bench::gpt2_124m_config(), dir / "random-124m", 124);
+    ts::bench::write_random_checkpoint(first, dir / "random-355m-first-layers", 355, big.n_layer);
+    pairs.push_back(
+        {"random-355m/random-124m", dir / "random-355m", dir / "random-124m",
+         "random weights, 355M-shaped target (24 layers, 1024 dims), 124M-shaped "
+         "draft (12 layers, 768 dims), independent weights: their choices rarely agree, "
+         "this pair shows the cost side of speculative decoding"});
+    pairs.push_back({"random-355m/first-" + std::to_string(kFirstLayersDraft) + "-layers",
+                     dir / "random-355m", dir / "random-355m-first-layers",
+                     "random weights; the draft is the target's own embeddings and first " +
+                         std::to_string(kFirstLayersDraft) +
+                         " of 24 layers (the same tensors): a cheap draft sharing the target's "
+                         "embeddings"});
+    pairs.push_back({"random-355m/self", dir / "random-355m", dir / "random-355m",
+                     "the target drafting for itself: alpha = 1 by construction, c about 1 "
+                     "(the formula's upper end for acceptance, no speed-up possible)"});
+    return pairs;
+  }
+  if (!o.draft_model.empty())
+    pairs.push_back({"model/draft", model_dir, o.draft_model,
+                     "the model with the draft given by --draft-model"});
+  if (o.spec_self_draft)
+    pairs.push_back({"model/self", model_dir, model_dir,
+                     "the model drafting for itself: alpha = 1 by construction, c about 1"});
+  return pairs;
+}
+
+json bench_speculative(const BenchOptions& o, const std::string& model_dir, bool& identical) {
+  json pairs = json::array();
+  for (const SpecPair& p : spec_pairs(o, model_dir))
+    pairs.push_back(bench_spec_pair(o, p, identical));
+  return {{"pairs", pairs}, {"outputs_identical", identical}};
+}
+
+// After the JSON: one line saying why the exit code is not 0.
+int mismatch_exit() {
+  std::cerr << "tokenscope-bench: a speculative greedy output differs from plain greedy's "
+               "(see \"outputs identical: no\" above)\n";
+  return kExitMismatch;
+}
+
+// Greedy generation of n tokens with and without the KV cache: same tokens,
+// measured totals (session/cache_comparison).
 json cache_compare(ts::Engine& engine, int n) {
   const std::vector<int> prompt = random_tokens(8, engine.config().vocab_size, 4);
   return ts::cache_comparison_to_json(ts::compare_kv_cache(engine, prompt, {}, n));
@@ -319,6 +497,21 @@ int run(int argc, char** argv) {
     if (o.help) {
       std::cout << help_text();
       return 0;
+    }
+    // A speculative-only run: its pairs load their own models.
+    if (!o.spec_random_dir.empty() || o.spec_only) {
+      std::string model_dir = o.setup.model.string();
+      if (!o.write_random.empty()) {
+        ts::bench::write_random_checkpoint(o.random_shape == "--write-random-1.5b"
+                                               ? ts::bench::gpt2_1558m_config()
+                                               : ts::bench::gpt2_124m_config(),
+                                           o.write_random, 124);
+        model_dir = o.write_random;
+      }
+      bool identical = true;
+      const json report = {{"speculative", bench_speculative(o, model_dir, identical)}};
+      std::cout << report.dump(2) << std::endl;
+      return identical ? 0 : mismatch_exit();
     }
     std::string model_dir = o.setup.model.string();
     if (!o.write_random.empty()) {
@@ -411,7 +604,9 @@ int run(int argc, char** argv) {
     json compare = json::array();
     for (int n : o.cache_compare) compare.push_back(cache_compare(engine, n));
     if (!compare.empty()) report["kv_cache_on_vs_off"] = compare;
-    if (!o.draft_model.empty()) report["speculative"] = bench_speculative(o, model_dir);
+    bool identical = true;
+    if (!o.draft_model.empty() || o.spec_self_draft)
+      report["speculative"] = bench_speculative(o, model_dir, identical);
     report["device_after_run"] = engine.backend().device_name();  // e.g. graphs captured
     // Where memory goes (session/memory_report.h): after loading, and after
     // every measurement above (their sequences released; the KV pool's pages
@@ -419,13 +614,14 @@ int run(int argc, char** argv) {
     report["memory"] = {{"after_load", memory_after_load},
                         {"after_run", ts::memory_report_json(ts::memory_report(engine))}};
     std::cout << report.dump(2) << std::endl;
-    return 0;
+    return identical ? 0 : mismatch_exit();
   }
 }
 
 }  // namespace
 
-// Exit codes: 0 done, 2 bad input (one line naming what is wrong), 3 internal error.
+// Exit codes: 0 done, 1 a speculative greedy output differed from plain
+// greedy's, 2 bad input (one line naming what is wrong), 3 internal error.
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);

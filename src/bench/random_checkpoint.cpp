@@ -22,9 +22,9 @@ struct TensorSpec {
   float stddev;  // 0: constant 1 (layer norm weights); -1: zeros (biases)
 };
 
-std::vector<TensorSpec> specs(const ModelConfig& c) {
+std::vector<TensorSpec> specs(const ModelConfig& c, int init_layers) {
   const int64_t C = c.n_embd;
-  const float init = 0.02f, proj = 0.02f / std::sqrt(2.0f * c.n_layer);
+  const float init = 0.02f, proj = 0.02f / std::sqrt(2.0f * init_layers);
   std::vector<TensorSpec> t = {{"wte.weight", {c.vocab_size, C}, init},
                                {"wpe.weight", {c.n_ctx, C}, 0.01f}};
   for (int l = 0; l < c.n_layer; ++l) {
@@ -82,6 +82,14 @@ ModelConfig gpt2_124m_config() {
   return c;
 }
 
+ModelConfig gpt2_355m_config() {
+  ModelConfig c = gpt2_124m_config();
+  c.n_embd = 1024;
+  c.n_head = 16;
+  c.n_layer = 24;
+  return c;
+}
+
 ModelConfig gpt2_1558m_config() {
   ModelConfig c = gpt2_124m_config();
   c.n_embd = 1600;
@@ -91,7 +99,7 @@ ModelConfig gpt2_1558m_config() {
 }
 
 void write_random_checkpoint(const ModelConfig& config, const std::filesystem::path& dir,
-                             uint64_t seed) {
+                             uint64_t seed, int init_layers) {
   namespace fs = std::filesystem;
   if (dir.empty()) throw Error("random checkpoint: the directory name is empty");
   std::error_code ec;
@@ -127,7 +135,8 @@ void write_random_checkpoint(const ModelConfig& config, const std::filesystem::p
     if (!out) throw Error((dir / name).string() + ": cannot write (" + std::strerror(errno) + ")");
   }
 
-  const std::vector<TensorSpec> tensors = specs(config);
+  const std::vector<TensorSpec> tensors =
+      specs(config, init_layers > 0 ? init_layers : config.n_layer);
   nlohmann::json header = {{"__metadata__", {{"format", "pt"}}}};
   int64_t offset = 0;
   for (const TensorSpec& t : tensors) {

@@ -1325,7 +1325,7 @@ TEST(CliSpeculative, BenchComparesSpeculativeWithPlainDecoding) {
        "--lanes", "1", "--decode-steps", "2", "--prefill-tokens", "8", "--context", "8"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json doc = nlohmann::json::parse(r.out);
-  const auto& runs = doc.at("speculative").at("runs");
+  const auto& runs = doc.at("speculative").at("pairs").at(0).at("runs");
   ASSERT_EQ(runs.size(), 2u);
   for (const auto& run : runs) {
     EXPECT_EQ(run.at("same_tokens_as_plain"), true);
@@ -1342,6 +1342,50 @@ TEST(CliSpeculative, BenchComparesSpeculativeWithPlainDecoding) {
       {{"--model", tiny, "--draft-model", tiny, "--spec-gamma", "17"}, "at most 16"},
       {{"--model", tiny, "--spec-gamma", "4"}, "--spec-gamma needs --draft-model DIR"},
       {{"--model", tiny, "--spec-tokens", "4"}, "--spec-tokens needs --draft-model DIR"},
+  };
+  for (const auto& [args, says] : bad)
+    expect_one_error_line(run_program(bench_path().string(), args), "tokenscope-bench", says,
+                          args.back());
+}
+
+// --spec-only --spec-self-draft: only the speculative section, the model
+// drafting for itself, spec=auto beside a fixed g; a pair whose vocabularies
+// differ is refused in one line before any measurement.
+TEST(CliSpeculative, BenchSpeculativeOnlyWithSelfDraftAndAuto) {
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  const CliRun r =
+      run_program(bench_path().string(), {"--model", tiny, "--spec-self-draft", "--spec-only",
+                                          "--spec-gamma", "2,auto", "--spec-tokens", "20"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(doc.contains("prefill"));
+  EXPECT_EQ(doc.at("speculative").at("outputs_identical"), true);
+  const auto& pairs = doc.at("speculative").at("pairs");
+  ASSERT_EQ(pairs.size(), 1u);
+  EXPECT_EQ(pairs[0].at("pair"), "model/self");
+  const auto& runs = pairs[0].at("runs");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].at("gamma"), "auto");
+  for (const auto& run : runs) {
+    EXPECT_EQ(run.at("same_tokens_as_plain"), true);
+    EXPECT_EQ(run.at("tokens"), 20);
+    EXPECT_DOUBLE_EQ(run.at("acceptance_rate").get<double>(), 1.0);
+    EXPECT_GT(run.at("speedup_predicted").get<double>(), 0);
+  }
+  EXPECT_NE(r.err.find("outputs identical: yes"), std::string::npos) << r.err;
+  const std::string bundled =
+      (fs::path(TS_FIXTURE_DIR).parent_path().parent_path() / "assets/models/tokenscope-tiny")
+          .string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--model", tiny, "--draft-model", bundled, "--spec-only"},
+       "8192 tokens but the target's has 457"},
+      {{"--model", tiny, "--spec-only"},
+       "--spec-only needs --draft-model DIR or --spec-self-draft"},
+      {{"--model", tiny, "--spec-self-draft", "--spec-gamma", "4,autox"}, "'autox'"},
+      {{"--model", tiny, "--spec-self-draft=yes"}, "--spec-self-draft"},
+      {{"--model", tiny, "--spec-self-draft", "--spec-tokens", "1"},
+       "--spec-tokens: 1 is out of range"},
+      {{"--spec-random-pairs", "/tmp/x", "--model", tiny}, "give no --model"},
   };
   for (const auto& [args, says] : bad)
     expect_one_error_line(run_program(bench_path().string(), args), "tokenscope-bench", says,
