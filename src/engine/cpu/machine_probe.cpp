@@ -43,24 +43,42 @@ float sum_range(const float* p, long long n) {
 
 }  // namespace
 
-double measure_read_bandwidth(long long bytes, int threads, int repeats) {
-  const long long n = bytes / static_cast<long long>(sizeof(float));
-  std::vector<float> buffer(static_cast<size_t>(n), 1.0f);  // touched: pages are resident
-  ThreadPool pool(threads);
-  const int tasks = pool.size() * 8;
-  std::vector<float> sink(tasks);
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(tasks, [&](int t) {
-      const long long begin = n * t / tasks, end = n * (t + 1) / tasks;
-      sink[t] = sum_range(buffer.data() + begin, end - begin);
-    });
-    best = std::min(best, seconds_since(t0));
-  }
-  volatile float keep = sink[0];
+struct ReadBandwidthProbe::State {
+  State(long long bytes, int threads)
+      : n(bytes / static_cast<long long>(sizeof(float))),
+        buffer(static_cast<size_t>(n), 1.0f),  // touched: pages are resident
+        pool(threads),
+        sink(static_cast<size_t>(pool.size() * 8)) {}
+  long long n;
+  std::vector<float> buffer;
+  ThreadPool pool;
+  std::vector<float> sink;
+};
+
+ReadBandwidthProbe::ReadBandwidthProbe(long long bytes, int threads)
+    : state_(new State(bytes, threads)) {}
+
+ReadBandwidthProbe::~ReadBandwidthProbe() { delete state_; }
+
+double ReadBandwidthProbe::pass() {
+  State& s = *state_;
+  const int tasks = static_cast<int>(s.sink.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  s.pool.parallel_for(tasks, [&](int t) {
+    const long long begin = s.n * t / tasks, end = s.n * (t + 1) / tasks;
+    s.sink[t] = sum_range(s.buffer.data() + begin, end - begin);
+  });
+  const double seconds = seconds_since(t0);
+  volatile float keep = s.sink[0];
   (void)keep;
-  return static_cast<double>(n) * sizeof(float) / best;
+  return static_cast<double>(s.n) * sizeof(float) / seconds;
+}
+
+double measure_read_bandwidth(long long bytes, int threads, int repeats) {
+  ReadBandwidthProbe probe(bytes, threads);
+  double best = 0;
+  for (int r = 0; r < repeats; ++r) best = std::max(best, probe.pass());
+  return best;
 }
 
 double measure_peak_flops(int threads) {
