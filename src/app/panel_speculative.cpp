@@ -264,15 +264,25 @@ void SpeculativePanel::draw_round(PanelContext& ctx) {
           "Residual norm(max(0, p \u2212 q)): p \u2212 q had no positive mass here, so the token "
           "was drawn from p itself.");
     } else if (!v.residual_top.empty()) {
-      ImGui::TextUnformatted("Residual norm(max(0, p \u2212 q)), its largest entries:");
-      for (const auto& [id, value] : v.residual_top) {
+      ImGui::TextUnformatted(
+          "Residual norm(max(0, p \u2212 q)), its largest entries (bars: share of the largest):");
+      // The drawn token is always listed, also when it is not among the largest.
+      std::vector<std::pair<int, float>> shown = v.residual_top;
+      const bool drawn_listed = std::any_of(shown.begin(), shown.end(),
+                                            [&](const auto& e) { return e.first == v.next_token; });
+      if (!drawn_listed && v.next_token >= 0 && v.next_token < static_cast<int>(r.residual.size()))
+        shown.emplace_back(v.next_token, r.residual[v.next_token]);
+      const float top = v.residual_top.front().second;
+      for (const auto& [id, value] : shown) {
         ImGui::TextUnformatted(
             fit_text("\u201C" + token_piece(*ctx.snap, id) + "\u201D", font * 7).c_str());
         ImGui::SameLine(font * 8);
-        inline_bar(value, bar_w * 1.5f, font * 0.6f, id == v.next_token ? pal.accent : pal.bar,
-                   pal.frame);
+        inline_bar(top > 0 ? value / top : 0, bar_w * 1.5f, font * 0.6f,
+                   id == v.next_token ? pal.accent : pal.bar, pal.frame);
         ImGui::SameLine();
-        ImGui::Text("%.3f", value);
+        // A tail token can be drawn: its small mass keeps its digits.
+        ImGui::Text(value > 0 && value < 0.001f ? "%.2e%s" : "%.3f%s", value,
+                    id == v.next_token ? "  \u2190 drawn" : "");
       }
     }
   }
