@@ -69,17 +69,19 @@ AppOptions spec_options(const std::vector<std::string>& lanes, const fs::path& d
   return o;
 }
 
+// settle() waits for the worker before every frame; its frame cap is kept
+// low because the layout has no Attention panel to wait for.
 void step(App& app) {
   app.frame();
   app.advance();
-  app.settle(2, 200);
+  app.settle(3, 6);
 }
 
 // Views the newest step of `lane` and checks the panel's rows against the record.
 const SpecRound& check_panel_matches_record(App& app, int lane) {
   const SnapshotPtr s = app.controller().snapshot();
   select_lane(app.state(), s.get(), lane);
-  app.settle(2, 50);
+  app.settle(2, 4);
   const LaneStep* rec = lane_record(*s, static_cast<int>(s->history.size()) - 1, lane);
   EXPECT_TRUE(rec && rec->spec);
   const SpecRound& r = *rec->spec;
@@ -136,7 +138,7 @@ TEST(GuiSpeculative, GreedyRoundsWithARejectionMatchTheRecord) {
   // Prefill: not a round. The panel says so and how to get one.
   step(app);
   select_lane(app.state(), app.controller().snapshot().get(), 0);
-  app.settle(2, 50);
+  app.settle(2, 4);
   EXPECT_FALSE(app.speculative_panel().view().has_round);
   EXPECT_NE(app.speculative_panel().view().message.find("spec 4"), std::string::npos);
   bool rejection = false, all_accepted = false;
@@ -165,26 +167,26 @@ TEST(GuiSpeculative, GreedyRoundsWithARejectionMatchTheRecord) {
   const int gamma = panel.view().gamma;
   ASSERT_GE(gamma, 2);
   panel.set_substep(2);
-  app.settle(2, 20);
+  app.settle(2, 4);
   EXPECT_EQ(panel.view().revealed, 2);
   EXPECT_EQ(panel.view().rows.size(), 2u);
   EXPECT_FALSE(panel.view().verdict_shown);
   panel.set_substep(0);
-  app.settle(2, 20);
+  app.settle(2, 4);
   EXPECT_TRUE(panel.view().rows.empty());
   panel.set_substep(gamma + 1);
-  app.settle(2, 20);
+  app.settle(2, 4);
   EXPECT_EQ(static_cast<int>(panel.view().rows.size()), gamma);
   EXPECT_TRUE(panel.view().verdict_shown);
   // A new round restarts the walk at its first draft.
   panel.set_substep(gamma);
   step(app);
   select_lane(app.state(), app.controller().snapshot().get(), 1);
-  app.settle(2, 50);
+  app.settle(2, 4);
   EXPECT_EQ(panel.substep(), 0);
   EXPECT_TRUE(panel.view().rows.empty());
   panel.set_substep(-1);
-  app.settle(2, 20);
+  app.settle(2, 4);
   EXPECT_EQ(app.last_frame().gl_errors, 0);
 }
 
