@@ -44,7 +44,7 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer tests"
 # banned-words unit tests, which do run under the sanitizers.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan -j"$jobs" --output-on-failure \
-  -E 'BundledModel.ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\.' || status=1
+  -E '(BundledModel|DraftModel).ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\.' || status=1
 echo "== ThreadSanitizer tests"
 # The session worker, the GUI's analysis jobs, the CPU backend's thread pool
 # and the lanes run on several threads; a race fails its test (exit 66 on the
@@ -54,6 +54,9 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/t
 # the steps' measured FLOP/s: under TSan's slowdown the points crowd so that
 # the step label may find no clear place and sits on its backing (allowed by
 # the panel, not by the check). It runs in the release configuration above.
+#
+# The draft model's validation loss is the bundled model's check on a
+# smaller model (the same code): it too runs in the release configuration.
 #
 # Also left to the release and ASan runs: the long single-threaded
 # agreement checks (a lane's 200 tokens against plain greedy or a PyTorch
@@ -67,9 +70,9 @@ tsan_heavy+='|ContrastiveLane\.(MatchesReferenceOnBundledModel|SameTokensWithout
 tsan_heavy+='|DolaLane\.MatchesReferenceOnBundledModel|CacheComparison\.BundledModelSameTokensAndLogitsFor32Steps'
 tsan_heavy+='|BundledModel\.GreedyContinuationsEqualPyTorchs|Matmul\.FastPathsMatchTheReference'
 tsan_heavy+='|Bench\.(RatioIsToTheOneLaneTime|LanesFitAContextThatIsNotAMultipleOfTheBlockSize)'
-tsan_heavy+='|CliSpeculative\.BenchComparesSpeculativeWithPlainDecoding'
+tsan_heavy+='|CliSpeculative\.BenchComparesSpeculativeWithPlainDecoding|DraftModel\.BundledPairGreedyOutputIsPlainGreedy'
 tsan_tests=(ctest --test-dir build-tsan -j"$jobs" --output-on-failure
-  -E "BundledModel.ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\\.|PresentationLayout\\.RooflineLabels|$tsan_heavy")
+  -E "(BundledModel|DraftModel).ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\\.|PresentationLayout\\.RooflineLabels|$tsan_heavy")
 if [ -z "${DISPLAY:-}" ] && command -v xvfb-run >/dev/null 2>&1; then
   xvfb-run -a -s "-screen 0 1920x1080x24 -noreset" "${tsan_tests[@]}" || status=1
 else

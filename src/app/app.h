@@ -96,6 +96,8 @@ class App {
   LogitsPanel& logits_panel() { return panel<LogitsPanel>(PanelId::kLogits); }
   LessonPanel& lesson_panel() { return panel<LessonPanel>(PanelId::kLesson); }
   RooflinePanel& roofline_panel() { return panel<RooflinePanel>(PanelId::kRoofline); }
+  TimelinePanel& timeline_panel() { return panel<TimelinePanel>(PanelId::kTimeline); }
+  KvCachePanel& kv_cache_panel() { return panel<KvCachePanel>(PanelId::kKvCache); }
   // Starts the lesson in `path`; a malformed file leaves the window as it
   // was and shows one line naming the file and the line.
   bool start_lesson(const std::filesystem::path& path);

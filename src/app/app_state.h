@@ -112,6 +112,9 @@ struct FrameRecord {
   double ui_seconds = 0;      // events + building every panel (CPU)
   double render_seconds = 0;  // drawing the UI (with Window::set_timed: until the GL work is done)
   double swap_seconds = 0;    // presenting the frame
+  // Right edge of the status bar's last item (before the fps counter), in
+  // the bar's coordinates: the bar fits when it is at most the window width.
+  float status_right = 0;
   void mark(PanelId id) { drawn[static_cast<int>(id)] = true; }
   bool was_drawn(PanelId id) const { return drawn[static_cast<int>(id)]; }
 };

@@ -41,7 +41,11 @@ struct LayerRows {
 };
 
 // The steps that computed the rows of `lane` up to `step`: prefill (all
-// prompt rows), then one row per decode step.
+// prompt rows), then one row per decode step. A speculative round's verify
+// pass computed γ + 1 rows; an earlier round keeps only the rows of the
+// positions its lane kept (its committed count: the pending token and the
+// accepted drafts), so that row r is position r. The viewed round keeps all
+// of its rows (the rejected drafts' too: what the pass computed).
 bool collect_rows(const SessionSnapshot& snap, int step, int lane, int layer, int n_head,
                   AttentionSource& source, LayerRows& out) {
   out = LayerRows{};
@@ -56,12 +60,17 @@ bool collect_rows(const SessionSnapshot& snap, int step, int lane, int layer, in
     const int rows = ls->rows(), ctx = ls->context();
     if (!data || static_cast<int64_t>(data->size()) < static_cast<int64_t>(n_head) * rows * ctx) {
       complete = false;
+      const int kept = ls->spec && s < last
+                           ? std::min(rows, static_cast<int>(ls->spec->committed.size()))
+                           : rows;
       for (int h = 0; h < n_head; ++h)
-        for (int r = 0; r < rows; ++r) out.rows[h].push_back(nullptr);
+        for (int r = 0; r < kept; ++r) out.rows[h].push_back(nullptr);
       continue;
     }
+    const int kept =
+        ls->spec && s < last ? std::min(rows, static_cast<int>(ls->spec->committed.size())) : rows;
     for (int h = 0; h < n_head; ++h)
-      for (int r = 0; r < rows; ++r)
+      for (int r = 0; r < kept; ++r)
         out.rows[h].push_back(data->data() + (static_cast<size_t>(h) * rows + r) * ctx);
     out.keep.push_back(std::move(data));
   }
@@ -86,6 +95,18 @@ AttentionMatrix build_attention_matrix(const SessionSnapshot& snap, int step, in
   m.tokens.assign(view.tokens.begin(),
                   view.tokens.begin() + std::min<size_t>(n, view.tokens.size()));
   m.first_new_row = view.record->start_pos;
+  if (const SpecRound* sr = view.record->spec.get()) {
+    // The verify pass: the pending token's row, then one row per draft.
+    m.verify_rows = view.record->rows();
+    m.row_roles.assign(static_cast<size_t>(m.verify_rows), VerifyRowRole::kPending);
+    for (int i = 0; i < static_cast<int>(sr->drafts.size()) && i + 1 < m.verify_rows; ++i) {
+      const SpecDraftToken& d = sr->drafts[i];
+      m.row_roles[i + 1] = d.accepted  ? VerifyRowRole::kAccepted
+                           : d.checked ? VerifyRowRole::kRejected
+                                       : VerifyRowRole::kUnchecked;
+    }
+    m.kept_rows = std::min(m.verify_rows, static_cast<int>(sr->committed.size()));
+  }
   m.values.assign(static_cast<size_t>(n) * n, kMaskedValue);
   for (int r = 0; r < n; ++r) {
     float* dst = m.values.data() + static_cast<size_t>(r) * n;

@@ -40,6 +40,11 @@ class WorkerAttentionSource : public AttentionSource {
   std::map<std::tuple<const StepTrace*, int, int>, Entry> recomputed_;
 };
 
+// A speculative round's verify-pass rows: the lane's pending token, then
+// the drafts the target accepted, rejected, or never checked (after the
+// first rejection).
+enum class VerifyRowRole { kPending, kAccepted, kRejected, kUnchecked };
+
 struct AttentionMatrix {
   int n = 0;                  // rows = columns = positions 0..n-1
   std::vector<float> values;  // n x n, row-major: values[query * n + key]
@@ -47,6 +52,13 @@ struct AttentionMatrix {
   int prompt_len = 0;
   int first_new_row = 0;  // rows the viewed step computed: [first_new_row, n)
   bool complete = false;  // false while some step's attention is being recomputed
+  // A speculative round viewed: its verify pass computed the rows
+  // [first_new_row, first_new_row + verify_rows) (γ + 1 of them over the
+  // cached prefix), row_roles[i] says what row first_new_row + i holds, and
+  // the lane kept the first kept_rows of them. 0 / empty for other steps.
+  int verify_rows = 0;
+  int kept_rows = 0;
+  std::vector<VerifyRowRole> row_roles;
   float at(int query, int key) const { return values[static_cast<size_t>(query) * n + key]; }
 };
 

@@ -11,7 +11,9 @@ const char* const AttentionPanel::kHelp =
     "being processed), column = the key token it looks at. Each row sums to 1.\n\n"
     "Hatched cells are masked: a token may not look at tokens that come after it "
     "(causal mask). After prefill every prompt row is there at once; each decode "
-    "step adds one new row at the bottom (outlined).\n\nThe small grid shows every "
+    "step adds one new row at the bottom (outlined). A speculative round adds \u03B3 + 1 "
+    "rows at once, its verify pass (a small prefill over the cache); the rows of drafts the "
+    "target rejected are struck through.\n\nThe small grid shows every "
     "layer \u00D7 head; click one to show it. 'avg' averages the heads of a layer. A log "
     "scale makes small weights visible.";
 
@@ -44,6 +46,44 @@ void AttentionPanel::set_synthetic(AttentionMatrix m, bool rerender_every_frame)
   ++matrix_serial_;
 }
 
+std::string verify_caption(const AttentionMatrix& m) {
+  if (m.verify_rows <= 0) return {};
+  int accepted = 0, rejected = 0;
+  for (VerifyRowRole r : m.row_roles) {
+    accepted += r == VerifyRowRole::kAccepted;
+    rejected += r == VerifyRowRole::kRejected || r == VerifyRowRole::kUnchecked;
+  }
+  char b[160];
+  std::snprintf(b, sizeof b,
+                "verify pass: \u03B3+1 = %d rows over the %d cached positions \u00B7 %d accepted, "
+                "%d rejected",
+                m.verify_rows, m.first_new_row, accepted, rejected);
+  return b;
+}
+
+VerifyRowRole AttentionPanel::row_role(int row) const {
+  const int i = row - matrix_.first_new_row;
+  if (synthetic_ || i < 0 || i >= static_cast<int>(matrix_.row_roles.size()))
+    return VerifyRowRole::kPending;
+  return matrix_.row_roles[i];
+}
+
+const char* AttentionPanel::row_role_text(VerifyRowRole role) {
+  switch (role) {
+    case VerifyRowRole::kAccepted:
+      return "accepted draft: the target agreed, so the lane keeps this row's keys and values";
+    case VerifyRowRole::kRejected:
+      return "rejected draft: the target chose another token here; this row was computed in "
+             "the same pass, then its KV slot was given back";
+    case VerifyRowRole::kUnchecked:
+      return "draft after the first rejection: never checked; computed in the same pass, then "
+             "its KV slot was given back";
+    case VerifyRowRole::kPending:
+      break;
+  }
+  return nullptr;
+}
+
 std::string AttentionPanel::label(const PanelContext& ctx, int pos) const {
   if (synthetic_ || !ctx.snap || pos < 0 || pos >= static_cast<int>(matrix_.tokens.size()))
     return std::to_string(pos);
@@ -57,6 +97,7 @@ void AttentionPanel::update_matrix(PanelContext& ctx) {
     if (matrix_.n != 0 || atlas_.layers != 0) {
       matrix_ = AttentionMatrix{};
       atlas_ = ThumbnailAtlas{};
+      verify_caption_.clear();
       ++matrix_serial_;
       ++atlas_serial_;
     }
@@ -81,6 +122,7 @@ void AttentionPanel::update_matrix(PanelContext& ctx) {
                                      sel.average ? -1 : sel.head, *source_);
     matrix_key_ = key;
     ++matrix_serial_;
+    verify_caption_ = verify_caption(matrix_);
   }
   if (ctx.state.settings.show_thumbnails && (hist != atlas_key_ || !atlas_.complete)) {
     atlas_ = build_thumbnail_atlas(snap, ctx.view.step, ctx.view.lane, *source_);
@@ -169,7 +211,12 @@ void AttentionPanel::draw(PanelContext& ctx) {
     ImGui::SameLine();
     if (!synthetic_ && ctx.view.trace && ctx.view.trace->phase == Phase::kPrefill)
       ImGui::TextDisabled("\u2014 prefill: all %d prompt rows in one pass", matrix_.n);
-    else if (!synthetic_)
+    else if (!synthetic_ && matrix_.verify_rows > 0) {
+      // A speculative round: its verify pass is a small prefill over the cache.
+      ImGui::PushStyleColor(ImGuiCol_Text, ctx.pal.accent);
+      ImGui::TextWrapped("\u2014 %s (outlined)", verify_caption_.c_str());
+      ImGui::PopStyleColor();
+    } else if (!synthetic_)
       ImGui::TextDisabled("\u2014 decode step %d added the outlined row", ctx.view.step);
     if (!matrix_.complete) {
       ImGui::SameLine();
@@ -282,8 +329,23 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
     ImU32 col = pieces && r >= matrix_.prompt_len ? ctx.pal.accent : text;
     if (!pieces) col = dim;
     if (is_new) col = ctx.pal.accent;
-    dl->AddText(ImGui::GetFont(), lf, ImVec2(img.x - tw * lf / font - font * 0.3f, y), col,
-                s.c_str());
+    // A speculative round: the rows of drafts the target did not keep are
+    // dimmed and struck through (their keys and values were given back).
+    const VerifyRowRole role = row_role(r);
+    const bool dropped = role == VerifyRowRole::kRejected || role == VerifyRowRole::kUnchecked;
+    if (dropped) col = dim;
+    const ImVec2 at(img.x - tw * lf / font - font * 0.3f, y);
+    dl->AddText(ImGui::GetFont(), lf, at, col, s.c_str());
+    if (dropped)
+      dl->AddLine(ImVec2(at.x, y + lf * 0.55f), ImVec2(at.x + tw * lf / font, y + lf * 0.55f), dim,
+                  std::max(1.0f, ctx.scale));
+  }
+  // Hovering a query label of a verify row says what became of it.
+  if (matrix_.verify_rows > 0 &&
+      ImGui::IsMouseHoveringRect(ImVec2(origin.x, img.y), ImVec2(img.x, img.y + disp))) {
+    const int r = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.y - img.y) / cell), 0,
+                             std::max(0, n - 1));
+    if (const char* why = row_role_text(row_role(r))) ImGui::SetTooltip("%s", why);
   }
   const float thick = 2.0f * ctx.scale;
   // Where the prompt ends (rows and columns after it were generated).
@@ -302,6 +364,15 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
     dl->AddRect(ImVec2(img.x - 1, y0 - 1), ImVec2(img.x + disp + 1, img.y + disp + 1),
                 ctx.pal.accent, 0, 0, thick);
     new_rows_box_ = {img.x, y0, disp, img.y + disp - y0};
+    // A speculative round: "verify pass" at the frame's right end, in the
+    // masked triangle above the frame (the caption line above the map
+    // says the rest).
+    if (matrix_.verify_rows > 0) {
+      const char* tag = "verify pass";
+      const ImVec2 ts = ImGui::CalcTextSize(tag);
+      if (ts.x + font < disp && y0 - ts.y >= img.y)
+        dl->AddText(ImVec2(img.x + disp - ts.x - font * 0.2f, y0 - ts.y), ctx.pal.accent, tag);
+    }
   }
   // The query chosen in the token strip.
   const int q_sel = ctx.state.attention.query;

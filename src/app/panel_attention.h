@@ -12,6 +12,11 @@
 
 namespace ts::app {
 
+// The line naming a speculative round's verify pass ("verify pass: γ+1 =
+// 5 rows over the 12 cached positions · 2 accepted, 2 rejected"); empty
+// when the matrix is not a round's.
+std::string verify_caption(const AttentionMatrix& m);
+
 class AttentionPanel : public Panel {
  public:
   // renderer may be null (shaders missing): the panel then says so.
@@ -27,6 +32,9 @@ class AttentionPanel : public Panel {
   // viewed step added (w = 0: no outline), in window coordinates.
   const PanelBox& heatmap_box() const { return heatmap_box_; }
   const PanelBox& new_rows_box() const { return new_rows_box_; }
+  // A speculative round viewed: the caption drawn over the frame of its
+  // verify rows (empty otherwise).
+  const std::string& verify_caption_text() const { return verify_caption_; }
   // True when every attention row the view needs has arrived.
   bool settled() const { return matrix_.complete && (atlas_.complete || atlas_.layers == 0); }
   // Benchmark: show this matrix instead of the session's; rerender_every_frame
@@ -41,6 +49,8 @@ class AttentionPanel : public Panel {
   void draw_summary(PanelContext& ctx, float width);
   void draw_thumbnails(PanelContext& ctx, ImVec2 area);
   std::string label(const PanelContext& ctx, int pos) const;
+  VerifyRowRole row_role(int row) const;                 // kPending outside a round's rows
+  static const char* row_role_text(VerifyRowRole role);  // its tooltip, or null
 
   HeatmapRenderer* renderer_ = nullptr;
   std::unique_ptr<WorkerAttentionSource> source_;
@@ -58,6 +68,7 @@ class AttentionPanel : public Panel {
   uint64_t image_key_ = 0, thumbs_key_ = 0, legend_key_ = 0, swatch_key_ = 0;
 
   PanelBox heatmap_box_, new_rows_box_;
+  std::string verify_caption_;
   bool synthetic_ = false;
   bool rerender_every_frame_ = false;
 };

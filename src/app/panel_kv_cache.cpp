@@ -12,7 +12,9 @@ const char* const KvCachePanel::kHelp =
     "lane has a block table listing its blocks in order.\n\nOrange slots were written "
     "by the step you are looking at: prefill writes the whole prompt at once, a "
     "decode step one slot per lane. Blocks shared by several lanes show their "
-    "reference count.";
+    "reference count.\n\nWith a speculative lane, the draft model keeps its own cache (a second "
+    "section, its own pool). A round's verify pass writes a slot for each draft; the "
+    "slots of the drafts the target rejected are given back at once (marked freed).";
 
 namespace {
 
@@ -23,6 +25,10 @@ std::set<int> written_slots(const StepView& v) {
   for (const LaneStep& ls : v.trace->lanes)
     out.insert(ls.slots_written.begin(), ls.slots_written.end());
   return out;
+}
+
+std::string plural(int n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
 // Slots holding a token, a shared block counted once.
@@ -41,6 +47,49 @@ double filled_slots(const KvOccupancy& kv) {
 }
 
 }  // namespace
+
+KvSpecView kv_spec_view(const SessionSnapshot& snap, const StepView& v) {
+  KvSpecView out;
+  out.has_draft = snap.has_draft;
+  out.draft_blocks_used = snap.draft_kv.blocks_used;
+  out.draft_blocks_total = snap.draft_kv.blocks_total;
+  if (v.trace) {
+    // A round wrote its rejected drafts' slots and gave them back; a later
+    // write in the same step (another lane's forward) may take them again.
+    std::set<int> target_released, draft_released;
+    for (const LaneStep& ls : v.trace->lanes) {
+      std::set<int> given_back;
+      if (ls.spec) {
+        given_back.insert(ls.spec->target_slots_released.begin(),
+                          ls.spec->target_slots_released.end());
+        target_released.insert(given_back.begin(), given_back.end());
+        draft_released.insert(ls.spec->draft_slots_released.begin(),
+                              ls.spec->draft_slots_released.end());
+      }
+      for (int slot : ls.slots_written)
+        if (!given_back.count(slot)) out.written_slots.insert(slot);
+    }
+    for (int slot : target_released)
+      if (!out.written_slots.count(slot)) out.target_freed_slots.insert(slot);
+    out.draft_freed_slots = std::move(draft_released);
+  }
+  if (v.record && v.record->spec) {
+    const SpecRound& r = *v.record->spec;
+    out.round = true;
+    out.target_released = static_cast<int>(r.target_slots_released.size());
+    out.draft_released = static_cast<int>(r.draft_slots_released.size());
+    out.target_blocks_freed = r.target_blocks_freed;
+    out.draft_blocks_freed = r.draft_blocks_freed;
+    out.round_line = "round gave back " + plural(out.target_released, "target slot") + ", " +
+                     plural(out.draft_released, "draft slot") + " (" +
+                     plural(out.target_blocks_freed, "target block") + ", " +
+                     plural(out.draft_blocks_freed, "draft block") + " freed): caches " +
+                     std::to_string(r.target_before) + " \u2192 " + std::to_string(r.target_after) +
+                     " and " + std::to_string(r.draft_before) + " \u2192 " +
+                     std::to_string(r.draft_after) + " tokens";
+  }
+  return out;
+}
 
 void KvCachePanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kKvCache)) return;
@@ -67,7 +116,11 @@ void KvCachePanel::draw(PanelContext& ctx) {
     end_panel();
     return;
   }
-  const std::set<int> written = written_slots(v);
+  const KvSpecView spec = kv_spec_view(snap, v);
+  const std::set<int>& written = spec.written_slots;
+  const size_t step_wrote = written_slots(v).size();  // the rounds' given-back slots too
+  draft_blocks_drawn_ = -1;
+  freed_slots_drawn_ = 0;
   // Summary.
   int tokens = 0;
   for (const SequenceOccupancy& s : kv.sequences) tokens = std::max(tokens, s.tokens);
@@ -76,8 +129,13 @@ void KvCachePanel::draw(PanelContext& ctx) {
   else
     ImGui::Text("%s: %d token%s cached, %zu slot%s written",
                 v.step == 0 ? "After prefill" : "After this step", tokens, tokens == 1 ? "" : "s",
-                written.size(), written.size() == 1 ? "" : "s");
+                step_wrote, step_wrote == 1 ? "" : "s");
   panel_help_button(PanelId::kKvCache);
+  if (spec.round) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ctx.pal.warning);
+    ImGui::TextWrapped("%s", spec.round_line.c_str());
+    ImGui::PopStyleColor();
+  }
   const double layer_used = static_cast<double>(kv.bytes_per_layer_used);
   dim_text_wrapped(
       "Blocks of %d slots: %d used, %d shared, %d free of %d  \u00B7  %s per layer, %s in all %d "
@@ -85,16 +143,44 @@ void KvCachePanel::draw(PanelContext& ctx) {
       kv.block_size, kv.blocks_used, kv.blocks_shared, kv.blocks_free, kv.blocks_total,
       format_bytes(layer_used).c_str(), format_bytes(layer_used * n_layer).c_str(), n_layer);
 
-  draw_legend(ctx);
-  const float chart_h =
-      std::clamp(ImGui::GetContentRegionAvail().y * 0.3f, font * 4.0f, font * 7.0f);
+  draw_legend(ctx, !spec.target_freed_slots.empty() || !spec.draft_freed_slots.empty());
+  // With a draft section the chart gives up room to the second grid.
+  const float chart_h = std::clamp(ImGui::GetContentRegionAvail().y * 0.3f, font * 4.0f,
+                                   snap.has_draft ? font * 4.0f : font * 7.0f);
   const float pool_h = font * 2.6f;
-  ImGui::BeginChild(
-      "lanes", ImVec2(0, std::max(ImGui::GetContentRegionAvail().y - chart_h - pool_h, font * 3)),
-      false);
-  draw_lane_blocks(ctx, kv);
+  const Grid target{&kv, &written, &spec.target_freed_slots, false};
+  if (!snap.has_draft) {
+    ImGui::BeginChild(
+        "lanes", ImVec2(0, std::max(ImGui::GetContentRegionAvail().y - chart_h - pool_h, font * 3)),
+        false);
+    draw_lane_blocks(ctx, target);
+    ImGui::EndChild();
+    draw_pool(ctx, target, pool_h, nullptr);
+    draw_chart(ctx, chart_h);
+    end_panel();
+    return;
+  }
+  // With a draft model: the target's blocks and pool, then the draft's (its
+  // own pool, drawn as it is now), then the chart.
+  const float grids_h =
+      std::max(ImGui::GetContentRegionAvail().y - chart_h - 2 * pool_h - font * 2.4f, font * 6);
+  ImGui::BeginChild("lanes", ImVec2(0, grids_h * 0.55f), false);
+  draw_lane_blocks(ctx, target);
   ImGui::EndChild();
-  draw_pool(ctx, kv, pool_h);
+  draw_pool(ctx, target, pool_h, nullptr);
+  const KvOccupancy& dkv = snap.draft_kv;
+  const std::set<int> none;
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.ok), "draft model's cache");
+  ImGui::SameLine();
+  dim_text_wrapped("its own pool: %d of %d blocks used, %d free%s", dkv.blocks_used,
+                   dkv.blocks_total, dkv.blocks_free,
+                   v.latest ? "" : " (now: the draft's cache is not kept per step)");
+  const Grid draft{&dkv, &none, &spec.draft_freed_slots, true};
+  ImGui::BeginChild("draft lanes", ImVec2(0, grids_h * 0.45f), false);
+  draw_lane_blocks(ctx, draft);
+  draft_blocks_drawn_ = static_cast<int>(drawn_blocks_.size());
+  ImGui::EndChild();
+  draw_pool(ctx, draft, pool_h, "Draft block pool");
   draw_chart(ctx, chart_h);
   end_panel();
 }
@@ -103,9 +189,13 @@ namespace {
 
 // Which lane (and beam) holds a cache sequence now; empty when none does
 // (an older step's sequence, or a beam since re-forked).
-std::string sequence_owner(const SessionSnapshot& snap, SeqId id) {
+std::string sequence_owner(const SessionSnapshot& snap, SeqId id, bool draft) {
   for (const Lane& lane : snap.lanes) {
     if (lane.closed) continue;
+    if (draft) {
+      if (lane.draft_seq == id) return "lane " + std::to_string(lane.id) + " (draft model)";
+      continue;
+    }
     for (size_t b = 0; b < lane.beam_seqs.size(); ++b)
       if (lane.beam_seqs[b] == id)
         return "lane " + std::to_string(lane.id) + " beam " + std::to_string(b);
@@ -116,9 +206,10 @@ std::string sequence_owner(const SessionSnapshot& snap, SeqId id) {
 
 }  // namespace
 
-void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
+void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const Grid& g) {
   const SessionSnapshot& snap = *ctx.snap;
-  const StepView& v = ctx.view;
+  const KvOccupancy& kv = *g.kv;
+  drawn_blocks_.clear();
   const float font = ImGui::GetFontSize();
   const int bs = std::max(1, kv.block_size);
   const int slot_cols = bs >= 8 ? (bs + 1) / 2 : bs;
@@ -169,7 +260,8 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
   const ImU32 empty = ImGui::GetColorU32(ImGuiCol_FrameBg);
   const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   ImFont* f = ImGui::GetFont();
-  const std::set<int> written = written_slots(v);
+  const std::set<int>& written = *g.written;
+  const std::set<int>& freed = *g.freed;
   int row_id = 0;
   // Blocks [from, to) of a block table holding `tokens` tokens, one row.
   auto draw_blocks = [&](const std::vector<int>& table, size_t from, size_t to, int tokens) {
@@ -177,6 +269,7 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
     ++row_id;
     for (size_t b = from; b < to; ++b) {
       const int phys = table[b];
+      drawn_blocks_.insert(phys);
       if (b > from) {
         ImGui::SameLine(0, font * 0.4f);
         if (ImGui::GetCursorScreenPos().x + block_w > right) ImGui::NewLine();
@@ -191,7 +284,7 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
       std::snprintf(lbl, sizeof(lbl), refs > 1 ? "#%d \u00D7%d" : "#%d", phys, refs);
       dl->AddText(f, font * 0.75f, p, refs > 1 ? ctx.pal.bar : dim, lbl);
       const ImVec2 q(p.x, p.y + label_h);
-      int written_here = 0;
+      int written_here = 0, freed_here = 0;
       for (int s = 0; s < bs; ++s) {
         const int logical = static_cast<int>(b) * bs + s;
         const int slot = phys * bs + s;
@@ -201,6 +294,11 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
         if (written.count(slot)) {
           c = ctx.pal.accent;
           ++written_here;
+        } else if (logical >= tokens && freed.count(slot)) {
+          // Written by the round, then given back (a rejected draft's slot).
+          c = ctx.pal.warning;
+          ++freed_here;
+          ++freed_slots_drawn_;
         }
         dl->AddRectFilled(ImVec2(x + 0.5f, y + 0.5f), ImVec2(x + cell - 0.5f, y + cell - 0.5f), c);
       }
@@ -212,9 +310,13 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
         const int filled = std::clamp(tokens - first, 0, bs);
         ImGui::SetTooltip(
             "logical block %zu \u2192 physical block %d\npositions %d..%d, %d of %d slots filled\n"
-            "%d slot%s written by this step\nreference count %d%s",
+            "%d slot%s written by this step\nreference count %d%s%s",
             b, phys, first, first + bs - 1, filled, bs, written_here, written_here == 1 ? "" : "s",
-            refs, refs > 1 ? " (shared: stored once, read by every sequence that lists it)" : "");
+            refs, refs > 1 ? " (shared: stored once, read by every sequence that lists it)" : "",
+            freed_here > 0 ? ("\n" + plural(freed_here, "slot") +
+                              " written by the round, then given back (rejected drafts)")
+                                 .c_str()
+                           : "");
       }
     }
   };
@@ -226,7 +328,7 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
     draw_blocks(seqs[0]->block_table, 0, shared, seqs[0]->tokens);
   }
   for (const SequenceOccupancy* sq : seqs) {
-    const std::string owner = sequence_owner(snap, sq->id);
+    const std::string owner = sequence_owner(snap, sq->id, g.draft);
     const size_t own = sq->block_table.size() - shared;
     ImGui::Text("%s",
                 owner.empty() ? ("sequence " + std::to_string(sq->id)).c_str() : owner.c_str());
@@ -241,7 +343,7 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const KvOccupancy& kv) {
   }
 }
 
-void KvCachePanel::draw_legend(PanelContext& ctx) {
+void KvCachePanel::draw_legend(PanelContext& ctx, bool freed) {
   const float font = ImGui::GetFontSize();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImU32 empty = ImGui::GetColorU32(ImGuiCol_FrameBg);
@@ -262,20 +364,23 @@ void KvCachePanel::draw_legend(PanelContext& ctx) {
   swatch(ctx.pal.accent, "written this step");
   swatch(ctx.pal.bar, "shared");
   swatch(empty, "free");
+  if (freed) swatch(ctx.pal.warning, "given back by the round");
   ImGui::NewLine();
 }
 
-void KvCachePanel::draw_pool(PanelContext& ctx, const KvOccupancy& kv, float height) {
+void KvCachePanel::draw_pool(PanelContext& ctx, const Grid& g, float height, const char* title) {
+  const KvOccupancy& kv = *g.kv;
   const float font = ImGui::GetFontSize();
   const int total = static_cast<int>(kv.ref_counts.size());
   if (total == 0) return;
-  const std::set<int> written = written_slots(ctx.view);
-  std::set<int> written_blocks;
-  for (int s : written) written_blocks.insert(s / std::max(1, kv.block_size));
+  std::set<int> written_blocks, freed_blocks;
+  for (int s : *g.written) written_blocks.insert(s / std::max(1, kv.block_size));
+  for (int s : *g.freed) freed_blocks.insert(s / std::max(1, kv.block_size));
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 p = ImGui::GetCursorScreenPos();
   const float w = ImGui::GetContentRegionAvail().x;
-  ImGui::TextDisabled("Block pool: %d physical blocks, one square each", total);
+  ImGui::TextDisabled("%s: %d physical blocks, one square each", title ? title : "Block pool",
+                      total);
   const float top = p.y + font * 1.2f;
   const float avail_h = height - font * 1.3f;
   // Squares as large as fit in the strip.
@@ -295,6 +400,8 @@ void KvCachePanel::draw_pool(PanelContext& ctx, const KvOccupancy& kv, float hei
     else if (kv.ref_counts[b] == 1)
       c = ctx.pal.accent2;
     if (written_blocks.count(b)) c = ctx.pal.accent;
+    // A block the round wrote and emptied again: back on the free list.
+    if (kv.ref_counts[b] == 0 && freed_blocks.count(b)) c = ctx.pal.warning;
     dl->AddRectFilled(ImVec2(x, y), ImVec2(x + sq - (sq > 3 ? 1 : 0), y + sq - (sq > 3 ? 1 : 0)),
                       c);
   }

@@ -162,8 +162,21 @@ void PromptPanel::draw_strip(PanelContext& ctx) {
   ImGui::SameLine();
   badge("generated", ctx.pal.generated, ctx.pal.text);
   ImGui::SameLine();
-  ImGui::TextDisabled(
-      "dashed: chosen, not yet in the KV cache  \u00B7  click a token to see its attention");
+  // The longest legend that fits on the badges' line (a projector's panel is
+  // narrow), the whole of it on hover.
+  static constexpr const char* kLegends[] = {
+      "dashed: chosen, not yet in the KV cache  \u00B7  click a token to see its attention",
+      "dashed: chosen, not yet in the KV cache", "dashed: not yet cached"};
+  const float room = ImGui::GetContentRegionAvail().x;
+  const char* legend = kLegends[2];
+  for (const char* l : kLegends) {
+    if (ImGui::CalcTextSize(l).x <= room) {
+      legend = l;
+      break;
+    }
+  }
+  ImGui::TextDisabled("%s", legend);
+  if (legend != kLegends[0] && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kLegends[0]);
 
   ImGui::BeginChild("strip", ImVec2(0, 0), false);
   const int selected = ctx.state.attention.query;

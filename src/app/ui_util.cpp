@@ -157,6 +157,17 @@ int bar_chart(const char* id, const std::vector<ChartSeries>& series, const Char
       if (v > 0 && (vmin_pos == 0 || v < vmin_pos)) vmin_pos = v;
     }
   }
+  const bool stacked = o.stacked && !o.log_scale;
+  // Stacked: the scale reaches the tallest sum.
+  auto stack_value = [&](size_t i, size_t upto) {
+    double sum = 0;
+    for (size_t s = 0; s < upto && s < series.size(); ++s)
+      if (i < series[s].values.size() && std::isfinite(series[s].values[i]))
+        sum += std::max(0.0, series[s].values[i]);
+    return sum;
+  };
+  if (stacked)
+    for (size_t i = 0; i < n; ++i) vmax = std::max(vmax, stack_value(i, series.size()));
   // Title on the left and the scale's top value on the right, above the plot.
   const float title_h = font + st.ItemInnerSpacing.y;
   if (!o.title.empty()) dl->AddText(origin, text, o.title.c_str());
@@ -185,7 +196,8 @@ int bar_chart(const char* id, const std::vector<ChartSeries>& series, const Char
 
   const float group_w = (p1.x - p0.x) / static_cast<float>(n);
   const float gap = std::min(group_w * 0.2f, 6.0f);
-  const float bar_w = (group_w - gap) / static_cast<float>(std::max<size_t>(series.size(), 1));
+  const float bar_w =
+      (group_w - gap) / static_cast<float>(stacked ? 1 : std::max<size_t>(series.size(), 1));
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   int hover_index = -1;
   if (hovered)
@@ -201,6 +213,13 @@ int bar_chart(const char* id, const std::vector<ChartSeries>& series, const Char
       if (i >= series[s].values.size() || !std::isfinite(series[s].values[i])) continue;
       const double v = series[s].values[i];
       const ImU32 c = i < series[s].bar_colors.size() ? series[s].bar_colors[i] : series[s].color;
+      if (stacked) {
+        if (v <= 0) continue;
+        const double below = stack_value(i, s);
+        dl->AddRectFilled(ImVec2(gx, ypos(below + v)),
+                          ImVec2(gx + std::max(bar_w - 1.0f, 1.0f), ypos(below)), c);
+        continue;
+      }
       const float x = gx + bar_w * s;
       dl->AddRectFilled(ImVec2(x, ypos(v)), ImVec2(x + std::max(bar_w - 1.0f, 1.0f), p1.y), c);
     }
@@ -230,12 +249,15 @@ int bar_chart(const char* id, const std::vector<ChartSeries>& series, const Char
     for (const ChartSeries& s : series) {
       if (static_cast<size_t>(hover_index) >= s.values.size()) continue;
       const double v = s.values[hover_index];
+      if (stacked && !(v > 0)) continue;  // a segment this bar does not have
       const std::string label = o.format ? o.format(v) : std::to_string(v);
       if (s.name.empty())
         ImGui::TextUnformatted(label.c_str());
       else
         ImGui::Text("%s: %s", s.name.c_str(), label.c_str());
     }
+    if (static_cast<size_t>(hover_index) < o.x_notes.size() && !o.x_notes[hover_index].empty())
+      ImGui::TextDisabled("%s", o.x_notes[hover_index].c_str());
     ImGui::EndTooltip();
     if (clicked) result = hover_index;
   }

@@ -55,9 +55,11 @@ struct ChartOptions {
   std::vector<std::string> x_labels;          // per bar; tooltip header and ticks
   int highlight = -1;                         // bar drawn with an outline (the viewed step)
   bool log_scale = false;
+  bool stacked = false;              // one bar per x, the series stacked bottom up (linear scale)
+  std::vector<std::string> x_notes;  // per bar: an extra tooltip line (empty: none)
 };
 
-// Grouped bars, one group per x. Returns the index of the bar group clicked
+// Grouped (or stacked) bars, one group per x. Returns the index of the bar group clicked
 // this frame, or -1. Hover shows every series' value.
 int bar_chart(const char* id, const std::vector<ChartSeries>& series, const ChartOptions& options,
               ImVec2 size);

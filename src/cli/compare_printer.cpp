@@ -147,6 +147,9 @@ void ComparePrinter::print_summary(std::ostream& out) const {
                   spec.rounds ? fmt("%.2f", spec.tokens_per_pass()).c_str() : "-");
     out << line << (lane.stop_reason.empty() ? "running" : lane.stop_reason) << "\n";
   }
+  if (session_.lanes().size() > 1)
+    out << "(tok/s: the lanes share one batched forward pass per step; a speculative lane's time "
+           "is its own draft and verify passes)\n";
 }
 
 }  // namespace ts::cli

@@ -45,7 +45,13 @@ LaneSummary summarize_lane(const std::vector<StepTracePtr>& history, const std::
   for (int step = 0; step < static_cast<int>(history.size()); ++step) {
     const LaneStep* r = lane_record(history, lanes, step, lane_id);
     if (!r) continue;
-    seconds += history[step]->seconds;
+    // A speculative round's own passes; the other lanes share the step's
+    // batched forward, which is the step's time less its speculative rounds.
+    double spec_seconds = 0;
+    for (const LaneStep& ls : history[step]->lanes)
+      if (ls.spec) spec_seconds += ls.spec->draft_seconds + ls.spec->verify_seconds;
+    seconds += r->spec ? r->spec->draft_seconds + r->spec->verify_seconds
+                       : std::max(0.0, history[step]->seconds - spec_seconds);
     if (r->beam) {
       last_beam_step = r->beam.get();
     } else if (r->spec) {

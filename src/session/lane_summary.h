@@ -15,7 +15,11 @@ struct LaneSummary {
   // distinct[n - 1] = distinct n-grams / n-grams in the generated tokens,
   // n = 1, 2, 3 (1 = no repetition); NaN when the text is shorter than n.
   double distinct[3] = {0, 0, 0};
-  double seconds = 0;            // wall time of the steps that produced its tokens
+  // Wall time of the steps that produced its tokens: for a speculative lane
+  // its rounds' own draft and verify passes; for the other lanes the steps'
+  // batched forward, which they share (a step's time less the speculative
+  // rounds in it). The prefill counts for every lane.
+  double seconds = 0;
   double tokens_per_second = 0;  // tokens / seconds (0 when no time was measured)
 };
 

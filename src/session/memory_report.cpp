@@ -177,11 +177,13 @@ int64_t resident_bytes_of(const void* begin, size_t bytes) {
 }
 
 int64_t MemoryReport::accounted_bytes() const {
-  return weight_resident_bytes + kv_resident_bytes + std::max<int64_t>(0, trace_bytes);
+  return weight_resident_bytes + kv_resident_bytes + std::max<int64_t>(0, trace_bytes) +
+         draft_weight_resident_bytes + draft_kv_resident_bytes;
 }
 
 double MemoryReport::rss_ratio() const {
-  const int64_t need = weight_bytes + kv_resident_bytes + std::max<int64_t>(0, trace_bytes);
+  const int64_t need = weight_bytes + kv_resident_bytes + std::max<int64_t>(0, trace_bytes) +
+                       draft_weight_bytes + draft_kv_resident_bytes;
   return need > 0 ? static_cast<double>(rss_bytes) / static_cast<double>(need) : 0.0;
 }
 
@@ -221,6 +223,15 @@ MemoryReport memory_report(const Session& session) {
   MemoryReport r = memory_report(session.engine());
   r.trace_bytes = session.trace_bytes();
   r.trace_budget_bytes = session.options().trace_budget_bytes;
+  if (const std::shared_ptr<Engine>& draft = session.draft_engine()) {
+    const MemoryReport d = memory_report(*draft);
+    r.has_draft = true;
+    r.draft_weight_bytes = d.weight_bytes;
+    r.draft_weight_resident_bytes = d.weight_resident_bytes;
+    r.draft_kv_reserved_bytes = d.kv_reserved_bytes;
+    r.draft_kv_used_bytes = d.kv_used_bytes;
+    r.draft_kv_resident_bytes = d.kv_resident_bytes;
+  }
   return r;
 }
 
@@ -244,6 +255,12 @@ std::vector<std::string> memory_report_lines(const MemoryReport& r) {
                     " budget (attention and logits the history keeps)");
   else
     lines.push_back("trace    0 B (no session yet)");
+  if (r.has_draft)
+    lines.push_back("draft    weights " + mib(r.draft_weight_bytes) + " (" +
+                    mib(r.draft_weight_resident_bytes) + " resident), KV pool " +
+                    mib(r.draft_kv_reserved_bytes) + " reserved, " + mib(r.draft_kv_used_bytes) +
+                    " held, " + mib(r.draft_kv_resident_bytes) +
+                    " resident (the speculative lanes' draft model)");
   if (r.scratch_last_bytes >= 0)
     lines.push_back("scratch  " + mib(r.scratch_last_bytes) +
                     " in the last forward (freed after it), largest so far " +
@@ -256,7 +273,8 @@ std::vector<std::string> memory_report_lines(const MemoryReport& r) {
   char ratio[96];
   std::snprintf(ratio, sizeof ratio, "%.2f", r.rss_ratio());
   lines.push_back("ratio    " + std::string(ratio) +
-                  " = resident / (weights + KV pool resident + trace)");
+                  " = resident / (weights + KV pool resident + trace" +
+                  (r.has_draft ? " + the draft's weights and KV pool)" : ")"));
   return lines;
 }
 
@@ -265,6 +283,8 @@ std::string memory_report_short(const MemoryReport& r) {
                   mib_number(r.weight_resident_bytes) + ", KV " +
                   mib_number(r.kv_on_host ? r.kv_resident_bytes : 0);
   if (r.trace_bytes >= 0) s += ", trace " + mib_number(r.trace_bytes);
+  if (r.has_draft)
+    s += ", draft " + mib_number(r.draft_weight_resident_bytes + r.draft_kv_resident_bytes);
   return s + " MiB";
 }
 
@@ -281,6 +301,13 @@ nlohmann::json memory_report_json(const MemoryReport& r) {
             {"used_bytes", r.kv_used_bytes},
             {"resident_bytes", r.kv_resident_bytes}}},
           {"trace", {{"bytes", r.trace_bytes}, {"budget_bytes", r.trace_budget_bytes}}},
+          {"draft", r.has_draft
+                        ? nlohmann::json{{"weight_bytes", r.draft_weight_bytes},
+                                         {"weight_resident_bytes", r.draft_weight_resident_bytes},
+                                         {"kv_reserved_bytes", r.draft_kv_reserved_bytes},
+                                         {"kv_used_bytes", r.draft_kv_used_bytes},
+                                         {"kv_resident_bytes", r.draft_kv_resident_bytes}}
+                        : nlohmann::json(nullptr)},
           {"scratch", {{"last_bytes", r.scratch_last_bytes}, {"peak_bytes", r.scratch_peak_bytes}}},
           {"process",
            {{"source", "/proc/self/status"},

@@ -41,25 +41,37 @@ struct MemoryReport {
   int64_t scratch_last_bytes = -1;
   int64_t scratch_peak_bytes = -1;
 
+  // The draft model of speculative lanes, when the session has one: its
+  // weights and its own KV pool, counted like the target's.
+  bool has_draft = false;
+  int64_t draft_weight_bytes = 0;
+  int64_t draft_weight_resident_bytes = 0;
+  int64_t draft_kv_reserved_bytes = 0;
+  int64_t draft_kv_used_bytes = 0;
+  int64_t draft_kv_resident_bytes = 0;
+
   // The process, from /proc/self/status: VmRSS, RssAnon, RssFile, VmHWM.
   int64_t rss_bytes = 0;
   int64_t rss_anon_bytes = 0;
   int64_t rss_file_bytes = 0;
   int64_t rss_peak_bytes = 0;
 
-  // Resident bytes the parts above account for: weights, KV pool, trace.
+  // Resident bytes the parts above account for: weights, KV pool, trace
+  // (and the draft's weights and KV pool).
   int64_t accounted_bytes() const;
   // RSS the parts do not name: code and libraries, the tokenizer, the
   // allocator's free lists (freed scratch among them), thread stacks.
   int64_t other_bytes() const { return rss_bytes - accounted_bytes(); }
   // RSS over what the model and the session need: weight bytes + the KV
-  // pool's resident pages + the trace store. 1.0 would be no overhead at all.
+  // pool's resident pages + the trace store (+ the draft's weights and KV
+  // pool). 1.0 would be no overhead at all.
   double rss_ratio() const;
 };
 
 // The figures of an engine alone (no session: no trace store).
 MemoryReport memory_report(const Engine& engine);
-// The engine's figures plus the session's trace store and budget.
+// The engine's figures plus the session's trace store and budget, and its
+// draft model's weights and KV pool.
 MemoryReport memory_report(const Session& session);
 
 // One line per part, with units, for `tokenscope-cli --memory`.

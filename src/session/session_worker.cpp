@@ -49,6 +49,10 @@ void SessionWorker::publish_locked_session() {
   s->lanes = ses.lanes();
   s->history = ses.history();
   s->kv = ses.engine().cache().occupancy();
+  if (ses.draft_engine()) {
+    s->has_draft = true;
+    s->draft_kv = ses.draft_engine()->cache().occupancy();
+  }
   s->config = ses.engine().config();
   s->model_name = model_name_;
   s->backend = ses.engine().backend().name();

@@ -26,6 +26,10 @@ struct SessionSnapshot {
   std::vector<Lane> lanes;
   std::vector<StepTracePtr> history;
   KvOccupancy kv;  // now (also after step back / reset)
+  // The draft model's own KV cache now, when the session has a draft model
+  // (speculative lanes); its history is not kept per step.
+  bool has_draft = false;
+  KvOccupancy draft_kv;
   ModelConfig config;
   std::string model_name;
   std::string backend;  // "cpu" / "cuda"

@@ -1,7 +1,12 @@
 #include "util/thread_pool.h"
 
+#include <chrono>
 #include <string>
 #include <system_error>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "util/error.h"
 
@@ -34,6 +39,18 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() { stop_workers(); }
 
+template <class Pred>
+bool ThreadPool::spin_until(Pred pred) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+  for (int i = 1;; ++i) {
+    if (pred()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+    if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) return pred();
+  }
+}
+
 void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -65,6 +82,10 @@ void ThreadPool::run_tasks(const Job& job) {
 void ThreadPool::worker_loop() {
   uint32_t seen = 0;
   for (;;) {
+    spin_until([&] {
+      return published_.load(std::memory_order_acquire) != seen ||
+             stop_.load(std::memory_order_relaxed);
+    });
     Job job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -98,11 +119,13 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     job.generation = job_.generation + 1;
     job_ = job;
     next_.store(static_cast<uint64_t>(job.generation) << 32, std::memory_order_release);
+    published_.store(job.generation, std::memory_order_release);
   }
   wake_.notify_all();
   run_tasks(job);
   // Every task is claimed now; wait for the workers still running one. A
   // worker that wakes after this finds nothing to claim and never calls fn.
+  spin_until([&] { return active_.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> lock(mutex_);
   done_.wait(lock, [&] { return active_ == 0; });
   job_.fn = nullptr;

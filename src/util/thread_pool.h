@@ -1,6 +1,14 @@
 #pragma once
 // A small persistent pool: parallel_for hands out task indices to the
 // workers and the calling thread, and returns when all are done.
+//
+// A forward pass calls parallel_for some sixty times per decode step, each
+// job a fraction of a millisecond. Workers therefore spin for a short while
+// (kSpinMicros) before they sleep on the condition variable, and so does the
+// caller waiting for them: a worker woken from sleep arrives tens of
+// microseconds late, by which time the caller has often run its share of
+// the tasks alone, at half the memory bandwidth. Between steps (a paused
+// session) every thread sleeps.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -38,6 +46,10 @@ class ThreadPool {
   void stop_workers();
   void worker_loop();
   void run_tasks(const Job& job);
+  // Busy-waits until pred() holds, at most kSpinMicros; returns pred().
+  template <class Pred>
+  static bool spin_until(Pred pred);
+  static constexpr int kSpinMicros = 200;
   bool claim(const Job& job, int& index);
 
   std::vector<std::thread> workers_;
@@ -49,9 +61,12 @@ class ThreadPool {
   // the high 32: a worker that wakes late for an old generation can never
   // claim (and so run) a task of a newer one.
   std::atomic<uint64_t> next_{0};
-  int active_ = 0;
-  bool stop_ = false;
-  std::mutex call_mutex_;  // one parallel_for at a time
+  // The generation of the newest job (job_.generation, readable without the
+  // lock), for workers spinning before they sleep.
+  std::atomic<uint32_t> published_{0};
+  std::atomic<int> active_{0};     // workers running a job; changed under mutex_
+  std::atomic<bool> stop_{false};  // set under mutex_
+  std::mutex call_mutex_;          // one parallel_for at a time
 };
 
 }  // namespace ts

@@ -197,5 +197,39 @@ TEST(PresentationLayout, ALessonBarLeavesTheStepsPanelsRoomAt1280x720) {
   EXPECT_EQ(app.last_frame().gl_errors, 0);
 }
 
+// The status bar on a projector: every part it shows lies inside the window
+// (the memory figures, the layer count and the notice give way in that
+// order), also with an error shown, which always keeps its place. Before,
+// the bundled model's bar ran 300 pixels past a 1280-pixel window.
+TEST(PresentationLayout, TheStatusBarFitsTheWindow) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test::fixture_options("classroom");
+  o.setup.model.clear();  // the bundled model: its name and memory line are the longest
+  o.presentation = true;
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  step(app);
+  for (const auto& [w, h] : {std::pair{1024, 768}, std::pair{1280, 720}, std::pair{1920, 1080}}) {
+    resize(app, w, h);
+    const std::string long_error = "--ban-words " + std::string(300, 'x') + ": no such file";
+    for (const std::string& error_text :
+         {std::string(), std::string("prompt: 1100 tokens, the model's context is 256"),
+          long_error}) {
+      const bool error = !error_text.empty();
+      app.state().error_text = error_text;
+      app.frame();
+      app.frame();
+      SCOPED_TRACE(std::to_string(w) + "x" + std::to_string(h) +
+                   (error ? ", error: " + error_text : ""));
+      ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kStatusBar));
+      EXPECT_GT(app.last_frame().status_right, 0.3f * static_cast<float>(w));
+      EXPECT_LE(app.last_frame().status_right, static_cast<float>(w));
+    }
+  }
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
 }  // namespace
 }  // namespace ts::app

@@ -203,5 +203,40 @@ TEST(MemoryReport, PrefillRecordsOnlyTheAttentionTheBudgetKeeps) {
   for (int l = 0; l < cfg.n_layer; ++l) EXPECT_FALSE(bare.lanes[0].attention[l]) << l;
 }
 
+// A session with a draft model: the draft's weights and KV pool are their own
+// line, counted in the accounted bytes and the ratio; without one, nothing.
+TEST(MemoryReport, TheDraftModelIsItsOwnPart) {
+  const LoadedModel target = test::load_tiny();
+  const LoadedModel draft = test::load_tiny();  // a model may draft for itself
+  Session s(target.tokenizer, target.engine, SessionOptions{});
+  const MemoryReport without = memory_report(s);
+  EXPECT_FALSE(without.has_draft);
+  EXPECT_TRUE(memory_report_json(without)["draft"].is_null());
+  s.set_draft_engine(draft.engine);
+  SamplingParams spec;
+  spec.spec_gamma = 3;
+  s.set_prompt("Once upon a time there was");
+  s.set_strategies({spec});
+  s.prefill();
+  s.step();
+  const MemoryReport r = memory_report(s);
+  const MemoryReport d = memory_report(*draft.engine);
+  ASSERT_TRUE(r.has_draft);
+  EXPECT_EQ(r.draft_weight_bytes, draft.engine->config().parameter_count() * 4);
+  EXPECT_EQ(r.draft_weight_resident_bytes, d.weight_resident_bytes);
+  EXPECT_EQ(r.draft_kv_reserved_bytes, d.kv_reserved_bytes);
+  EXPECT_EQ(r.draft_kv_used_bytes, d.kv_used_bytes);
+  EXPECT_GT(r.draft_kv_used_bytes, 0) << "the draft's sequence holds the prompt and the drafts";
+  EXPECT_EQ(r.draft_kv_resident_bytes, d.kv_resident_bytes);
+  EXPECT_EQ(r.accounted_bytes(), r.weight_resident_bytes + r.kv_resident_bytes + r.trace_bytes +
+                                     r.draft_weight_resident_bytes + r.draft_kv_resident_bytes);
+  bool named = false;
+  for (const std::string& line : memory_report_lines(r))
+    named = named || line.rfind("draft", 0) == 0;
+  EXPECT_TRUE(named);
+  EXPECT_NE(memory_report_short(r).find(", draft "), std::string::npos);
+  EXPECT_EQ(memory_report_json(r)["draft"]["weight_bytes"].get<int64_t>(), r.draft_weight_bytes);
+}
+
 }  // namespace
 }  // namespace ts

@@ -718,5 +718,32 @@ TEST(SpeculativeSession, TokenLimitClampsTheRoundAndSummaryCountsEveryToken) {
   EXPECT_NEAR(summarize_lane(*s, 0).log_prob, summarize_lane(*plain, 0).log_prob, 1e-4);
 }
 
+// Beside a greedy lane, a speculative lane's time is its own rounds' draft
+// and verify passes; the greedy lane's is the steps' batched forward less
+// those rounds (before, both lanes counted every step's whole time, so
+// --compare showed them at the same tokens per second).
+TEST(SpeculativeSession, LaneSummaryTimesAreEachLanesOwn) {
+  Models& m = models();
+  auto s = make_session(m.small_draft.engine, {SamplingParams{}, spec(4)}, 24);
+  for (int i = 0; i < 6 && s->can_step(); ++i) s->step();
+  double prefill = 0, greedy = 0, speculative = 0;
+  for (const StepTracePtr& t : s->history()) {
+    if (t->phase == Phase::kPrefill) {
+      prefill += t->seconds;
+      continue;
+    }
+    double rounds = 0;
+    for (const LaneStep& ls : t->lanes)
+      if (ls.spec) rounds += ls.spec->draft_seconds + ls.spec->verify_seconds;
+    speculative += rounds;
+    greedy += t->seconds - rounds;
+  }
+  ASSERT_GT(speculative, 0);
+  EXPECT_NEAR(summarize_lane(*s, 1).seconds, prefill + speculative, 1e-9);
+  EXPECT_NEAR(summarize_lane(*s, 0).seconds, prefill + greedy, 1e-9);
+  EXPECT_GT(summarize_lane(*s, 1).tokens, summarize_lane(*s, 0).tokens)
+      << "the speculative lane commits more than one token per step";
+}
+
 }  // namespace
 }  // namespace ts

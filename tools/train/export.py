@@ -18,7 +18,8 @@ Writes:
                                      logits (full vocabulary), PyTorch greedy
                                      continuation; the PyTorch validation loss
                                      and the exact rule it was computed with
-    tests/fixtures/bundled/val.txt   the validation text (byte-exact copy)
+    tests/fixtures/bundled/val.txt   the validation text (byte-exact copy; a model exported
+                                     with another --fixtures points at this one)
     tools/train/work/export_summary.json
                                      figures for the model card
 """
@@ -207,7 +208,17 @@ def main():
                 "greedy_continuation_text": tok.decode(cont),
             })
     os.makedirs(args.fixtures, exist_ok=True)
-    shutil.copyfile(os.path.join(args.work, "val.txt"), os.path.join(args.fixtures, "val.txt"))
+    # One copy of the validation text: a second model trained on the same
+    # split (the draft) points at the bundled model's.
+    bundled_fixtures = os.path.join(ROOT, "tests", "fixtures", "bundled")
+    val_file = "val.txt"
+    if os.path.abspath(args.fixtures) == os.path.abspath(bundled_fixtures):
+        shutil.copyfile(os.path.join(args.work, "val.txt"), os.path.join(args.fixtures, "val.txt"))
+    else:
+        val_file = os.path.relpath(os.path.join(bundled_fixtures, "val.txt"), args.fixtures)
+        with open(os.path.join(bundled_fixtures, "val.txt"), "rb") as f:
+            if f.read() != val_bytes:
+                sys.exit("export: tests/fixtures/bundled/val.txt is not this model's validation text")
     fixture = {
         "generator": "tools/train/export.py",
         "model_dir": f"assets/models/{args.name}",
@@ -217,7 +228,7 @@ def main():
                 "[begin, end) byte offsets of token t in the prompt's UTF-8 bytes.",
         "cases": cases,
         "validation": {
-            "file": "val.txt",
+            "file": val_file,
             "sha256": hashlib.sha256(val_bytes).hexdigest(),
             "bytes": len(val_bytes),
             "tokens": len(val_ids),

@@ -11,6 +11,15 @@ from figures the pipeline produced; nothing in it is typed by hand.
         renders README.md from it.
     /usr/bin/python3 tools/train/make_model_card.py render
         README.md from card_data.json.
+    /usr/bin/python3 tools/train/make_model_card.py classroom --log LOG
+            [--previous-log LOG --previous-eval JSON --previous-commit REV]
+        the classroom-safety figures: LOG is the output of
+        `build/ts_tests --gtest_also_run_disabled_tests --gtest_filter='Classroom.*'`
+        (its "stage on: N of M" and "stage off: N of M" lines); the
+        --previous-* options give the same run on the model this one
+        replaced (TOKENSCOPE_MODEL=DIR) and that model's `--eval-loss` line
+        on this model's validation text; stored in card_data.json, then
+        README.md is rendered again.
     /usr/bin/python3 tools/train/make_model_card.py check
         exit 1 unless README.md is exactly what card_data.json renders to and
         the engine and PyTorch validation losses agree within 0.01 nats.
@@ -232,6 +241,33 @@ def render_card(d):
         a("")
         diff = abs(eng["val"]["mean_loss_nats"] - e["pytorch_val_loss"])
         a(f"Difference: {diff:.2e} nats/token.")
+    k = d.get("classroom")
+    prev = k.get("previous") if k else None
+    if prev and prev.get("val"):
+        pv = prev["val"]
+        a("")
+        a(f"The model this one replaced (commit `{prev['commit']}`, trained before the word-list filter, "
+          f"with its own tokenizer) scores {pv['mean_loss_nats']:.4f} nats/token on the same text "
+          f"({fmt_int(pv['tokens'])} of its tokens, {fmt_int(pv['predictions'])} predictions; "
+          "`tokenscope-cli --model OLD --eval-loss tests/fixtures/bundled/val.txt`).")
+    if k:
+        a("")
+        a("## In a classroom")
+        a("")
+        a(f"Measured with TokenScope's engine: {k['rule']}. `{k['command']}` runs both.")
+        a("")
+        a("| Banned-words stage | Continuations with a listed word |")
+        a("|---|---|")
+
+        def rate(r):
+            return (f"{fmt_int(r['with_listed'])} of {fmt_int(r['continuations'])} "
+                    f"({100.0 * r['with_listed'] / r['continuations']:.1f}%)")
+        a(f"| on (the default for this model) | {rate(k['stage_on'])} |")
+        a(f"| off (`--no-ban-words`) | {rate(k['stage_off'])} |")
+        if prev:
+            a(f"| off, the replaced model (`{prev['commit']}`, unfiltered data) | {rate(prev['stage_off'])} |")
+            a("")
+            a("The replaced model's row is the same command with `TOKENSCOPE_MODEL` set to its directory.")
     a("")
     a("## Greedy continuations")
     a("")
@@ -273,6 +309,52 @@ def render_card(d):
     return "\n".join(L) + "\n"
 
 
+CLASSROOM_RULE = ("20 everyday classroom prompts x 50 seeds, sampled at temperature 1.0, 40 new tokens each "
+                  "(1,000 continuations); a continuation counts when its decoded text contains an entry of "
+                  "`assets/banned_words/en.txt` (case-insensitive, whole words and phrases)")
+CLASSROOM_COMMAND = ("build/ts_tests --gtest_also_run_disabled_tests "
+                     "--gtest_filter='Classroom.*'")
+
+
+def stage_counts(path):
+    """{"on": {...}, "off": {...}} from a Classroom test log."""
+    out = {}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = re.match(r"stage (on|off): (\d+) of (\d+) continuations", line)
+            if m:
+                out[m.group(1)] = {"with_listed": int(m.group(2)), "continuations": int(m.group(3))}
+    return out
+
+
+def classroom(args):
+    path = os.path.join(MODEL_DIR, "card_data.json")
+    d = load_json(path)
+    now = stage_counts(args.log)
+    if "on" not in now or "off" not in now:
+        sys.exit(f"make_model_card: {args.log} has no 'stage on' and 'stage off' lines")
+    c = {"rule": CLASSROOM_RULE, "command": CLASSROOM_COMMAND, "stage_on": now["on"], "stage_off": now["off"]}
+    if args.previous_log:
+        prev = stage_counts(args.previous_log)
+        if "off" not in prev:
+            sys.exit(f"make_model_card: {args.previous_log} has no 'stage off' line")
+        c["previous"] = {"commit": args.previous_commit, "stage_off": prev["off"]}
+        if args.previous_eval:
+            with open(args.previous_eval, encoding="utf-8") as f:
+                e = json.loads(f.read().strip().splitlines()[-1])
+            c["previous"]["val"] = {k: e[k] for k in ("mean_loss_nats", "predictions", "tokens")}
+    d["classroom"] = c
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        json.dump(d, f, indent=2, ensure_ascii=False, sort_keys=True)
+        f.write("\n")
+    render()
+
+
+def load_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def render():
     with open(os.path.join(MODEL_DIR, "card_data.json"), encoding="utf-8") as f:
         d = json.load(f)
@@ -303,6 +385,12 @@ def main():
     global MODEL_DIR
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
+    k = sub.add_parser("classroom")
+    k.add_argument("--log", required=True)
+    k.add_argument("--previous-log")
+    k.add_argument("--previous-eval")
+    k.add_argument("--previous-commit", default="")
+    k.add_argument("--model-dir", default=MODEL_DIR)
     c = sub.add_parser("collect")
     c.add_argument("--work", default=os.path.join(HERE, "work"))
     c.add_argument("--cli", default="build/tokenscope-cli")
@@ -315,6 +403,8 @@ def main():
     MODEL_DIR = args.model_dir
     if args.cmd == "collect":
         collect(args)
+    elif args.cmd == "classroom":
+        classroom(args)
     elif args.cmd == "render":
         render()
     else:
