@@ -105,6 +105,48 @@ rm -f "$OUT/.reopen-export.png" "$OUT/.reopen-session.json"
 # The same DoLa lane in the Logit lens: each candidate layer's divergence, the premature one marked.
 "${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "Once upon a time" --compare greedy "dola=0,1,2,3" \
   --steps 7 --lane 1 --layout lens --width 1100 --height 420 --screenshot "$OUT/dola-lens.png"
+# Speculative decoding: a round of a sampled spec lane with its verdicts, p and q,
+# the residual at the rejection and the running acceptance rate, beside the
+# Timeline. The draft is assets/models/tokenscope-tiny-draft when it is there
+# (DRAFT overrides), else the target's first layer alone (written to a
+# temporary directory: the same tokenizer, a weaker model, so some drafts are rejected).
+TARGET_DIR=${MODEL:-assets/models/tokenscope-tiny}
+DRAFT=${DRAFT:-assets/models/tokenscope-tiny-draft}
+DRAFT_TMP=""
+if [ ! -d "$DRAFT" ]; then
+  DRAFT_TMP=$(mktemp -d)
+  DRAFT="$DRAFT_TMP"
+  python3 - "$TARGET_DIR" "$DRAFT" <<'PY'
+# Keeps layer 0 of a GPT-2 safetensors file (embeddings, h.0.*, ln_f) and sets n_layer 1.
+import json, shutil, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+with open(f"{src}/model.safetensors", "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(n))
+    data = f.read()
+out, blobs, offset = {}, [], 0
+for name, t in header.items():
+    if name == "__metadata__" or (name.startswith("h.") and not name.startswith("h.0.")):
+        continue
+    begin, end = t["data_offsets"]
+    blobs.append(data[begin:end])
+    out[name] = dict(t, data_offsets=[offset, offset + end - begin])
+    offset += end - begin
+head = json.dumps(out).encode()
+head += b" " * (-len(head) % 8)
+with open(f"{dst}/model.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+config = json.load(open(f"{src}/config.json"))
+config["n_layer"] = 1
+json.dump(config, open(f"{dst}/config.json", "w"), indent=2)
+for name in ("vocab.json", "merges.txt"):
+    shutil.copy(f"{src}/{name}", f"{dst}/{name}")
+PY
+fi
+"${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --draft-model "$DRAFT" --prompt "Once upon a time" \
+  --compare greedy "spec=4,temperature=0.8,seed=3" --steps 4 --lane 1 --layout speculative \
+  --width 1400 --height 860 --screenshot "$OUT/speculative.png"
+if [ -n "$DRAFT_TMP" ]; then rm -rf "$DRAFT_TMP"; fi
 
 # Committed pictures are kept small: 256-colour palettes (text stays sharp),
 # then lossless recompression, when the tools are installed

@@ -178,6 +178,7 @@ App::App(const AppOptions& options) : options_(options) {
   state_.strategy = state_.lane_setup[state_.lane];
   ctl_.strategies_on_load = state_.lane_setup;
   ctl_.ban_words = options.ban_words;
+  ctl_.draft_model_on_load = options.draft_model;
   ctl_.presentation_on_load = state_.settings.presentation;
   options_.setup.cache_sequences =
       std::max(options_.setup.cache_sequences, cache_sequences_for(state_.lane_setup));

@@ -26,6 +26,7 @@
 #include "app/panel_roofline.h"
 #include "app/panel_sampling.h"
 #include "app/panel_score.h"
+#include "app/panel_speculative.h"
 #include "app/panel_table.h"
 #include "app/panel_timeline.h"
 #include "app/panel_transport.h"
@@ -105,6 +106,7 @@ class App {
   }
   QuizPanel& quiz_panel() { return panel<QuizPanel>(PanelId::kQuiz); }
   ScorePanel& score_panel() { return panel<ScorePanel>(PanelId::kScore); }
+  SpeculativePanel& speculative_panel() { return panel<SpeculativePanel>(PanelId::kSpeculative); }
   bool has_heatmap_renderer() const { return renderer_ != nullptr; }
   // Problems that do not stop the window (font, shaders).
   const std::string& notices() const { return notices_; }

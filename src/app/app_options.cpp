@@ -18,6 +18,25 @@ int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
   return static_cast<int>(parse_whole_number(flag, v, lo, hi));
 }
 
+// A speculative lane needs the draft model and the KV cache (as in
+// tokenscope-cli). A draft with no speculative lane is kept: the Lanes panel
+// can add one while the window runs.
+void check_spec_flags(const AppOptions& o) {
+  std::vector<std::string> lanes = o.compare;
+  if (lanes.empty()) lanes.push_back(o.strategy);
+  for (const std::string& lane : lanes) {
+    const SamplingParams p = parse_strategy(lane);
+    if (!p.speculative()) continue;
+    if (o.draft_model.empty())
+      throw Error(format_strategy(p) +
+                  " needs --draft-model DIR (any model sharing the target's vocabulary; the "
+                  "target's own directory works)");
+    if (!o.kv_cache)
+      throw Error("--no-kv-cache and " + format_strategy(p) +
+                  " conflict: speculative decoding verifies the drafts over the cached prefix");
+  }
+}
+
 }  // namespace
 
 AppOptions parse_app_options(int argc, const char* const* argv) {
@@ -43,6 +62,9 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
     for (const char* f : kSessionFlags)
       if (arg == f) note_model_flag(arg);
     if (parse_model_flag(r, o.setup)) {
+      note_model_flag(arg);
+      continue;
+    } else if (parse_draft_model_flag(r, o.draft_model)) {
       note_model_flag(arg);
       continue;
     } else if (parse_ban_words_flag(r, o.ban_words)) {
@@ -138,6 +160,7 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       throw Error("unknown option '" + arg + "' (see --help)");
     }
   }
+  check_spec_flags(o);
   if (!o.open.empty() && !needs_model.empty())
     throw Error("--open and " + needs_model +
                 " do not combine: a reopened session shows what its file recorded, without "
@@ -157,6 +180,9 @@ Keys: Space = prefill / step, Right = step, Left = step back.
 
 model
 )" + model_flags_help() +
+      draft_model_help() +
+      R"(                          (the Lanes panel offers speculative lanes only with it)
+)" +
       R"(  --open FILE             step through a session exported by File > Export session
                           or tokenscope-cli --json, without the model: every panel
                           its records can feed draws them; panels that recompute
@@ -184,10 +210,11 @@ view
                          memory (tokens, steps, KV cache, timeline), cost
                          (tokens, steps, KV cache on vs off, roofline), layers
                          (tokens, steps, attention, logit lens), compare
-                         (tokens, steps, lanes, KV cache), or one panel
-                         filling the window: prompt, transport, attention, kv,
-                         logits, sampling, timeline, roofline, lens, cache,
-                         lanes, help
+                         (tokens, steps, lanes, KV cache), speculative
+                         (tokens, steps, speculative decoding, timeline), or
+                         one panel filling the window: prompt, transport,
+                         attention, kv, logits, sampling, timeline, roofline,
+                         lens, cache, lanes, spec, help
   --lesson FILE          start a guided lesson (a .lesson file; the bundled ones
                          are in the Lessons menu; docs/lessons.md: the format)
   --presentation         large fonts and lines for a projector

@@ -14,6 +14,9 @@ struct AppOptions {
   std::string prompt = "Today's weather is so";
   std::string strategy = "greedy";
   std::vector<std::string> compare;  // several lanes sharing one prefill, one strategy each
+  // --draft-model DIR: the draft of speculative lanes (spec=N); without it the
+  // window offers no speculative lane.
+  std::filesystem::path draft_model;
   int max_new_tokens = 64;
   // --open FILE: step through an exported session without the model.
   std::filesystem::path open;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "session/speculative_lane.h"
 #include "util/error.h"
 
 namespace ts::app {
@@ -11,8 +12,36 @@ Controller::~Controller() {
   if (load_.valid()) load_.wait();
 }
 
-void Controller::install(LoadedModel model) {
+Controller::Loaded Controller::load_with_draft(const ModelSetupOptions& options,
+                                               const std::filesystem::path& draft_path) {
+  Loaded loaded;
+  loaded.model = load_model_setup(options);
+  if (draft_path.empty()) return loaded;
+  try {
+    // A KV sequence for every lane the window may open, and scratch.
+    LoadedModel draft = load_draft_model(options, draft_path, kMaxLanes + 2);
+    const std::string mismatch =
+        spec_vocab_mismatch(loaded.model.engine->config(), draft.engine->config());
+    if (!mismatch.empty()) throw Error(mismatch);
+    loaded.draft = std::move(draft);
+  } catch (const Error& e) {
+    loaded.draft_error = std::string("--draft-model ") + draft_path.string() + ": " + e.what();
+  }
+  return loaded;
+}
+
+void Controller::install(Loaded loaded) {
+  LoadedModel& model = loaded.model;
   auto session = std::make_unique<Session>(model.tokenizer, model.engine, session_options);
+  // The window opens without a draft when it could not be loaded: the
+  // target runs, a speculative lane is refused at prefill with this line.
+  draft_name_.clear();
+  if (loaded.draft.engine) {
+    session->set_draft_engine(loaded.draft.engine);
+    draft_name_ = loaded.draft.name;
+  } else if (!loaded.draft_error.empty()) {
+    report("draft model not loaded: " + loaded.draft_error);
+  }
   // The prompt and strategy go in before the worker starts, so that the first
   // snapshot already shows them.
   // A prompt the model refuses (too long for its context) does not stop the
@@ -68,7 +97,10 @@ void Controller::set_banned_words(bool on) {
 
 void Controller::load_blocking(const ModelSetupOptions& options) {
   loading_bundled_ = options.model.empty();
-  install(load_model_setup(options));
+  Loaded loaded = load_with_draft(options, draft_model_on_load);
+  // Like a target that cannot be loaded: nothing changes, the caller says why.
+  if (!loaded.draft_error.empty()) throw Error(loaded.draft_error);
+  install(std::move(loaded));
 }
 
 void Controller::load_async(const ModelSetupOptions& options) {
@@ -78,7 +110,9 @@ void Controller::load_async(const ModelSetupOptions& options) {
   }
   loading_what_ = options.model.empty() ? default_model_path().string() : options.model.string();
   loading_bundled_ = options.model.empty();
-  load_ = std::async(std::launch::async, [options] { return load_model_setup(options); });
+  load_ = std::async(std::launch::async, [options, draft = draft_model_on_load] {
+    return load_with_draft(options, draft);
+  });
 }
 
 void Controller::poll() {

@@ -92,9 +92,24 @@ class Controller {
   // (the bundled model is loaded, or presentation mode is on).
   BanWordsFlags ban_words;
   bool presentation_on_load = false;
+  // --draft-model DIR: the draft of speculative lanes, loaded with every
+  // model (empty: none; a speculative lane is then refused at prefill).
+  std::filesystem::path draft_model_on_load;
+  // The draft the session has (empty name: none).
+  const std::string& draft_name() const { return draft_name_; }
 
  private:
-  void install(LoadedModel model);
+  // A target and, with draft_model_on_load, its draft. A draft that cannot
+  // be loaded or does not share the target's vocabulary leaves `draft`
+  // empty and says why in draft_error (one line).
+  struct Loaded {
+    LoadedModel model;
+    LoadedModel draft;
+    std::string draft_error;
+  };
+  static Loaded load_with_draft(const ModelSetupOptions& options,
+                                const std::filesystem::path& draft_path);
+  void install(Loaded loaded);
   bool require_model(const char* what);
 
   // The list the checkbox switches on: the user's, else the shipped one.
@@ -111,7 +126,8 @@ class Controller {
   SnapshotPtr replay_snapshot_;
   void replay_move(int cursor);
   std::shared_ptr<AnalysisStore> analysis_;  // shared with the jobs it queued
-  std::future<LoadedModel> load_;
+  std::future<Loaded> load_;
+  std::string draft_name_;
   std::string loading_what_;
   double load_seconds_ = 0, warmup_seconds_ = 0;
   std::string error_;

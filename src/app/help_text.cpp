@@ -47,6 +47,22 @@ const HelpTopic& help_topic(int index) {
        "Sampling draws a number u in [0, 1) from the seed and the step number, lines the kept "
        "tokens up by probability, and picks the token whose cumulative probability first "
        "passes u. Same seed, same tokens, every run."},
+      {"Speculative decoding",
+       "A small draft model proposes \u03B3 tokens, one cheap pass each. The big target "
+       "model then checks all of them in ONE verify pass over \u03B3 + 1 positions. A decode "
+       "step is memory bound (it streams every weight to process one token), so feeding "
+       "\u03B3 + 1 tokens reads the same weights once and costs about one decode step.\n"
+       "Greedy: a draft token is accepted when it is the target's own argmax at its row; the "
+       "first one that is not is replaced by the target's argmax (the correction) and the "
+       "drafts after it are never checked. All accepted: the last row gives one more token "
+       "for free (the bonus).\n"
+       "Sampled: draft token x is accepted when u < p(x) / q(x) (p: the target's probability, "
+       "q: the draft's, u uniform in [0, 1)), so always when p \u2265 q. At the first rejection "
+       "the token is drawn from the residual norm(max(0, p \u2212 q)): the probability the "
+       "target has and the draft did not already take. Accepted drafts plus residual draws "
+       "give exactly the target's distribution, so the text is as if the target alone had "
+       "sampled it; only the speed depends on how often the draft agrees (the acceptance "
+       "rate). Every round makes at least one token per target pass, at most \u03B3 + 1."},
   };
   return topics[index < 0 || index >= kNumHelpTopics ? 0 : index];
 }

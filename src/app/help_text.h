@@ -8,7 +8,7 @@ struct HelpTopic {
   const char* title;
   const char* text;
 };
-inline constexpr int kNumHelpTopics = 12;
+inline constexpr int kNumHelpTopics = 13;
 const HelpTopic& help_topic(int index);
 
 }  // namespace ts::app

@@ -38,7 +38,8 @@ constexpr Preset kPresets[] = {{"greedy", "greedy"},
                                {"beams 4", "beams=4"},
                                {"contrastive 4", "contrastive=4,alpha=0.6"},
                                {"DoLa high", "dola=high"},
-                               {"DoLa low", "dola=low"}};
+                               {"DoLa low", "dola=low"},
+                               {"spec 4", "spec=4"}};
 
 }  // namespace
 
@@ -259,10 +260,18 @@ void LanesPanel::draw_setup(PanelContext& ctx) {
   ImGui::BeginDisabled(full);
   for (const Preset& p : kPresets) {
     ImGui::SameLine();
+    // A speculative lane needs the draft model: without one it would only be
+    // refused at prefill, so the button is off and says how to get one.
+    const bool needs_draft =
+        parse_strategy(p.strategy).speculative() && ctx.ctl.draft_name().empty();
+    ImGui::BeginDisabled(needs_draft);
     if (ImGui::SmallButton(p.label)) {
       st.lane_setup = st.strategies();
       st.lane_setup.push_back(parse_strategy(p.strategy));
     }
+    ImGui::EndDisabled();
+    if (needs_draft && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip("needs --draft-model DIR (start tokenscope with a draft model)");
   }
   ImGui::EndDisabled();
   dim_text_wrapped(

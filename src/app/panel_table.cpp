@@ -13,6 +13,7 @@
 #include "app/panel_roofline.h"
 #include "app/panel_sampling.h"
 #include "app/panel_score.h"
+#include "app/panel_speculative.h"
 #include "app/panel_timeline.h"
 #include "app/panel_transport.h"
 
