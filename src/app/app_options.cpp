@@ -168,6 +168,23 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
   return o;
 }
 
+// The one-panel layouts, every panel's key, wrapped in the help's column:
+// the list cannot fall behind the panels.
+std::string single_panel_layouts() {
+  const std::string indent(25, ' ');
+  std::string out, line = indent;
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    const std::string word =
+        std::string(panel_key(static_cast<PanelId>(i))) + (i + 1 < kNumWindowPanels ? "," : "");
+    if (line.size() > indent.size() && line.size() + 1 + word.size() > 80) {
+      out += line + "\n";
+      line = indent;
+    }
+    line += (line.size() > indent.size() ? " " : "") + word;
+  }
+  return out + line + "\n";
+}
+
 std::string app_help() {
   return std::string(
       R"(tokenscope - watch GPT-2 generate text one step at a time
@@ -212,10 +229,9 @@ view
                          (tokens, steps, attention, logit lens), compare
                          (tokens, steps, lanes, KV cache), speculative
                          (tokens, steps, speculative decoding, timeline), or
-                         one panel filling the window: prompt, transport,
-                         attention, kv, logits, sampling, timeline, roofline,
-                         lens, cache, lanes, spec, help
-  --lesson FILE          start a guided lesson (a .lesson file; the bundled ones
+                         one panel filling the window:
+)" + single_panel_layouts() +
+      R"(  --lesson FILE          start a guided lesson (a .lesson file; the bundled ones
                          are in the Lessons menu; docs/lessons.md: the format)
   --presentation         large fonts and lines for a projector
   --theme dark|light     colour theme (default dark)

@@ -3,6 +3,8 @@
 // Every test skips, saying why, when no display is available.
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "app/app.h"
+#include "app/layout.h"
 #include "app/panel_table.h"
 #include "app/view_model.h"
 #include "gui_test_support.h"
@@ -1285,6 +1288,23 @@ TEST(Gui, EverySingleLayoutShowsItsPanel) {
         }
     }
     EXPECT_EQ(app.last_frame().gl_errors, 0) << name;
+  }
+}
+
+// Every name --layout accepts is in --help (the quiz, score and guided
+// panels were missing from a hand-kept list).
+TEST(Gui, CommandLineNamesEveryLayout) {
+  const std::string help = app_help();
+  for (const std::string& name : layout_names()) {
+    bool found = false;
+    for (size_t at = help.find(name); at != std::string::npos; at = help.find(name, at + 1)) {
+      const auto boundary = [&](size_t i) {
+        return i >= help.size() || !(std::isalnum(static_cast<unsigned char>(help[i])) != 0 ||
+                                     help[i] == '-' || help[i] == '_');
+      };
+      if ((at == 0 || boundary(at - 1)) && boundary(at + name.size())) found = true;
+    }
+    EXPECT_TRUE(found) << name;
   }
 }
 
