@@ -19,9 +19,9 @@ constexpr int kNr = 16;         // micro-tile columns (two 8-float vectors)
 constexpr int kKc = 256;        // k-block kept hot in L1/L2
 constexpr int kNc = 256;        // columns per task (packed panel of W)
 
-// ---- skinny path: y[r, n0:n1] = sum_k x[r,k] * w[k, n0:n1] ----
+// ---- skinny path: y[r, n0:n1] = bias + sum_{k0 <= kk < k1} x[r,kk] * w[kk, n0:n1] ----
 void skinny_block(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
-                  int n0, int n1) {
+                  int n0, int n1, int k0, int k1) {
   for (int r = 0; r < m; ++r) {
     float* yr = y + static_cast<size_t>(r) * n;
     if (bias) {
@@ -31,8 +31,8 @@ void skinny_block(const float* x, int m, int k, const float* w, int n, const flo
     }
   }
   // Four rows of W per pass so each y element is loaded/stored once per 4 FMAs.
-  int kk = 0;
-  for (; kk + 4 <= k; kk += 4) {
+  int kk = k0;
+  for (; kk + 4 <= k1; kk += 4) {
     const float* w0 = w + static_cast<size_t>(kk) * n;
     const float* w1 = w0 + n;
     const float* w2 = w1 + n;
@@ -62,7 +62,7 @@ void skinny_block(const float* x, int m, int k, const float* w, int n, const flo
       }
     }
   }
-  for (; kk < k; ++kk) {
+  for (; kk < k1; ++kk) {
     const float* w0 = w + static_cast<size_t>(kk) * n;
     for (int r = 0; r < m; ++r) {
       const float a = x[static_cast<size_t>(r) * k + kk];
@@ -127,14 +127,15 @@ void micro_kernel(const float* x, int ldx, int rows, const float* panel, int kc,
 #endif
 }
 
+// y[m0:m1, n0:n1] = bias (or 0) + sum over [ka, kb) of x * w.
 void packed_block(const float* x, int m0, int m1, int k, const float* w, int n, const float* bias,
-                  float* y, int n0, int n1, std::vector<float>& packed) {
+                  float* y, int n0, int n1, int ka, int kb, std::vector<float>& packed) {
   const int nc = n1 - n0;
   const int panels = (nc + kNr - 1) / kNr;
   packed.resize(static_cast<size_t>(panels) * kKc * kNr);
   alignas(32) float acc[kMr * kNr];
-  for (int k0 = 0; k0 < k; k0 += kKc) {
-    const int kc = std::min(kKc, k - k0);
+  for (int k0 = ka; k0 < kb; k0 += kKc) {
+    const int kc = std::min(kKc, kb - k0);
     pack_w(w, n, k0, kc, n0, nc, packed.data());
     for (int r0 = m0; r0 < m1; r0 += kMr) {
       const int rows = std::min(kMr, m1 - r0);
@@ -147,7 +148,7 @@ void packed_block(const float* x, int m0, int m1, int k, const float* w, int n, 
           for (int c = 0; c < kNr; ++c) {
             if (c >= cols)
               ar[c] = 0.0f;
-            else if (k0 > 0)
+            else if (k0 > ka)
               ar[c] = yr[c];
             else
               ar[c] = bias ? bias[c0 + c] : 0.0f;
@@ -218,15 +219,39 @@ void transposed_block(const float* x, int m, int k, const float* b, int n, float
 void matmul(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
             ThreadPool& pool) {
   if (m <= 0 || n <= 0) return;
+  // The inner dimension is cut in two halves (when long enough), summed
+  // apart and then added: y = (bias + x[:, :h] W[:h]) + x[:, h:] W[h:]. Both
+  // paths below do exactly this, with one FMA per k in order within a half,
+  // so a decode step and a prefill still give bit-identical rows, whatever
+  // the number of threads or rows.
+  const int halves = k >= 256 ? 2 : 1;
+  const int h = halves == 2 ? k / 2 : k;
+  const size_t out = static_cast<size_t>(m) * n;
+  thread_local std::vector<float> second_half;
+  if (halves == 2) second_half.resize(out);
+  float* const upper = second_half.data();
+  const auto add_second_half = [&] {
+    if (halves == 1) return;
+    for (size_t i = 0; i < out; ++i) y[i] += upper[i];
+  };
   if (m <= kSkinnyRows) {
-    // One wide column range per thread: each row of W is then read in long
-    // contiguous runs, which the hardware prefetchers stream best.
-    const int chunk = std::max(64, ((n + pool.size() - 1) / pool.size() + 15) / 16 * 16);
-    const int tasks = (n + chunk - 1) / chunk;
-    pool.parallel_for(tasks, [&](int t) {
-      const int n0 = t * chunk;
-      skinny_block(x, m, k, w, n, bias, y, n0, std::min(n, n0 + chunk));
+    // Each task takes one half of W's rows and a range of its columns; with
+    // two threads, each streams one unbroken half of W, which the hardware
+    // prefetchers read fastest (split by columns only, each thread read
+    // every row of W in pieces).
+    const int col_tasks = std::max(1, (pool.size() + halves - 1) / halves);
+    const int chunk = std::max(64, ((n + col_tasks - 1) / col_tasks + 15) / 16 * 16);
+    const int cols = (n + chunk - 1) / chunk;
+    pool.parallel_for(cols * halves, [&](int t) {
+      const int half = t / cols;
+      const int n0 = (t % cols) * chunk;
+      const int n1 = std::min(n, n0 + chunk);
+      if (half == 0)
+        skinny_block(x, m, k, w, n, bias, y, n0, n1, 0, h);
+      else
+        skinny_block(x, m, k, w, n, nullptr, upper, n0, n1, h, k);
     });
+    add_second_half();
     return;
   }
   // Tasks tile both columns and rows so small outputs still feed every thread.
@@ -240,9 +265,12 @@ void matmul(const float* x, int m, int k, const float* w, int n, const float* bi
     thread_local std::vector<float> packed;
     const int n0 = (t % col_tasks) * kNc;
     const int m0 = (t / col_tasks) * rows_per_task;
-    packed_block(x, m0, std::min(m, m0 + rows_per_task), k, w, n, bias, y, n0,
-                 std::min(n, n0 + kNc), packed);
+    const int m1 = std::min(m, m0 + rows_per_task);
+    packed_block(x, m0, m1, k, w, n, bias, y, n0, std::min(n, n0 + kNc), 0, h, packed);
+    if (halves == 2)
+      packed_block(x, m0, m1, k, w, n, nullptr, upper, n0, std::min(n, n0 + kNc), h, k, packed);
   });
+  add_second_half();
 }
 
 void matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y,
