@@ -92,8 +92,10 @@ AttentionMatrix build_attention_matrix(const SessionSnapshot& snap, int step, in
   const int n = lr.n;
   m.n = n;
   m.prompt_len = view.prompt_len;
-  m.tokens.assign(view.tokens.begin(),
-                  view.tokens.begin() + std::min<size_t>(n, view.tokens.size()));
+  // The rows' tokens are the ones fed through the model: for a speculative
+  // round that includes its drafts, rejected ones too (the verify pass's rows).
+  const std::vector<int>& fed = view.record->context_ids;
+  m.tokens.assign(fed.begin(), fed.begin() + std::min<size_t>(n, fed.size()));
   m.first_new_row = view.record->start_pos;
   if (const SpecRound* sr = view.record->spec.get()) {
     // The verify pass: the pending token's row, then one row per draft.

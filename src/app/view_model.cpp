@@ -47,6 +47,17 @@ StepView make_step_view(const SessionSnapshot& snap, int wanted_step, int lane) 
   v.record = lane_record(snap, step, lane);
   if (!v.record) return v;
   v.branched = is_branch_record(snap, v.record);
+  if (const SpecRound* sr = v.record->spec.get()) {
+    // A speculative round: the verify pass fed the drafts too, but the lane
+    // kept only the committed ones (rejected drafts never enter its text);
+    // the target's cache holds all but the last committed token.
+    const auto prefix =
+        std::min(v.record->context_ids.size(), static_cast<size_t>(v.record->start_pos) + 1);
+    v.tokens.assign(v.record->context_ids.begin(), v.record->context_ids.begin() + prefix);
+    v.tokens.insert(v.tokens.end(), sr->committed.begin(), sr->committed.end());
+    v.cached = std::min(sr->target_after, static_cast<int>(v.tokens.size()));
+    return v;
+  }
   v.cached = v.record->context();
   v.tokens = v.record->context_ids;
   if (v.record->chosen_token >= 0) v.tokens.push_back(v.record->chosen_token);

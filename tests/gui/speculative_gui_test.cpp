@@ -85,6 +85,16 @@ const SpecRound& check_panel_matches_record(App& app, int lane) {
   const LaneStep* rec = lane_record(*s, static_cast<int>(s->history.size()) - 1, lane);
   EXPECT_TRUE(rec && rec->spec);
   const SpecRound& r = *rec->spec;
+  // The window's tokens for the round are the lane's own: the prompt and
+  // every committed token, no rejected draft; the KV cache holds all but the
+  // last (the token the round chose, fed by the next round).
+  const StepView sv = make_step_view(*s, static_cast<int>(s->history.size()) - 1, lane);
+  std::vector<int> lane_tokens;
+  for (const TokenSpan& t : s->prompt_tokens) lane_tokens.push_back(t.id);
+  lane_tokens.insert(lane_tokens.end(), s->lanes[lane].generated.begin(),
+                     s->lanes[lane].generated.end());
+  EXPECT_EQ(sv.tokens, lane_tokens);
+  EXPECT_EQ(sv.cached, r.target_after);
   const SpecPanelView& v = app.speculative_panel().view();
   EXPECT_TRUE(v.has_round);
   EXPECT_EQ(v.gamma, r.gamma);
