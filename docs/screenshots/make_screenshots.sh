@@ -144,7 +144,7 @@ for name in ("vocab.json", "merges.txt"):
 PY
 fi
 "${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --draft-model "$DRAFT" --prompt "Once upon a time" \
-  --compare greedy "spec=4,temperature=0.8,seed=3" --steps 4 --lane 1 --layout speculative \
+  --compare greedy "spec=4,temperature=0.8,seed=3" --steps 2 --lane 1 --layout speculative \
   --width 1400 --height 860 --screenshot "$OUT/speculative.png"
 if [ -n "$DRAFT_TMP" ]; then rm -rf "$DRAFT_TMP"; fi
 
