@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "exported_model_checks.h"
 #include "session/evaluate.h"
 #include "session/model_setup.h"
 #include "session/session.h"
@@ -25,17 +26,8 @@ namespace fs = std::filesystem;
 fs::path target_dir() { return fs::path(TS_SOURCE_DIR) / "assets/models/tokenscope-tiny"; }
 fs::path draft_dir() { return fs::path(TS_SOURCE_DIR) / "assets/models/tokenscope-tiny-draft"; }
 
-nlohmann::json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  return nlohmann::json::parse(in);
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+nlohmann::json read_json(const fs::path& p) { return test::read_json_file(p); }
+std::string read_text(const fs::path& p) { return test::read_text_file(p); }
 
 struct Pair {
   LoadedModel target, draft;
@@ -65,36 +57,12 @@ TEST(DraftModel, SharesTheBundledTokenizerAndFitsItsBudget) {
 }
 
 TEST(DraftModel, MatchesPyTorchLogits) {
-  const LoadedModel& m = pair().draft;
-  const auto ref = read_json(test::fixture_dir() / "bundled-draft/reference.json");
-  ASSERT_GE(ref["cases"].size(), 6u);
-  for (const auto& c : ref["cases"]) {
-    const std::vector<int> ids = m.tokenizer->encode_ids(c["prompt"].get<std::string>());
-    ASSERT_EQ(ids, c["token_ids"].get<std::vector<int>>()) << c["prompt"];
-    ForwardResult r = m.engine->forward_scratch(ids, {});
-    const std::vector<float> want = c["last_logits"].get<std::vector<float>>();
-    ASSERT_EQ(r.outputs[0].logits.size(), want.size());
-    float worst = 0;
-    for (size_t i = 0; i < want.size(); ++i)
-      worst = std::max(worst, std::fabs(r.outputs[0].logits[i] - want[i]));
-    EXPECT_LE(worst, 1e-4f) << c["prompt"];
-  }
+  test::expect_pytorch_logits(pair().draft, test::fixture_dir() / "bundled-draft/reference.json");
 }
 
 TEST(DraftModel, ValidationLossAgreesWithPyTorchAndTheModelCard) {
-  const LoadedModel& m = pair().draft;
-  const auto ref = read_json(test::fixture_dir() / "bundled-draft/reference.json");
-  const std::vector<int> ids =
-      m.tokenizer->encode_ids(read_text(test::fixture_dir() / "bundled/val.txt"));
-  const LossReport r = evaluate_loss(*m.engine, ids, ref["validation"]["window"].get<int>());
-  EXPECT_EQ(r.predictions, ref["validation"]["predictions"].get<long long>());
-  EXPECT_NEAR(r.mean_nats, ref["validation"]["pytorch_val_loss"].get<double>(), 0.01);
-  const auto card = read_json(draft_dir() / "card_data.json");
-  EXPECT_NEAR(card["engine"]["val"]["mean_loss_nats"].get<double>(), r.mean_nats, 1e-4);
-  char figure[32];
-  std::snprintf(figure, sizeof figure, "%.4f", r.mean_nats);
-  EXPECT_NE(read_text(draft_dir() / "README.md").find(figure), std::string::npos)
-      << "model card does not show the engine's loss " << figure;
+  test::expect_validation_loss(pair().draft, test::fixture_dir() / "bundled-draft/reference.json",
+                               test::fixture_dir() / "bundled/val.txt", draft_dir());
 }
 
 std::unique_ptr<Session> make_session(const SamplingParams& params, int max_new,
