@@ -181,16 +181,54 @@ void SpeculativePanel::draw_round(PanelContext& ctx) {
 
   // The drafts: one row each, p and q side by side.
   const bool sampled = v.sampled;
-  const float bar_w = font * 6;
   const int cols = sampled ? 7 : 6;
-  if (ImGui::BeginTable(
-          "drafts", cols,
-          ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingFixedFit)) {
+  // The bars get the room the text leaves (a projector's narrow panel
+  // squeezed the value columns to unreadable slivers); none below 1.5 em.
+  // Narrower still, the headers shorten; past that the table scrolls
+  // sideways rather than cut a value.
+  const auto tw = [](const char* t) { return ImGui::CalcTextSize(t).x; };
+  float token_w = tw("draft token");
+  for (const SpecPanelView::Row& row : view_.rows)
+    token_w = std::max(token_w, tw(("\u201C" + row.piece + "\u201D").c_str()));
+  // Cell padding, borders and the panel's scrollbar, with a margin: an
+  // estimate too small squeezes the columns, one too large only drops bars.
+  const float pad = (ImGui::GetStyle().CellPadding.x * 2 + ImGui::GetStyle().ItemSpacing.x) *
+                        static_cast<float>(cols) +
+                    ImGui::GetStyle().ScrollbarSize + font * 3;
+  const auto width = [&](bool short_headers, float bar) {
+    const float value = tw("0.000") + (bar > 0 ? bar + ImGui::GetStyle().ItemSpacing.x : 0);
+    float w = tw("#") + token_w + tw("not checked") + pad;
+    w += 2 * std::max(value, short_headers ? tw("q") : tw("p (target)"));
+    w += sampled ? std::max(tw("0.000"), tw("p / q")) + tw("0.000 \u2265 p/q")
+                 : std::max(token_w, tw("target's argmax"));
+    return w;
+  };
+  const float avail = ImGui::GetContentRegionAvail().x;
+  float bar_w = std::min(font * 6, (avail - width(false, 0)) / 2);
+  if (bar_w < font * 1.5f) bar_w = 0;
+  const bool short_headers = bar_w == 0 && width(false, 0) > avail;
+  view_.bar_width = bar_w;
+  int clipped = 0;
+  // Counts a cell whose last item ran past the column (checked in tests).
+  float cell_right = 0;
+  const auto cell = [&] {
+    ImGui::TableNextColumn();
+    cell_right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
+  };
+  const auto check_cell = [&] {
+    if (ImGui::GetItemRectMax().x > cell_right + 0.5f) ++clipped;
+  };
+  if (ImGui::BeginTable("drafts", cols,
+                        ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
+                            ImGuiTableFlags_SizingFixedFit |
+                            (width(short_headers, 0) > avail ? ImGuiTableFlags_ScrollX : 0),
+                        ImVec2(0, ImGui::GetTextLineHeightWithSpacing() *
+                                      (static_cast<float>(view_.rows.size()) + 2.5f)))) {
     ImGui::TableSetupColumn("#");
     ImGui::TableSetupColumn("draft token");
     ImGui::TableSetupColumn("verdict");
-    ImGui::TableSetupColumn("q (draft)");
-    ImGui::TableSetupColumn("p (target)");
+    ImGui::TableSetupColumn(short_headers ? "q" : "q (draft)");
+    ImGui::TableSetupColumn(short_headers ? "p" : "p (target)");
     if (sampled) {
       ImGui::TableSetupColumn("p / q");
       ImGui::TableSetupColumn("u");
@@ -210,26 +248,34 @@ void SpeculativePanel::draw_round(PanelContext& ctx) {
                        : row.verdict == "rejected" ? pal.error
                                                    : pal.text_dim;
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(vc), "%s", row.verdict.c_str());
-      ImGui::TableNextColumn();
-      inline_bar(row.q, bar_w, font * 0.6f, pal.accent2, pal.frame);
-      ImGui::SameLine();
+      cell();
+      if (bar_w > 0) {
+        inline_bar(row.q, bar_w, font * 0.6f, pal.accent2, pal.frame);
+        ImGui::SameLine();
+      }
       ImGui::Text("%.3f", row.q);
-      ImGui::TableNextColumn();
-      inline_bar(row.p, bar_w, font * 0.6f, pal.accent, pal.frame);
-      ImGui::SameLine();
+      check_cell();
+      cell();
+      if (bar_w > 0) {
+        inline_bar(row.p, bar_w, font * 0.6f, pal.accent, pal.frame);
+        ImGui::SameLine();
+      }
       ImGui::Text("%.3f", row.p);
+      check_cell();
       const bool checked = row.verdict != "not checked";
       if (sampled) {
-        ImGui::TableNextColumn();
+        cell();
         if (checked)
           ImGui::Text("%.3f", row.ratio);
         else
           ImGui::TextDisabled("-");
-        ImGui::TableNextColumn();
+        check_cell();
+        cell();
         if (checked)
           ImGui::Text("%.3f %s", row.uniform, row.uniform < row.ratio ? "< p/q" : "\u2265 p/q");
         else
           ImGui::TextDisabled("-");
+        check_cell();
       } else {
         ImGui::TableNextColumn();
         if (checked)
@@ -241,6 +287,7 @@ void SpeculativePanel::draw_round(PanelContext& ctx) {
     }
     ImGui::EndTable();
   }
+  view_.clipped_cells = clipped;
 
   if (!v.verdict_shown) {
     ImGui::TextDisabled("Verdict hidden: \u25B6 reveals the next draft token, then the verdict.");

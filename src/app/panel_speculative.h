@@ -55,6 +55,10 @@ struct SpecPanelView {
   std::vector<std::pair<int, float>> residual_top;
   bool residual_fallback = false;
   SpecTotals totals;
+  // Drawing: the width of the q and p bars (0: no room for bars, the values
+  // only) and the table cells whose text ran past their column last frame.
+  float bar_width = 0;
+  int clipped_cells = 0;
 };
 
 class SpeculativePanel : public Panel {

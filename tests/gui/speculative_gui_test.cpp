@@ -7,6 +7,8 @@
 // Run:  xvfb-run -a -s "-screen 0 1920x1080x24 -noreset" build-gui/ts_gui_tests
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include <algorithm>
 #include <random>
 
@@ -198,6 +200,35 @@ TEST(GuiSpeculative, GreedyRoundsWithARejectionMatchTheRecord) {
   panel.set_substep(-1);
   app.settle(2, 4);
   EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
+// On a projector (presentation mode, 1024x768 and 1280x720) and on a desk
+// screen (1600x900) the round's
+// table keeps every value readable: no cell's text runs past its column
+// (before, the 6-em bars squeezed p, p/q and u into slivers); the bars
+// shrink or go, the values stay.
+TEST(GuiSpeculative, TheRoundsTableFitsAProjector) {
+  REQUIRE_DISPLAY();
+  for (const auto& [w, h] : {std::pair{1024, 768}, std::pair{1280, 720}, std::pair{1600, 900}}) {
+    AppOptions o = spec_options({"greedy", "spec=4,temperature=1.0,seed=5"}, truncated_draft());
+    o.presentation = w < 1600;  // 1600x900: a desk screen, normal fonts
+    o.width = w;
+    o.height = h;
+    App app(o);
+    app.load_model_blocking();
+    app.settle();
+    step(app);  // prefill
+    step(app);
+    select_lane(app.state(), app.controller().snapshot().get(), 1);
+    app.settle(3, 6);
+    const SpecPanelView& v = app.speculative_panel().view();
+    SCOPED_TRACE(std::to_string(w) + "x" + std::to_string(h));
+    ASSERT_TRUE(v.has_round);
+    ASSERT_FALSE(v.rows.empty());
+    EXPECT_EQ(v.clipped_cells, 0);
+    if (w >= 1600) EXPECT_GT(v.bar_width, 0) << "a desk screen keeps the bars";
+    EXPECT_EQ(app.last_frame().gl_errors, 0);
+  }
 }
 
 TEST(GuiSpeculative, SampledRejectionShowsTheResidualOfTheRecord) {
