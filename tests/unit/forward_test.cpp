@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -272,6 +273,34 @@ TEST(Matmul, FastPathsMatchTheReference) {
     cpu::matmul_transposed(x.data(), c.m, c.k, bt.data(), c.n, got.data(), pool);
     cpu::matmul_reference(x.data(), c.m, c.k, w.data(), c.n, nullptr, want.data());
     EXPECT_LE(max_abs_diff(got.data(), want.data(), got.size()), 2e-5f * std::sqrt(float(c.k)));
+  }
+}
+
+// A row's result must not depend on how many rows are multiplied with it:
+// a decode step (1 row), a speculative verify pass (2..8 rows, the skinny
+// path's row groups of 4, 3, 2 and 1) and a prefill (the packed path) give
+// the same token the same bits. Odd sizes reach every tail loop.
+TEST(Matmul, EveryRowCountGivesEachRowTheSameBits) {
+  ThreadPool pool(2);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (MatmulCase c : {MatmulCase{0, 520, 203}, {0, 512, 256}, {0, 100, 40}}) {
+    const int max_m = 13;
+    std::vector<float> x(static_cast<size_t>(max_m) * c.k), w(static_cast<size_t>(c.k) * c.n),
+        b(c.n);
+    for (float& v : x) v = dist(rng);
+    for (float& v : w) v = dist(rng);
+    for (float& v : b) v = dist(rng);
+    std::vector<float> one(static_cast<size_t>(max_m) * c.n);
+    for (int r = 0; r < max_m; ++r)
+      cpu::matmul(x.data() + static_cast<size_t>(r) * c.k, 1, c.k, w.data(), c.n, b.data(),
+                  one.data() + static_cast<size_t>(r) * c.n, pool);
+    for (int m = 2; m <= max_m; ++m) {
+      std::vector<float> got(static_cast<size_t>(m) * c.n);
+      cpu::matmul(x.data(), m, c.k, w.data(), c.n, b.data(), got.data(), pool);
+      EXPECT_EQ(0, std::memcmp(got.data(), one.data(), sizeof(float) * got.size()))
+          << m << " rows, k " << c.k << ", n " << c.n;
+    }
   }
 }
 

@@ -19,7 +19,29 @@ constexpr int kNr = 16;         // micro-tile columns (two 8-float vectors)
 constexpr int kKc = 256;        // k-block kept hot in L1/L2
 constexpr int kNc = 256;        // columns per task (packed panel of W)
 
+#ifdef TS_HAVE_AVX2
+// y[r0..r0+R, j..j+8] += x[r0..r0+R, kk..kk+8] * (the 8 W vectors in wv),
+// one FMA per k in k order for each row.
+template <int R>
+[[gnu::always_inline]] inline void skinny_rows(const float* x, int r0, int k, int kk,
+                                               const __m256* wv, float* y, int n, int j) {
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_loadu_ps(y + static_cast<size_t>(r0 + r) * n + j);
+  for (int g = 0; g < 8; ++g)
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(x + static_cast<size_t>(r0 + r) * k + kk + g),
+                               wv[g], acc[r]);
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(y + static_cast<size_t>(r0 + r) * n + j, acc[r]);
+}
+#endif
+
 // ---- skinny path: y[r, n0:n1] = bias + sum_{k0 <= kk < k1} x[r,kk] * w[kk, n0:n1] ----
+// Eight rows of W are read together, one 8-column vector of each held in
+// registers while every row of x is applied to them: W streams from memory
+// once whatever m is, so a few-token pass (a speculative verify, a short
+// prompt) costs about what one token costs, and each y vector is loaded and
+// stored once per 8 FMAs. Within a row the FMAs run in k order, one per k,
+// so the result is bit-identical to the packed path's.
 void skinny_block(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
                   int n0, int n1, int k0, int k1) {
   for (int r = 0; r < m; ++r) {
@@ -30,35 +52,43 @@ void skinny_block(const float* x, int m, int k, const float* w, int n, const flo
       std::fill(yr + n0, yr + n1, 0.0f);
     }
   }
-  // Four rows of W per pass so each y element is loaded/stored once per 4 FMAs.
+  constexpr int kG = 8;  // rows of W per pass
   int kk = k0;
-  for (; kk + 4 <= k1; kk += 4) {
-    const float* w0 = w + static_cast<size_t>(kk) * n;
-    const float* w1 = w0 + n;
-    const float* w2 = w1 + n;
-    const float* w3 = w2 + n;
-    for (int r = 0; r < m; ++r) {
-      const float* xr = x + static_cast<size_t>(r) * k + kk;
-      float* yr = y + static_cast<size_t>(r) * n;
-      int j = n0;
+  for (; kk + kG <= k1; kk += kG) {
+    const float* wk = w + static_cast<size_t>(kk) * n;
+    int j = n0;
 #ifdef TS_HAVE_AVX2
-      const __m256 a0 = _mm256_set1_ps(xr[0]), a1 = _mm256_set1_ps(xr[1]);
-      const __m256 a2 = _mm256_set1_ps(xr[2]), a3 = _mm256_set1_ps(xr[3]);
+    if (m == 1) {
+      // One row (a decode step): x's eight values stay in registers and W is
+      // read straight into the FMAs.
+      __m256 a[kG];
+      for (int g = 0; g < kG; ++g) a[g] = _mm256_broadcast_ss(x + kk + g);
       for (; j + 8 <= n1; j += 8) {
-        __m256 acc = _mm256_loadu_ps(yr + j);
-        acc = _mm256_fmadd_ps(a0, _mm256_loadu_ps(w0 + j), acc);
-        acc = _mm256_fmadd_ps(a1, _mm256_loadu_ps(w1 + j), acc);
-        acc = _mm256_fmadd_ps(a2, _mm256_loadu_ps(w2 + j), acc);
-        acc = _mm256_fmadd_ps(a3, _mm256_loadu_ps(w3 + j), acc);
-        _mm256_storeu_ps(yr + j, acc);
+        __m256 acc = _mm256_loadu_ps(y + j);
+        for (int g = 0; g < kG; ++g)
+          acc = _mm256_fmadd_ps(a[g], _mm256_loadu_ps(wk + static_cast<size_t>(g) * n + j), acc);
+        _mm256_storeu_ps(y + j, acc);
       }
+    }
+    for (; j + 8 <= n1; j += 8) {
+      __m256 wv[kG];
+      for (int g = 0; g < kG; ++g) wv[g] = _mm256_loadu_ps(wk + static_cast<size_t>(g) * n + j);
+      // Rows in groups of up to four: independent FMA chains interleaved
+      // (a lone row's eight dependent FMAs would wait on each other).
+      int r = 0;
+      for (; m - r >= 4 && m - r != 5; r += 4) skinny_rows<4>(x, r, k, kk, wv, y, n, j);
+      for (; m - r >= 3 && m - r != 4; r += 3) skinny_rows<3>(x, r, k, kk, wv, y, n, j);
+      for (; m - r >= 2; r += 2) skinny_rows<2>(x, r, k, kk, wv, y, n, j);
+      if (r < m) skinny_rows<1>(x, r, k, kk, wv, y, n, j);
+    }
 #endif
-      for (; j < n1; ++j) {
-        float acc = yr[j];
-        acc = std::fma(xr[0], w0[j], acc);
-        acc = std::fma(xr[1], w1[j], acc);
-        acc = std::fma(xr[2], w2[j], acc);
-        yr[j] = std::fma(xr[3], w3[j], acc);
+    for (; j < n1; ++j) {
+      for (int r = 0; r < m; ++r) {
+        const float* xr = x + static_cast<size_t>(r) * k + kk;
+        float* yr = y + static_cast<size_t>(r) * n + j;
+        float acc = *yr;
+        for (int g = 0; g < kG; ++g) acc = std::fma(xr[g], wk[static_cast<size_t>(g) * n + j], acc);
+        *yr = acc;
       }
     }
   }
