@@ -37,10 +37,10 @@ template <int R>
 
 // ---- skinny path: y[r, n0:n1] = bias + sum_{k0 <= kk < k1} x[r,kk] * w[kk, n0:n1] ----
 // Eight rows of W are read together, one 8-column vector of each held in
-// registers while every row of x is applied to them: W streams from memory
-// once whatever m is, so a few-token pass (a speculative verify, a short
-// prompt) costs about what one token costs, and each y vector is loaded and
-// stored once per 8 FMAs. Within a row the FMAs run in k order, one per k,
+// registers while every row of x is applied to them: W is read from memory
+// once whatever m is, and each y vector is loaded and stored once per 8 FMAs.
+// (The FMAs still grow with m: on the 355M shape 5 rows took about 1.4x one
+// row's time in isolation.) Within a row the FMAs run in k order, one per k,
 // so the result is bit-identical to the packed path's.
 void skinny_block(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
                   int n0, int n1, int k0, int k1) {
@@ -74,7 +74,8 @@ void skinny_block(const float* x, int m, int k, const float* w, int n, const flo
       __m256 wv[kG];
       for (int g = 0; g < kG; ++g) wv[g] = _mm256_loadu_ps(wk + static_cast<size_t>(g) * n + j);
       // Rows in groups of up to four: independent FMA chains interleaved
-      // (a lone row's eight dependent FMAs would wait on each other).
+      // (a lone row's eight dependent FMAs would wait on each other), so
+      // 5 rows go as 3 + 2 and 4 as one group rather than leaving a row alone.
       int r = 0;
       for (; m - r >= 4 && m - r != 5; r += 4) skinny_rows<4>(x, r, k, kk, wv, y, n, j);
       for (; m - r >= 3 && m - r != 4; r += 3) skinny_rows<3>(x, r, k, kk, wv, y, n, j);
@@ -82,13 +83,15 @@ void skinny_block(const float* x, int m, int k, const float* w, int n, const flo
       if (r < m) skinny_rows<1>(x, r, k, kk, wv, y, n, j);
     }
 #endif
-    for (; j < n1; ++j) {
-      for (int r = 0; r < m; ++r) {
-        const float* xr = x + static_cast<size_t>(r) * k + kk;
-        float* yr = y + static_cast<size_t>(r) * n + j;
-        float acc = *yr;
-        for (int g = 0; g < kG; ++g) acc = std::fma(xr[g], wk[static_cast<size_t>(g) * n + j], acc);
-        *yr = acc;
+    // Columns past the last whole vector (all of them without AVX2), a row
+    // at a time so y is walked in order.
+    for (int r = 0; r < m; ++r) {
+      const float* xr = x + static_cast<size_t>(r) * k + kk;
+      float* yr = y + static_cast<size_t>(r) * n;
+      for (int c = j; c < n1; ++c) {
+        float acc = yr[c];
+        for (int g = 0; g < kG; ++g) acc = std::fma(xr[g], wk[static_cast<size_t>(g) * n + c], acc);
+        yr[c] = acc;
       }
     }
   }
