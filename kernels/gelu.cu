@@ -13,7 +13,9 @@ __global__ void bias_gelu_kernel(float* __restrict__ x, const float* __restrict_
   const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const float v = x[i] + bias[i % n];
-  x[i] = 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+  // 0.5 v (1 + tanh u) written as v / (1 + e^(-2u)), as the CPU twin does.
+  const float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
+  x[i] = v / (1.0f + expf(-2.0f * u));
 }
 
 }  // namespace

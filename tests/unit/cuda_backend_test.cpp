@@ -311,7 +311,8 @@ TEST(CudaKernels, ElementwiseKernelsMatchTheirCpuTwins) {
     for (int r = 0; r < rows; ++r)
       for (int i = 0; i < c; ++i) h_cpu[r * c + i] += hb[i];
     cpu::gelu(h_cpu.data(), static_cast<long long>(h_cpu.size()));
-    EXPECT_LE(max_abs_diff(cuda_check::bias_gelu(h, hb, rows, c), h_cpu), 1e-6f) << c;
+    // |v| <= 4 here: 2e-6 is 4 ulps of 4 (CUDA's expf is within 2 ulps, the CPU's e^x about 1).
+    EXPECT_LE(max_abs_diff(cuda_check::bias_gelu(h, hb, rows, c), h_cpu), 2e-6f) << c;
   }
   // KV append into a paged pool, and the row gather.
   const int c = 48, slots_n = 24;

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/gelu.h"
 #include "engine/cpu/matmul.h"
 #include "engine/engine.h"
 #include "engine/logit_lens.h"
@@ -301,6 +302,51 @@ TEST(Matmul, EveryRowCountGivesEachRowTheSameBits) {
       EXPECT_EQ(0, std::memcmp(got.data(), one.data(), sizeof(float) * got.size()))
           << m << " rows, k " << c.k << ", n " << c.n;
     }
+  }
+}
+
+// gelu_new against the formula in double over [-20, 20]: within 2 ulps of
+// the input (the float tanh form, 0.5 x (1 + tanhf(u)), is within 1.8; the
+// error of u itself, rounded in float, dominates both), the limits at the
+// ends, and a value's result independent of where in the array it sits.
+TEST(Gelu, MatchesTheFormulaInDoubleAndIgnoresPosition) {
+  std::vector<float> v;
+  for (float x = -20.0f; x <= 20.0f; x += 1e-4f) v.push_back(x);
+  std::vector<float> g = v;
+  cpu::gelu(g.data(), static_cast<long long>(g.size()));
+  double worst = 0;
+  float worst_at = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double x = v[i];
+    const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+    const double want = 0.5 * x * (1.0 + std::tanh(u));
+    const double want_stable = x / (1.0 + std::exp(-2.0 * u));  // the same, without cancellation
+    ASSERT_NEAR(want, want_stable, 1e-12) << x;
+    const double ulp_of_x = std::ldexp(1.0, std::ilogb(std::max(std::fabs(x), 1e-30)) - 23);
+    const double err = std::fabs(g[i] - want_stable) / ulp_of_x;
+    if (err > worst) worst = err, worst_at = v[i];
+  }
+  EXPECT_LE(worst, 2.0) << "at " << worst_at;
+
+  float ends[] = {INFINITY, 1e30f, 100.0f, -100.0f, -1e30f, 0.0f, -0.0f, NAN};
+  cpu::gelu(ends, 8);
+  EXPECT_EQ(ends[0], INFINITY);
+  EXPECT_EQ(ends[1], 1e30f);
+  EXPECT_EQ(ends[2], 100.0f);
+  EXPECT_EQ(ends[3], 0.0f);
+  EXPECT_TRUE(std::signbit(ends[3]));
+  EXPECT_EQ(ends[4], 0.0f);
+  EXPECT_EQ(ends[5], 0.0f);
+  EXPECT_TRUE(std::signbit(ends[6]));
+  EXPECT_TRUE(std::isnan(ends[7]));
+
+  // Every value of a 13-float array, gelu'd whole and from every offset.
+  std::vector<float> whole(v.begin() + 1000, v.begin() + 1013);
+  cpu::gelu(whole.data(), 13);
+  for (int off = 0; off < 13; ++off) {
+    std::vector<float> part(v.begin() + 1000 + off, v.begin() + 1013);
+    cpu::gelu(part.data(), static_cast<long long>(part.size()));
+    EXPECT_EQ(0, std::memcmp(part.data(), whole.data() + off, sizeof(float) * part.size())) << off;
   }
 }
 

@@ -5,10 +5,29 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define TS_HAVE_AVX2 1
+#endif
+
 namespace ts::cpu {
 namespace {
 
+// q . k. With AVX2 and a head size that is a multiple of 8, eight lanes of
+// partial sums added at the end (a scalar sum waits on each add in turn: at
+// 64 dims it made attention 6% of a GPT-2 124M decode step at context 64).
 float dot(const float* a, const float* b, int n) {
+#ifdef TS_HAVE_AVX2
+  if (n % 8 == 0) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8)
+      acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+#endif
   float s = 0.0f;
   for (int i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
