@@ -171,4 +171,10 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (OSError, ValueError, KeyError, StopIteration) as e:
+        sys.exit(f"ggml_gpt2.py: {type(e).__name__}: {e}")
+    except subprocess.CalledProcessError as e:
+        last = (e.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        sys.exit(f"ggml_gpt2.py: {e.cmd[0]} exited with {e.returncode}: {last[0]}")
