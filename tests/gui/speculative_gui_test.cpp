@@ -226,7 +226,9 @@ TEST(GuiSpeculative, TheRoundsTableFitsAProjector) {
     ASSERT_TRUE(v.has_round);
     ASSERT_FALSE(v.rows.empty());
     EXPECT_EQ(v.clipped_cells, 0);
-    if (w >= 1600) EXPECT_GT(v.bar_width, 0) << "a desk screen keeps the bars";
+    if (w >= 1600) {
+      EXPECT_GT(v.bar_width, 0) << "a desk screen keeps the bars";
+    }
     EXPECT_EQ(app.last_frame().gl_errors, 0);
   }
 }
