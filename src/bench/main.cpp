@@ -555,7 +555,7 @@ int run(int argc, char** argv) {
     const ts::KvCacheSize kv = ts::kv_cache_size_for(weights->config, max_lanes + 2);
     ts::Engine engine(weights, std::move(sel.backend), kv.tokens);
     const ts::ModelConfig& cfg = engine.config();
-    // Weights read in (populated map or converted copies), backend and KV pool set up.
+    // Weights read into memory (or a populated map), backend and KV pool set up.
     const double load_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     const json memory_after_load = ts::memory_report_json(ts::memory_report(engine));

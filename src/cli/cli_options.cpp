@@ -131,7 +131,7 @@ Output
   --logit-lens            after each step, the top-5 predictions read off the residual
                           stream after every layer (final layer norm + unembedding)
   --memory                print where memory goes after loading and after the run, one
-                          line per part: weights (read in place / converted, resident),
+                          line per part: weights (read in / in place, resident),
                           KV pool (reserved, held, resident), trace store and its budget,
                           the forward's scratch, and the process's resident memory (from
                           /proc/self/status)

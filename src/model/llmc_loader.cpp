@@ -10,6 +10,7 @@
 #include "model/config_json.h"  // size limits
 #include "model/half_float.h"
 #include "model/mapped_file.h"
+#include "model/weight_buffer.h"
 #include "util/error.h"
 
 namespace ts {
@@ -81,7 +82,8 @@ bool is_llmc_checkpoint(const fs::path& file) {
 }
 
 ModelWeights load_llmc_checkpoint(const fs::path& path) {
-  const MappedFile mf(path, MappedFile::Populate::kYes);
+  // Not populated: load_llmc_image reads it once, in order, into its own buffer.
+  const MappedFile mf(path, MappedFile::Populate::kNo);
   return load_llmc_image(mf.data(), mf.size(), path.string());
 }
 
@@ -151,7 +153,7 @@ ModelWeights load_llmc_image(const uint8_t* data, size_t size, const std::string
   config.layer_norm_epsilon = 1e-5f;
 
   const uint64_t used = uint64_t(config.parameter_count());
-  auto buffer = std::make_shared<std::vector<float>>(static_cast<size_t>(used));
+  auto buffer = std::make_shared<WeightBuffer>(static_cast<size_t>(used));
   float* out = buffer->data();
   auto take = [&out](uint64_t n) {
     float* p = out;

@@ -82,6 +82,17 @@ MappedFile::MappedFile(const std::filesystem::path& path, Populate populate) : p
 
 MappedFile::~MappedFile() { reset(); }
 
+void MappedFile::release(const void* p, size_t bytes) const {
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const auto map_begin = reinterpret_cast<uintptr_t>(data_);
+  if (data_ == nullptr || begin < map_begin || bytes > size_ || begin - map_begin > size_ - bytes)
+    return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;  // whole pages only
+  const uintptr_t last = (begin + bytes) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),
       data_(std::exchange(other.data_, nullptr)),
@@ -101,6 +112,28 @@ void MappedFile::reset() noexcept {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
+}
+
+FileReader::FileReader(const std::filesystem::path& path) : name_(path.string()) {
+  struct stat st {};
+  Fd f = open_regular(name_, &st);
+  fd_ = std::exchange(f.fd, -1);
+}
+
+FileReader::~FileReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void FileReader::read(uint64_t offset, void* dst, size_t bytes) const {
+  auto* out = static_cast<uint8_t*>(dst);
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pread(fd_, out + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(name_ + ": read error: " + errno_text(errno));
+    if (n == 0) throw Error(name_ + ": the file ended while being read (did it shrink?)");
+    done += static_cast<size_t>(n);
+  }
 }
 
 std::string read_regular_file(const std::filesystem::path& path, uint64_t max_bytes,

@@ -1,6 +1,8 @@
 #include "model/model_loader.h"
 
+#include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,6 +13,7 @@
 #include "model/half_float.h"
 #include "model/llmc_loader.h"
 #include "model/safetensors.h"
+#include "model/weight_buffer.h"
 #include "util/error.h"
 
 namespace ts {
@@ -22,10 +25,24 @@ namespace {
 constexpr std::string_view kPrefix = "transformer.";
 
 // What ModelWeights::storage keeps alive for an HF directory.
-struct HfStorage {
-  std::unique_ptr<SafetensorsFile> file;            // the memory map (zero-copy F32)
-  std::vector<std::unique_ptr<float[]>> converted;  // F16 / BF16 / unaligned F32
+struct WeightStorage {
+  std::unique_ptr<WeightBuffer> buffer;   // copied / converted tensors
+  std::shared_ptr<SafetensorsFile> file;  // the populated map, when read in place
 };
+
+// MemAvailable from /proc/meminfo, or -1 when it cannot be read.
+int64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    try {
+      return std::stoll(line.substr(line.find(':') + 1)) * 1024;
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+  return -1;
+}
 
 [[noreturn]] void fail(const std::string& file, const std::string& what) {
   throw Error(file + ": " + what);
@@ -91,7 +108,8 @@ std::string tokenizer_file_name(const fs::path& dir) {
 
 }  // namespace
 
-ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size) {
+ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size,
+                            WeightPlacement placement) {
   const std::string dir_name = dir.string();
   std::error_code ec;
   if (!fs::exists(dir, ec)) fail(dir_name, ec ? ec.message() : "no such directory");
@@ -126,9 +144,15 @@ ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size) {
                                    std::to_string(tokenizer_vocab_size) + " tokens)");
   }
 
-  auto storage = std::make_shared<HfStorage>();
-  storage->file = std::make_unique<SafetensorsFile>(st_path);
-  const SafetensorsFile& st = *storage->file;
+  const int64_t weight_bytes = config.parameter_count() * int64_t(sizeof(float));
+  const int64_t available = available_memory_bytes();
+  const bool copy =
+      placement == WeightPlacement::kCopy ||
+      (placement == WeightPlacement::kAuto && (available < 0 || available >= 2 * weight_bytes));
+  // A copy reads the map once, in order: no need to populate it first.
+  auto st_owner = std::make_shared<SafetensorsFile>(
+      st_path, copy ? MappedFile::Populate::kNo : MappedFile::Populate::kYes);
+  const SafetensorsFile& st = *st_owner;
   const std::string& file = st.name();
 
   // Canonical name (prefix stripped) -> tensor.
@@ -235,18 +259,39 @@ ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size) {
     }
   }
 
-  for (const Want& want : wants) {
-    const TensorInfo& t = *by_name.find(want.name)->second;
-    if (const float* p = SafetensorsFile::f32_in_place(t)) {
-      *want.dst = p;
+  // The tensors to copy or convert (all of them, or those not usable in
+  // place) go into one buffer of huge pages, each at a 64-byte boundary.
+  constexpr size_t kAlignFloats = 16;
+  std::vector<size_t> offsets(wants.size(), SIZE_MAX);
+  size_t total = 0;
+  for (size_t i = 0; i < wants.size(); ++i) {
+    const TensorInfo& t = *by_name.find(wants[i].name)->second;
+    if (!copy && SafetensorsFile::f32_in_place(t) != nullptr) continue;
+    offsets[i] = total;
+    total += (static_cast<size_t>(t.numel()) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  }
+  auto storage = std::make_shared<WeightStorage>();
+  if (total > 0) storage->buffer = std::make_unique<WeightBuffer>(total);
+  std::unique_ptr<FileReader> reader;
+  if (copy) reader = std::make_unique<FileReader>(st_path);
+  for (size_t i = 0; i < wants.size(); ++i) {
+    const TensorInfo& t = *by_name.find(wants[i].name)->second;
+    if (offsets[i] == SIZE_MAX) {
+      *wants[i].dst = SafetensorsFile::f32_in_place(t);
       continue;
     }
-    const size_t n = static_cast<size_t>(t.numel());
-    auto buf = std::make_unique<float[]>(n);
-    SafetensorsFile::to_f32(t, buf.get());
-    *want.dst = buf.get();
-    storage->converted.push_back(std::move(buf));
+    float* dst = storage->buffer->data() + offsets[i];
+    *wants[i].dst = dst;
+    if (copy && t.dtype == DType::F32) {
+      reader->read(st.header().data_offset + t.begin, dst, static_cast<size_t>(t.nbytes()));
+      continue;
+    }
+    SafetensorsFile::to_f32(t, dst);
+    // Converted through the map: its pages leave as they are read, so the
+    // weights are never resident twice (peak memory stays about one copy).
+    if (copy) st.file().release(t.data, static_cast<size_t>(t.nbytes()));
   }
+  if (!copy) storage->file = std::move(st_owner);  // else unmapped on return
 
   w.source = dir_name;
   w.storage_dtype = dtype;

@@ -5,8 +5,12 @@
 // Tensor names with or without the "transformer." prefix; Conv1D weights are
 // already [in, out]; h.N.attn.bias / h.N.attn.masked_bias buffers are ignored;
 // lm_head.weight, when present, must be a copy of wte (tied) and is ignored.
-// F32 tensors aligned in the file are used in place from the memory map (zero
-// copy); F16 / BF16 (and unaligned F32) are converted once into owned fp32.
+// Every tensor is copied (F32) or converted (F16 / BF16) once into one owned
+// fp32 buffer of huge pages (model/weight_buffer.h) and the file is not mapped
+// after loading returns; but when the machine's available memory is less
+// than twice the weights, aligned F32 tensors are read in place from the
+// populated file map instead (pages the kernel can drop and read again under
+// memory pressure, where an anonymous copy could only be swapped or killed).
 // ModelWeights::storage_dtype is the dtype on disk ("F32", "F16", "BF16"; "mixed"
 // if the tensors differ). Every tensor and config value is validated; failures
 // throw ts::Error with one line naming the file and the tensor or field.
@@ -19,7 +23,14 @@ namespace ts {
 // Loads an HF GPT-2 directory. When tokenizer_vocab_size >= 0 it must equal
 // config.json's vocab_size (the error names config.json and the tokenizer
 // file). pytorch_model.bin alone is refused with advice to convert it.
-ModelWeights load_model_dir(const std::filesystem::path& dir, int tokenizer_vocab_size = -1);
+enum class WeightPlacement {
+  kAuto,     // copy when available memory >= 2 x the weights, else in place
+  kCopy,     // always into the owned buffer
+  kInPlace,  // aligned F32 from the file map; the rest converted
+};
+
+ModelWeights load_model_dir(const std::filesystem::path& dir, int tokenizer_vocab_size = -1,
+                            WeightPlacement placement = WeightPlacement::kAuto);
 
 // Loads whatever `path` is: a directory -> load_model_dir; a file starting
 // with llm.c's magic (gpt2_*.bin) -> load_llmc_checkpoint; a model.safetensors

@@ -254,8 +254,8 @@ SafetensorsHeader parse_safetensors(const uint8_t* data, size_t size, const std:
   return h;
 }
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
-    : name_(path.string()), file_(path, MappedFile::Populate::kYes) {
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, MappedFile::Populate populate)
+    : name_(path.string()), file_(path, populate) {
   header_ = parse_safetensors(file_.data(), file_.size(), name_);
 }
 

@@ -63,12 +63,13 @@ inline constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;  // 100 MB
 // file name used in error messages. TensorInfo::data points into `data`.
 SafetensorsHeader parse_safetensors(const uint8_t* data, size_t size, const std::string& name);
 
-// A memory-mapped, validated safetensors file. The map is populated at open
-// (MappedFile::Populate::kYes): every forward pass reads all the weights, so
-// loading pays the page faults once instead of the first timed step.
+// A memory-mapped, validated safetensors file. By default the map is
+// populated at open (MappedFile::Populate::kYes), for a reader that uses the
+// tensors in place; the model loader copies them out once and asks for kNo.
 class SafetensorsFile {
  public:
-  explicit SafetensorsFile(const std::filesystem::path& path);
+  explicit SafetensorsFile(const std::filesystem::path& path,
+                           MappedFile::Populate populate = MappedFile::Populate::kYes);
 
   const std::string& name() const { return name_; }
   const std::vector<TensorInfo>& tensors() const { return header_.tensors; }

@@ -239,8 +239,8 @@ std::vector<std::string> memory_report_lines(const MemoryReport& r) {
   std::vector<std::string> lines;
   std::string weights = "weights  " + mib(r.weight_bytes) + " fp32 (stored " +
                         (r.weight_dtype.empty() ? std::string("?") : r.weight_dtype) +
-                        "): " + mib(r.weight_mapped_bytes) + " read in place from the file map, " +
-                        mib(r.weight_converted_bytes) + " converted copies; " +
+                        "): " + mib(r.weight_converted_bytes) + " read into memory at load, " +
+                        mib(r.weight_mapped_bytes) + " read in place from the file map; " +
                         mib(r.weight_resident_bytes) + " resident";
   lines.push_back(weights);
   if (r.kv_on_host)

@@ -20,7 +20,7 @@ struct MemoryReport {
   // Weights: the fp32 tensors the backend reads.
   int64_t weight_bytes = 0;            // every tensor's size, summed
   int64_t weight_mapped_bytes = 0;     // of those, read in place from the file's memory map
-  int64_t weight_converted_bytes = 0;  // of those, in copies made at load (F16/BF16, llm.c)
+  int64_t weight_converted_bytes = 0;  // of those, copied or converted into memory at load
   int64_t weight_resident_bytes = 0;   // pages of the tensors in memory now (mincore)
   std::string weight_dtype;            // as stored on disk
 

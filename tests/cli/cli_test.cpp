@@ -1007,10 +1007,15 @@ TEST(Cli, MemoryPrintsEveryPartAfterLoadAndAfterTheRun) {
     EXPECT_GE(bytes_after(run[i], parts[i]), 0) << run[i];  // a figure with its unit
   }
   // The tiny model (2 layers x 64 dims, context 64, 457 tokens) has 133,440
-  // fp32 parameters: 533,760 bytes, read in place from its F32 file.
-  EXPECT_TRUE(
-      starts_with(loaded[0], "weights  521.2 KiB fp32 (stored F32): 521.2 KiB read in place"))
+  // fp32 parameters: 533,760 bytes, read from its F32 file into memory, all
+  // of it resident (counted in whole pages, each tensor at a 64-byte boundary).
+  EXPECT_TRUE(starts_with(loaded[0],
+                          "weights  521.2 KiB fp32 (stored F32): 521.2 KiB read into memory at "
+                          "load, 0 B read in place from the file map; "))
       << loaded[0];
+  const double resident = bytes_after(loaded[0], "file map; ");
+  EXPECT_GE(resident, 533760 - 0.05 * 1024) << loaded[0];
+  EXPECT_LE(resident, 533760 + 64 * 1024) << loaded[0];
   // Nothing traced after load; the run's prefill and 3 steps keep attention
   // and logits, within the default budget.
   EXPECT_TRUE(starts_with(loaded[2], "trace    0 B of a 256.0 MiB budget")) << loaded[2];

@@ -7,8 +7,8 @@ namespace ts::soak {
 
 struct ResidentMemory {
   long long rss_kb = 0;   // VmRSS: everything resident
-  long long anon_kb = 0;  // RssAnon: heap, stacks, anonymous maps (the KV pool)
-  long long file_kb = 0;  // RssFile: file-backed pages (the mapped weights)
+  long long anon_kb = 0;  // RssAnon: heap, stacks, anonymous maps (weights, KV pool)
+  long long file_kb = 0;  // RssFile: file-backed pages (code; weights read in place)
   long long hwm_kb = 0;   // VmHWM: peak VmRSS so far
 };
 

@@ -265,14 +265,67 @@ TEST_F(LoaderTest, SafetensorsEmptyHeaderObjectIsValid) {
 
 // ---------------------------------------------------------------- good HF dirs
 
-TEST_F(LoaderTest, LoadsF32ZeroCopy) {
+// The smaps field of the mapping that holds p, e.g. "THPeligible"; -1 when
+// the kernel does not report it.
+long smaps_field(const void* p, const std::string& field) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    const size_t dash = line.find('-');
+    const size_t space = line.find(' ');
+    if (dash != std::string::npos && space != std::string::npos && dash < space &&
+        line.find(':') > space) {  // a mapping's first line: "lo-hi perms ..."
+      const uintptr_t lo = std::stoull(line.substr(0, dash), nullptr, 16);
+      const uintptr_t hi = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+      inside = addr >= lo && addr < hi;
+    } else if (inside && line.rfind(field + ":", 0) == 0) {
+      return std::stol(line.substr(field.size() + 1));
+    }
+  }
+  return -1;
+}
+
+bool file_is_mapped(const fs::path& file) {
+  const std::string want = fs::canonical(file).string();
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (line.size() >= want.size() &&
+        line.compare(line.size() - want.size(), want.size(), want) == 0)
+      return true;
+  return false;
+}
+
+TEST_F(LoaderTest, LoadsF32IntoItsOwnAlignedMemoryAndLetsTheFileGo) {
   const fs::path dir = hf();
-  const ModelWeights w = load_model_dir(dir);
+  const ModelWeights w = load_model_dir(dir, -1, WeightPlacement::kCopy);
   expect_weights(w, model_, DType::F32);
   EXPECT_EQ(w.storage_dtype, "F32");
   EXPECT_EQ(w.source, dir.string());
   EXPECT_FLOAT_EQ(w.config.layer_norm_epsilon, 1e-5f);
-  // Aligned F32 is used straight from the memory map.
+  // Copied out of the map, which is gone once loading returns.
+  EXPECT_FALSE(maps_file(w.wte, dir / "model.safetensors"));
+  EXPECT_FALSE(maps_file(w.layers[1].mlp_proj_weight, dir / "model.safetensors"));
+  EXPECT_FALSE(file_is_mapped(dir / "model.safetensors"));
+  // Every tensor starts on a 64-byte boundary, the buffer on a 2 MB one.
+  for (const LayerWeights& l : w.layers)
+    for (const float* p : {l.attn_qkv_weight, l.attn_qkv_bias, l.mlp_proj_weight, l.ln_2_bias})
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  // Advised for huge pages: where the kernel has them (THP "always" or
+  // "madvise"), the mapping is eligible; where it has none, nothing to check.
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  std::getline(thp, mode);
+  const long eligible = smaps_field(w.wte, "THPeligible");
+  if (eligible >= 0 && mode.find("[never]") == std::string::npos) EXPECT_EQ(eligible, 1) << mode;
+}
+
+// With less memory available than twice the weights (forced here), aligned
+// F32 is used straight from the populated memory map, as before huge pages.
+TEST_F(LoaderTest, LoadsF32InPlaceWhenMemoryIsShort) {
+  const fs::path dir = hf();
+  const ModelWeights w = load_model_dir(dir, -1, WeightPlacement::kInPlace);
+  expect_weights(w, model_, DType::F32);
   EXPECT_TRUE(maps_file(w.wte, dir / "model.safetensors"));
   EXPECT_TRUE(maps_file(w.layers[1].mlp_proj_weight, dir / "model.safetensors"));
 }
@@ -283,7 +336,7 @@ TEST_F(LoaderTest, LoadsMisalignedF32ByCopying) {
   const fs::path dir = hf(o);
   SafetensorsFile st(dir / "model.safetensors");
   EXPECT_EQ(st.header().data_offset % 4, 2u);
-  const ModelWeights w = load_model_dir(dir);
+  const ModelWeights w = load_model_dir(dir, -1, WeightPlacement::kInPlace);
   expect_weights(w, model_, DType::F32);
   EXPECT_FALSE(maps_file(w.wte, dir / "model.safetensors"));
 }
