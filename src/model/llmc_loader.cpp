@@ -82,8 +82,9 @@ bool is_llmc_checkpoint(const fs::path& file) {
 }
 
 ModelWeights load_llmc_checkpoint(const fs::path& path) {
-  // Not populated: load_llmc_image reads it once, in order, into its own buffer.
-  const MappedFile mf(path, MappedFile::Populate::kNo);
+  // Populated: the copy below then takes no page fault per 4 KB (on a VM where
+  // a fault costs ~13 us, unpopulated reads made a 124M load 0.5-1.4 s slower).
+  const MappedFile mf(path, MappedFile::Populate::kYes);
   return load_llmc_image(mf.data(), mf.size(), path.string());
 }
 
