@@ -305,6 +305,32 @@ TEST(Matmul, EveryRowCountGivesEachRowTheSameBits) {
   }
 }
 
+// The same for the logits' X * W^T: one row (a decode step, eight rows of W
+// at a time) and several (four at a time) give each row the same bits. Each
+// n leaves a different tail in the last 256-row task (n = 261: one pass of
+// four and a scalar row after 256); k = 68 takes the scalar path throughout.
+TEST(Matmul, TransposedGivesEachRowTheSameBitsForAnyRowCount) {
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (MatmulCase c : {MatmulCase{0, 64, 203}, {0, 64, 261}, {0, 768, 1029}, {0, 68, 45}}) {
+    const int max_m = 6;
+    std::vector<float> x(static_cast<size_t>(max_m) * c.k), b(static_cast<size_t>(c.n) * c.k);
+    for (float& v : x) v = dist(rng);
+    for (float& v : b) v = dist(rng);
+    std::vector<float> one(static_cast<size_t>(max_m) * c.n);
+    for (int r = 0; r < max_m; ++r)
+      cpu::matmul_transposed(x.data() + static_cast<size_t>(r) * c.k, 1, c.k, b.data(), c.n,
+                             one.data() + static_cast<size_t>(r) * c.n, pool);
+    for (int m = 2; m <= max_m; ++m) {
+      std::vector<float> got(static_cast<size_t>(m) * c.n);
+      cpu::matmul_transposed(x.data(), m, c.k, b.data(), c.n, got.data(), pool);
+      EXPECT_EQ(0, std::memcmp(got.data(), one.data(), sizeof(float) * got.size()))
+          << m << " rows, k " << c.k << ", n " << c.n;
+    }
+  }
+}
+
 // gelu_new against the formula in double over [-20, 20]: within 2 ulps of
 // the input (the float tanh form, 0.5 x (1 + tanhf(u)), is within 1.8; the
 // error of u itself, rounded in float, dominates both), the limits at the

@@ -227,13 +227,39 @@ float horizontal_sum(__m256 v) {
 }
 #endif
 
-// y[r, j] for j in [j0, j1): dot(x[r], b[j]); four rows of b at a time.
+#ifdef TS_HAVE_AVX2
+// y[j..j+T] = dot(x, b[j..j+T]) for one row x: T rows of b side by side,
+// each an 8-lane sum in k order, then summed across lanes.
+template <int T>
+[[gnu::always_inline]] inline void transposed_one_row(const float* x, int k, const float* b,
+                                                      float* y, int j) {
+  __m256 acc[T];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (int kk = 0; kk < k; kk += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + kk);
+    __m256 bv[T];
+    for (int t = 0; t < T; ++t) bv[t] = _mm256_loadu_ps(b + static_cast<size_t>(j + t) * k + kk);
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_fmadd_ps(xv, bv[t], acc[t]);
+  }
+  for (int t = 0; t < T; ++t) y[j + t] = horizontal_sum(acc[t]);
+}
+#endif
+
+// y[r, j] for j in [j0, j1): dot(x[r], b[j]); four rows of b at a time, or
+// eight for a single row of x (a decode step's logits: on GPT-2 124M's
+// 154 MB lm_head, 2 threads, eight read it at 1.07-1.39x the speed of four).
+// Every row j is the same sum in the same order whichever pass computes it,
+// and the rows left to the scalar tail are the same as with four.
 void transposed_block(const float* x, int m, int k, const float* b, int n, float* y, int j0,
                       int j1) {
   for (int r0 = 0; r0 < m; r0 += 4) {
     const int rows = std::min(4, m - r0);
     int j = j0;
 #ifdef TS_HAVE_AVX2
+    if (k % 8 == 0 && m == 1) {
+      for (; j + 8 <= j1; j += 8) transposed_one_row<8>(x, k, b, y, j);
+      for (; j + 4 <= j1; j += 4) transposed_one_row<4>(x, k, b, y, j);
+    }
     if (k % 8 == 0) {
       for (; j + 4 <= j1; j += 4) {
         __m256 acc[4][4];
