@@ -434,7 +434,7 @@ void check_attention(const AttnCase& ac, int n_head, int head_dim, int bs,
     a.out = want.data() + static_cast<size_t>(row0) * c;
     a.probs = probs.data();
     a.context = ctx;
-    for (int h = 0; h < n_head; ++h) cpu::attention(a, h, 0, n);
+    for (int h = 0; h < n_head; ++h) cpu::attention(a, h, h + 1, 0, n);
     EXPECT_LE(max_abs_diff(got.probs.at(e), probs), 1e-5f) << "entry " << e;
     row0 += n;
   }

@@ -2,12 +2,14 @@
 // KV cache's promise: cached decode gives the logits of full recomputation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "engine/cpu/attention.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/gelu.h"
 #include "engine/cpu/matmul.h"
@@ -328,6 +330,67 @@ TEST(Matmul, TransposedGivesEachRowTheSameBitsForAnyRowCount) {
       EXPECT_EQ(0, std::memcmp(got.data(), one.data(), sizeof(float) * got.size()))
           << m << " rows, k " << c.k << ", n " << c.n;
     }
+  }
+}
+
+// A head's attention output and probabilities do not depend on which heads
+// share its piece: a decode step computes several heads per piece, a prefill
+// one. Keys sit at scattered pool slots, as after forks and truncations; a
+// head size of 20 takes the scalar dot product.
+TEST(Attention, HeadsGroupedInAPieceGiveTheSameBitsAsOneAtATime) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-2, 2);
+  for (int head_dim : {64, 20}) {
+    const int n_head = 12, c = n_head * head_dim, rows = 3, start = 37, context = start + rows;
+    const int slots_in_pool = 96;
+    std::vector<float> q(static_cast<size_t>(rows) * 3 * c),
+        k(static_cast<size_t>(slots_in_pool) * c), v(k.size());
+    for (float& x : q) x = dist(rng);
+    for (float& x : k) x = dist(rng);
+    for (float& x : v) x = dist(rng);
+    std::vector<int> slots(slots_in_pool);
+    for (int i = 0; i < slots_in_pool; ++i) slots[i] = i;
+    std::shuffle(slots.begin(), slots.end(), rng);
+    slots.resize(context);
+    cpu::AttentionArgs a;
+    a.q = q.data();
+    a.ldq = 3 * c;
+    a.k_pool = k.data();
+    a.v_pool = v.data();
+    a.context_slots = slots.data();
+    a.start_pos = start;
+    a.rows = rows;
+    a.n_head = n_head;
+    a.head_dim = head_dim;
+    a.context = context;
+    const auto run = [&](int heads_per_piece, int row_begin, int row_end, std::vector<float>& out,
+                         std::vector<float>& probs) {
+      out.assign(static_cast<size_t>(rows) * c, -1.0f);
+      probs.assign(static_cast<size_t>(n_head) * rows * context, -1.0f);
+      a.out = out.data();
+      a.probs = probs.data();
+      for (int h = 0; h < n_head; h += heads_per_piece)
+        cpu::attention(a, h, std::min(n_head, h + heads_per_piece), row_begin, row_end);
+    };
+    std::vector<float> one_out, one_probs;
+    run(1, 0, rows, one_out, one_probs);
+    for (int group : {2, 3, 5, 12}) {
+      std::vector<float> out, probs;
+      run(group, 0, rows, out, probs);
+      EXPECT_EQ(0, std::memcmp(out.data(), one_out.data(), sizeof(float) * out.size()))
+          << group << " heads per piece, head size " << head_dim;
+      EXPECT_EQ(0, std::memcmp(probs.data(), one_probs.data(), sizeof(float) * probs.size()))
+          << group << " heads per piece, head size " << head_dim;
+    }
+    // The probabilities of a row sum to 1 and vanish past its causal limit.
+    for (int h = 0; h < n_head; ++h)
+      for (int r = 0; r < rows; ++r) {
+        const float* p = one_probs.data() + (static_cast<size_t>(h) * rows + r) * context;
+        double sum = 0;
+        for (int j = 0; j < context; ++j) sum += p[j];
+        EXPECT_NEAR(sum, 1.0, 1e-5);
+        for (int j = start + r + 1; j < context; ++j) EXPECT_EQ(p[j], 0.0f);
+      }
   }
 }
 

@@ -48,32 +48,52 @@ void softmax_inplace(float* x, int n) {
 
 }  // namespace
 
-void attention(const AttentionArgs& a, int head, int row_begin, int row_end) {
+void attention(const AttentionArgs& a, int head_begin, int head_end, int row_begin, int row_end) {
   const int c = a.n_head * a.head_dim;
+  const int heads = head_end - head_begin;
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
-  thread_local std::vector<float> scores;
-  scores.resize(a.context);
+  thread_local std::vector<float> scores;  // [heads][context]
+  scores.resize(static_cast<size_t>(heads) * a.context);
+  const auto score_row = [&](int h) { return scores.data() + static_cast<size_t>(h) * a.context; };
   for (int r = row_begin; r < row_end; ++r) {
     const int visible = a.start_pos + r + 1;  // causal: keys 0..pos
-    const float* q = a.q + static_cast<long long>(r) * a.ldq + head * a.head_dim;
+    const float* q = a.q + static_cast<long long>(r) * a.ldq;
+    // Key by key, the piece's heads inner: their slices of a cached row are
+    // one contiguous run, read together. The same run of the value row is
+    // asked for at the same time, so the values arrive while the scores are
+    // computed. (In a decode step the K/V rows come from memory, the weights
+    // read since they were last touched having evicted them: on GPT-2 124M,
+    // 2 threads, context 64, the two together cut attention's CPU time per
+    // step from 1.2-1.7 ms to 0.65-0.7 ms.) Each head's own sums are the
+    // same whichever heads share its piece.
+    const size_t run_bytes = sizeof(float) * heads * a.head_dim;
     for (int j = 0; j < visible; ++j) {
-      const float* k =
-          a.k_pool + static_cast<long long>(a.context_slots[j]) * c + head * a.head_dim;
-      scores[j] = dot(q, k, a.head_dim) * scale;
+      const float* k = a.k_pool + static_cast<long long>(a.context_slots[j]) * c;
+      const char* v_run = reinterpret_cast<const char*>(
+          a.v_pool + static_cast<long long>(a.context_slots[j]) * c + head_begin * a.head_dim);
+      for (size_t b = 0; b < run_bytes; b += 64) __builtin_prefetch(v_run + b);
+      for (int h = head_begin; h < head_end; ++h)
+        score_row(h - head_begin)[j] =
+            dot(q + h * a.head_dim, k + h * a.head_dim, a.head_dim) * scale;
     }
-    softmax_inplace(scores.data(), visible);
-    float* o = a.out + static_cast<long long>(r) * c + head * a.head_dim;
-    std::memset(o, 0, sizeof(float) * a.head_dim);
+    for (int h = 0; h < heads; ++h) softmax_inplace(score_row(h), visible);
+    float* o = a.out + static_cast<long long>(r) * c;
+    std::memset(o + head_begin * a.head_dim, 0, sizeof(float) * heads * a.head_dim);
     for (int j = 0; j < visible; ++j) {
-      const float* v =
-          a.v_pool + static_cast<long long>(a.context_slots[j]) * c + head * a.head_dim;
-      const float p = scores[j];
-      for (int d = 0; d < a.head_dim; ++d) o[d] += p * v[d];
+      const float* v = a.v_pool + static_cast<long long>(a.context_slots[j]) * c;
+      for (int h = head_begin; h < head_end; ++h) {
+        const float p = score_row(h - head_begin)[j];
+        float* oh = o + h * a.head_dim;
+        const float* vh = v + h * a.head_dim;
+        for (int d = 0; d < a.head_dim; ++d) oh[d] += p * vh[d];
+      }
     }
     if (a.probs) {
-      float* pr = a.probs + (static_cast<long long>(head) * a.rows + r) * a.context;
-      std::memcpy(pr, scores.data(), sizeof(float) * visible);
-      std::memset(pr + visible, 0, sizeof(float) * (a.context - visible));
+      for (int h = head_begin; h < head_end; ++h) {
+        float* pr = a.probs + (static_cast<long long>(h) * a.rows + r) * a.context;
+        std::memcpy(pr, score_row(h - head_begin), sizeof(float) * visible);
+        std::memset(pr + visible, 0, sizeof(float) * (a.context - visible));
+      }
     }
   }
 }

@@ -22,8 +22,9 @@ struct AttentionArgs {
   int context = 0;         // start_pos + rows
 };
 
-// Computes one (head, row range) piece of one entry; the backend spreads the
-// pieces over its threads.
-void attention(const AttentionArgs& args, int head, int row_begin, int row_end);
+// Computes one (head range, row range) piece of one entry; the backend
+// spreads the pieces over its threads. A head's result does not depend on
+// which heads share its piece.
+void attention(const AttentionArgs& args, int head_begin, int head_end, int row_begin, int row_end);
 
 }  // namespace ts::cpu

@@ -205,13 +205,16 @@ BatchRows CpuBackend::lay_out(const std::vector<BatchEntry>& batch) const {
 }
 
 // Attention of every entry's new rows over its own context, split into
-// (entry, head, up to 32 rows) pieces spread over the pool.
+// (entry, heads, up to 32 rows) pieces spread over the pool: one head per
+// piece for several rows, and for one row (a decode step) two pieces per
+// thread of n_head / (2 x threads) heads, whose slices of each cached row
+// are read as one run.
 void CpuBackend::attention(int layer, const std::vector<BatchEntry>& batch, const BatchRows& in,
                            Activations& a, bool record, std::vector<EntryOutput>& outputs) {
   const ModelConfig& cfg = weights_->config;
   const int c = cfg.n_embd;
   struct Piece {
-    int entry, head, r0, r1;
+    int entry, h0, h1, r0, r1;
   };
   std::vector<Piece> pieces;
   for (size_t e = 0; e < batch.size(); ++e) {
@@ -222,9 +225,11 @@ void CpuBackend::attention(int layer, const std::vector<BatchEntry>& batch, cons
                                          0.0f);
     }
     const int chunk = std::max(1, std::min(n, 32));
-    for (int h = 0; h < cfg.n_head; ++h)
+    const int heads = n == 1 ? std::max(1, cfg.n_head / (2 * pool_.size())) : 1;
+    for (int h = 0; h < cfg.n_head; h += heads)
       for (int r0 = 0; r0 < n; r0 += chunk)
-        pieces.push_back({static_cast<int>(e), h, r0, std::min(n, r0 + chunk)});
+        pieces.push_back(
+            {static_cast<int>(e), h, std::min(cfg.n_head, h + heads), r0, std::min(n, r0 + chunk)});
   }
   pool_.parallel_for(static_cast<int>(pieces.size()), [&](int i) {
     const Piece& p = pieces[i];
@@ -243,7 +248,7 @@ void CpuBackend::attention(int layer, const std::vector<BatchEntry>& batch, cons
     args.out = a.attn.data() + row0 * c;
     args.probs = record ? outputs[p.entry].attention[layer].data() : nullptr;
     args.context = b.context();
-    cpu::attention(args, p.head, p.r0, p.r1);
+    cpu::attention(args, p.h0, p.h1, p.r0, p.r1);
   });
 }
 
