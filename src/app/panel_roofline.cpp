@@ -302,26 +302,10 @@ void RooflinePanel::draw(PanelContext& ctx) {
     }
     return tries;
   };
-  const std::string peak_label = "peak compute " + si(roofs->peak_flops, "FLOP/s");
-  {
-    const float w = ImGui::CalcTextSize(peak_label.c_str()).x;
-    const float y_above = to_y(roofs->peak_flops) - font * 1.25f;
-    const float y_below = to_y(roofs->peak_flops) + font * 0.25f;
-    std::vector<ImVec2> tries;
-    for (const float y : {y_above, y_below})
-      for (const float f : {0.0f, 0.25f, 0.5f, 0.75f, 1.0f})
-        tries.push_back(ImVec2(to_x(xr) + 6 + f * std::max(0.0f, p1.x - to_x(xr) - w - 10), y));
-    place(tries, ctx.pal.text, peak_label, true);
-  }
-  const std::string bw_label = "memory bound: " + si(bw, "B/s") + " x intensity";
-  place(along_slope(bw, xr, true, ImGui::CalcTextSize(bw_label.c_str()).x), ctx.pal.text, bw_label,
-        true);
-  if (two_slopes) {
-    const std::string dram = "main memory " + si(roofs->bandwidth, "B/s");
-    place(along_slope(roofs->bandwidth, xm, false, 0), ctx.pal.text_dim, dram, true);
-  }
-  // The viewed step's label: below the point, above it, beside it, then
-  // further away, wherever nothing else is.
+  // The viewed step's label first: below the point, above it, beside it,
+  // then further away, wherever no point is. The roofs' labels come after
+  // and keep off it (placed last, it had to go on a backing over a roof's
+  // label when the points left it no other place).
   for (const RooflinePoint& p : points) {
     if (p.step != ctx.view.step || p.step < 0) continue;
     const ImVec2 c(to_x(p.intensity), to_y(p.flops_per_s));
@@ -339,9 +323,52 @@ void RooflinePanel::draw(PanelContext& ctx) {
       tries.push_back(ImVec2(c.x + off, c.y - font * 0.5f));
       tries.push_back(ImVec2(c.x - off - w, c.y - font * 0.5f));
     }
+    // Then anywhere in the chart, nearest first, with a line to its point
+    // (many runs of a comparison can crowd every place next to it).
+    const size_t near_tries = tries.size();
+    std::vector<ImVec2> far;
+    for (float y = p0.y + pad; y + font <= p1.y - pad; y += font * 0.6f)
+      for (float gx = p0.x + pad; gx + w <= p1.x - pad; gx += std::max(8.0f, w / 6))
+        far.push_back(ImVec2(gx, y));
+    const auto dist2 = [&](ImVec2 q) {
+      const float dx = q.x + w / 2 - c.x, dy = q.y + font / 2 - c.y;
+      return dx * dx + dy * dy;
+    };
+    std::stable_sort(far.begin(), far.end(),
+                     [&](ImVec2 l, ImVec2 r) { return dist2(l) < dist2(r); });
+    tries.insert(tries.end(), far.begin(), far.end());
+    const size_t before = labels_.size();
     place(tries, ctx.pal.text, b, false);
+    if (labels_.size() > before) {
+      const RooflineBox& box = labels_.back();
+      const bool near = std::any_of(tries.begin(), tries.begin() + near_tries,
+                                    [&](ImVec2 t) { return t.x == box.min.x && t.y == box.min.y; });
+      if (!near) {
+        const ImVec2 edge(std::clamp(c.x, box.min.x, box.max.x),
+                          std::clamp(c.y, box.min.y, box.max.y));
+        dl->AddLine(c, edge, ctx.pal.text_dim, ctx.scale);
+      }
+    }
     step_label_ = b;
     break;
+  }
+  const std::string peak_label = "peak compute " + si(roofs->peak_flops, "FLOP/s");
+  {
+    const float w = ImGui::CalcTextSize(peak_label.c_str()).x;
+    const float y_above = to_y(roofs->peak_flops) - font * 1.25f;
+    const float y_below = to_y(roofs->peak_flops) + font * 0.25f;
+    std::vector<ImVec2> tries;
+    for (const float y : {y_above, y_below})
+      for (const float f : {0.0f, 0.25f, 0.5f, 0.75f, 1.0f})
+        tries.push_back(ImVec2(to_x(xr) + 6 + f * std::max(0.0f, p1.x - to_x(xr) - w - 10), y));
+    place(tries, ctx.pal.text, peak_label, true);
+  }
+  const std::string bw_label = "memory bound: " + si(bw, "B/s") + " x intensity";
+  place(along_slope(bw, xr, true, ImGui::CalcTextSize(bw_label.c_str()).x), ctx.pal.text, bw_label,
+        true);
+  if (two_slopes) {
+    const std::string dram = "main memory " + si(roofs->bandwidth, "B/s");
+    place(along_slope(roofs->bandwidth, xm, false, 0), ctx.pal.text_dim, dram, true);
   }
   dl->PopClipRect();
   if (hovered >= 0) {
