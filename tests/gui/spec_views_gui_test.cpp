@@ -244,9 +244,11 @@ TEST(GuiSpecViews, KvCacheShowsTheDraftsBlocksAndTheGivenBackSlots) {
   EXPECT_LE(app.kv_cache_panel().freed_slots_drawn(),
             static_cast<int>(v.target_freed_slots.size() + v.draft_freed_slots.size()));
   // The record's kept slots stay "written": the round's slots less the released.
-  for (size_t i = 0; i < rec->slots_written.size(); ++i)
-    if (static_cast<int>(i) < static_cast<int>(r.committed.size()))
+  for (size_t i = 0; i < rec->slots_written.size(); ++i) {
+    if (static_cast<int>(i) < static_cast<int>(r.committed.size())) {
       EXPECT_EQ(v.written_slots.count(rec->slots_written[i]), 1u) << i;
+    }
+  }
   EXPECT_EQ(app.last_frame().gl_errors, 0);
 }
 

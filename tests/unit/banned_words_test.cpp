@@ -657,7 +657,7 @@ TEST(BannedWords, MaskKeepsTheSpaceAndFirstLetterAndStarsTheRest) {
 
 // The same measurement with the stage off (not a pass/fail check: the rate
 // the stage brings to zero). Run it with
-//   build/ts_tests --gtest_also_run_disabled_tests \
+//   build/ts_tests --gtest_also_run_disabled_tests
 //     --gtest_filter='Classroom.DISABLED_RateWithTheStageOff'
 TEST(Classroom, DISABLED_RateWithTheStageOff) {
   const LoadedModel m = classroom::bundled_model();

@@ -389,8 +389,9 @@ TEST(ContrastiveLane, StopsWhereTheNextCandidatesWouldNotFit) {
   s->run(1000);
   EXPECT_EQ(s->state(), SessionState::kFinished);
   const Lane& lane = s->lanes()[0];
-  if (lane.stop_reason.rfind("context end", 0) == 0)
+  if (lane.stop_reason.rfind("context end", 0) == 0) {
     EXPECT_EQ(static_cast<int>(s->prompt_tokens().size() + lane.generated.size()), n_ctx);
+  }
   expect_pool_exact(*s);
   // A prompt filling the whole context leaves no position for candidates.
   std::string longest = "a";
