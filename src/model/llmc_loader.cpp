@@ -10,7 +10,7 @@
 #include "model/config_json.h"  // size limits
 #include "model/half_float.h"
 #include "model/mapped_file.h"
-#include "model/weight_buffer.h"
+#include "util/anonymous_memory.h"
 #include "util/error.h"
 
 namespace ts {
@@ -154,7 +154,8 @@ ModelWeights load_llmc_image(const uint8_t* data, size_t size, const std::string
   config.layer_norm_epsilon = 1e-5f;
 
   const uint64_t used = uint64_t(config.parameter_count());
-  auto buffer = std::make_shared<WeightBuffer>(static_cast<size_t>(used));
+  auto buffer = std::make_shared<AnonymousMemory>(static_cast<size_t>(used), "weights",
+                                                  AnonymousMemory::Pages::kHuge);
   float* out = buffer->data();
   auto take = [&out](uint64_t n) {
     float* p = out;

@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,8 +12,9 @@
 #include "model/half_float.h"
 #include "model/llmc_loader.h"
 #include "model/safetensors.h"
-#include "model/weight_buffer.h"
+#include "util/anonymous_memory.h"
 #include "util/error.h"
+#include "util/proc_fields.h"
 
 namespace ts {
 
@@ -26,23 +26,9 @@ constexpr std::string_view kPrefix = "transformer.";
 
 // What ModelWeights::storage keeps alive for an HF directory.
 struct WeightStorage {
-  std::unique_ptr<WeightBuffer> buffer;   // copied / converted tensors
-  std::shared_ptr<SafetensorsFile> file;  // the populated map, when read in place
+  std::unique_ptr<AnonymousMemory> buffer;  // copied / converted tensors
+  std::shared_ptr<SafetensorsFile> file;    // the populated map, when read in place
 };
-
-// MemAvailable from /proc/meminfo, or -1 when it cannot be read.
-int64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("MemAvailable:", 0) != 0) continue;
-    try {
-      return std::stoll(line.substr(line.find(':') + 1)) * 1024;
-    } catch (const std::exception&) {
-      return -1;
-    }
-  }
-  return -1;
-}
 
 [[noreturn]] void fail(const std::string& file, const std::string& what) {
   throw Error(file + ": " + what);
@@ -108,6 +94,18 @@ std::string tokenizer_file_name(const fs::path& dir) {
 
 }  // namespace
 
+bool copies_weights(WeightPlacement placement, int64_t available_bytes, int64_t weight_bytes) {
+  switch (placement) {
+    case WeightPlacement::kCopy:
+      return true;
+    case WeightPlacement::kInPlace:
+      return false;
+    case WeightPlacement::kAuto:
+      break;
+  }
+  return available_bytes < 0 || available_bytes / 2 >= weight_bytes;
+}
+
 ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size,
                             WeightPlacement placement) {
   const std::string dir_name = dir.string();
@@ -145,10 +143,8 @@ ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size,
   }
 
   const int64_t weight_bytes = config.parameter_count() * int64_t(sizeof(float));
-  const int64_t available = available_memory_bytes();
-  const bool copy =
-      placement == WeightPlacement::kCopy ||
-      (placement == WeightPlacement::kAuto && (available < 0 || available >= 2 * weight_bytes));
+  const bool copy = copies_weights(
+      placement, ProcFields::read("/proc/meminfo").bytes("MemAvailable"), weight_bytes);
   // A copy reads the map once, in order: no need to populate it first.
   auto st_owner = std::make_shared<SafetensorsFile>(
       st_path, copy ? MappedFile::Populate::kNo : MappedFile::Populate::kYes);
@@ -271,7 +267,9 @@ ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size,
     total += (static_cast<size_t>(t.numel()) + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
   }
   auto storage = std::make_shared<WeightStorage>();
-  if (total > 0) storage->buffer = std::make_unique<WeightBuffer>(total);
+  if (total > 0)
+    storage->buffer =
+        std::make_unique<AnonymousMemory>(total, "weights", AnonymousMemory::Pages::kHuge);
   std::unique_ptr<FileReader> reader;
   if (copy) reader = std::make_unique<FileReader>(st_path);
   for (size_t i = 0; i < wants.size(); ++i) {

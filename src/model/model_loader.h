@@ -6,7 +6,7 @@
 // already [in, out]; h.N.attn.bias / h.N.attn.masked_bias buffers are ignored;
 // lm_head.weight, when present, must be a copy of wte (tied) and is ignored.
 // Every tensor is copied (F32) or converted (F16 / BF16) once into one owned
-// fp32 buffer of huge pages (model/weight_buffer.h) and the file is not mapped
+// fp32 buffer of huge pages (util/anonymous_memory.h) and the file is not mapped
 // after loading returns; but when the machine's available memory is less
 // than twice the weights, aligned F32 tensors are read in place from the
 // populated file map instead (pages the kernel can drop and read again under
@@ -14,6 +14,7 @@
 // ModelWeights::storage_dtype is the dtype on disk ("F32", "F16", "BF16"; "mixed"
 // if the tensors differ). Every tensor and config value is validated; failures
 // throw ts::Error with one line naming the file and the tensor or field.
+#include <cstdint>
 #include <filesystem>
 
 #include "model/weights.h"
@@ -31,6 +32,11 @@ enum class WeightPlacement {
 
 ModelWeights load_model_dir(const std::filesystem::path& dir, int tokenizer_vocab_size = -1,
                             WeightPlacement placement = WeightPlacement::kAuto);
+
+// Whether load_model_dir copies the weights into its own buffer: kAuto does
+// when available_bytes (MemAvailable; < 0 when unknown) is unknown or at
+// least twice weight_bytes.
+bool copies_weights(WeightPlacement placement, int64_t available_bytes, int64_t weight_bytes);
 
 // Loads whatever `path` is: a directory -> load_model_dir; a file starting
 // with llm.c's magic (gpt2_*.bin) -> load_llmc_checkpoint; a model.safetensors

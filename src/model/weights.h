@@ -2,7 +2,7 @@
 // GPT-2 weights in the one layout every backend reads: fp32, row-major,
 // linear layers stored [in, out] (HF Conv1D orientation), wte [vocab, C].
 // The loaders copy (F32) or convert (F16/BF16, llm.c) the tensors once into
-// one owned buffer (model/weight_buffer.h), or with little memory available
+// one owned buffer (util/anonymous_memory.h), or with little memory available
 // use aligned F32 in place from the file map; `storage` keeps either alive.
 #include <memory>
 #include <string>

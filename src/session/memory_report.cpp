@@ -12,6 +12,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "session/session.h"
+#include "util/proc_fields.h"
 
 namespace ts {
 namespace {
@@ -131,20 +132,11 @@ bool inside_any(const std::vector<Range>& sorted, const Range& r) {
 }
 
 void read_process_status(MemoryReport& r) {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);) {
-    const auto kib = [&] {
-      try {
-        return std::stoll(line.substr(line.find(':') + 1)) * 1024;
-      } catch (const std::exception&) {
-        return 0ll;
-      }
-    };
-    if (line.rfind("VmRSS:", 0) == 0) r.rss_bytes = kib();
-    if (line.rfind("RssAnon:", 0) == 0) r.rss_anon_bytes = kib();
-    if (line.rfind("RssFile:", 0) == 0) r.rss_file_bytes = kib();
-    if (line.rfind("VmHWM:", 0) == 0) r.rss_peak_bytes = kib();
-  }
+  const ProcFields f = ProcFields::read("/proc/self/status");
+  r.rss_bytes = f.bytes("VmRSS", 0);
+  r.rss_anon_bytes = f.bytes("RssAnon", 0);
+  r.rss_file_bytes = f.bytes("RssFile", 0);
+  r.rss_peak_bytes = f.bytes("VmHWM", 0);
 }
 
 // "0 B", "812 B", "4.0 KiB", "474.7 MiB", "5.80 GiB": a figure readable at

@@ -1,7 +1,6 @@
 #pragma once
 // This process's resident memory, from /proc/self/status (Linux).
-#include <fstream>
-#include <string>
+#include "util/proc_fields.h"
 
 namespace ts::soak {
 
@@ -13,15 +12,12 @@ struct ResidentMemory {
 };
 
 inline ResidentMemory resident_memory() {
+  const ProcFields f = ProcFields::read("/proc/self/status");
   ResidentMemory m;
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);) {
-    const auto value = [&] { return std::stoll(line.substr(line.find(':') + 1)); };
-    if (line.rfind("VmRSS:", 0) == 0) m.rss_kb = value();
-    if (line.rfind("RssAnon:", 0) == 0) m.anon_kb = value();
-    if (line.rfind("RssFile:", 0) == 0) m.file_kb = value();
-    if (line.rfind("VmHWM:", 0) == 0) m.hwm_kb = value();
-  }
+  m.rss_kb = f.bytes("VmRSS", 0) / 1024;
+  m.anon_kb = f.bytes("RssAnon", 0) / 1024;
+  m.file_kb = f.bytes("RssFile", 0) / 1024;
+  m.hwm_kb = f.bytes("VmHWM", 0) / 1024;
   return m;
 }
 

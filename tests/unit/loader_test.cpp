@@ -317,7 +317,9 @@ TEST_F(LoaderTest, LoadsF32IntoItsOwnAlignedMemoryAndLetsTheFileGo) {
   std::string mode;
   std::getline(thp, mode);
   const long eligible = smaps_field(w.wte, "THPeligible");
-  if (eligible >= 0 && mode.find("[never]") == std::string::npos) EXPECT_EQ(eligible, 1) << mode;
+  if (eligible >= 0 && mode.find("[never]") == std::string::npos) {
+    EXPECT_EQ(eligible, 1) << mode;
+  }
 }
 
 // With less memory available than twice the weights (forced here), aligned
@@ -328,6 +330,22 @@ TEST_F(LoaderTest, LoadsF32InPlaceWhenMemoryIsShort) {
   expect_weights(w, model_, DType::F32);
   EXPECT_TRUE(maps_file(w.wte, dir / "model.safetensors"));
   EXPECT_TRUE(maps_file(w.layers[1].mlp_proj_weight, dir / "model.safetensors"));
+}
+
+// Automatic placement copies with at least twice the weights available (or
+// when available memory is unknown), else reads in place; the forced modes
+// ignore the figure.
+TEST(WeightPlacementRule, CopiesWithTwiceTheWeightsAvailable) {
+  const int64_t w = 498'000'000;
+  EXPECT_TRUE(copies_weights(WeightPlacement::kAuto, 2 * w, w));
+  EXPECT_TRUE(copies_weights(WeightPlacement::kAuto, 24'000'000'000, w));
+  EXPECT_FALSE(copies_weights(WeightPlacement::kAuto, 2 * w - 1, w));
+  EXPECT_FALSE(copies_weights(WeightPlacement::kAuto, 0, w));
+  EXPECT_TRUE(copies_weights(WeightPlacement::kAuto, -1, w));
+  EXPECT_TRUE(copies_weights(WeightPlacement::kAuto, INT64_MAX, INT64_MAX / 2));
+  EXPECT_FALSE(copies_weights(WeightPlacement::kAuto, INT64_MAX - 1, INT64_MAX / 2 + 1));
+  EXPECT_TRUE(copies_weights(WeightPlacement::kCopy, 0, w));
+  EXPECT_FALSE(copies_weights(WeightPlacement::kInPlace, 24'000'000'000, w));
 }
 
 TEST_F(LoaderTest, LoadsMisalignedF32ByCopying) {

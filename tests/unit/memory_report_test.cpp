@@ -5,15 +5,49 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <sstream>
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "session/memory_report.h"
 #include "session/session.h"
 #include "test_models.h"
+#include "util/proc_fields.h"
 
 namespace ts {
 namespace {
+
+// The kB fields of a /proc file, in bytes; any other line is left out.
+TEST(ProcFields, ReadsKilobyteFieldsAndSkipsTheRest) {
+  std::istringstream in(
+      "Name:\ttokenscope\n"
+      "VmHWM:\t  499712 kB\n"
+      "VmRSS:\t  12 kB\n"
+      "Threads:\t3\n"
+      "MemAvailable:   24153280 kB\n"
+      "Broken:   12x kB\n"
+      "Negative:   -5 kB\n"
+      "Huge:   99999999999999999999 kB\n"
+      "TooBig:   9223372036854775807 kB\n"
+      "Pages:   7 pages\n"
+      ":   5 kB\n"
+      "NoValue:\n"
+      "Zero:  0 kB");
+  const ProcFields f = ProcFields::parse(in);
+  EXPECT_EQ(f.bytes("VmHWM"), 499712ll * 1024);
+  EXPECT_EQ(f.bytes("VmRSS"), 12 * 1024);
+  EXPECT_EQ(f.bytes("MemAvailable"), 24153280ll * 1024);
+  EXPECT_EQ(f.bytes("Zero"), 0);
+  for (const char* absent : {"Name", "Threads", "Broken", "Negative", "Huge", "TooBig", "Pages", "",
+                             "NoValue", "RssAnon"})
+    EXPECT_EQ(f.bytes(absent), -1) << absent;
+  EXPECT_EQ(f.bytes("RssAnon", 0), 0);
+  EXPECT_EQ(ProcFields::read("/nonexistent/status").bytes("VmRSS"), -1);
+  // This process has a resident set, and it is not absurd.
+  const int64_t rss = ProcFields::read("/proc/self/status").bytes("VmRSS");
+  EXPECT_GT(rss, 0);
+  EXPECT_LT(rss, int64_t(1) << 40);
+}
 
 TEST(MemoryReport, ResidentBytesCountsTouchedPagesOnly) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));

@@ -5,8 +5,6 @@
 // over the thread pool, the logits rows) is in helpers below forward().
 #include "engine/cpu/cpu_backend.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -20,6 +18,7 @@
 #include "engine/cpu/kv_append.h"
 #include "engine/cpu/layernorm.h"
 #include "engine/cpu/matmul.h"
+#include "util/anonymous_memory.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -37,35 +36,6 @@ std::string cpu_model_name() {
   }
   return "CPU";
 }
-
-// KV pool memory mapped straight from the kernel: its pages are zero and
-// take no resident memory until a slot is written, so a pool sized for every
-// lane's full context costs only the blocks the session has used. (A
-// zero-filled std::vector touched every page: 755 MB at load for GPT-2 124M.)
-class PoolBuffer {
- public:
-  explicit PoolBuffer(size_t floats) : bytes_(std::max<size_t>(1, floats) * sizeof(float)) {
-    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-      throw Error("KV cache: cannot reserve " + std::to_string(bytes_) + " bytes");
-    data_ = static_cast<float*>(p);
-  }
-  PoolBuffer(PoolBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  PoolBuffer(const PoolBuffer&) = delete;
-  PoolBuffer& operator=(const PoolBuffer&) = delete;
-  PoolBuffer& operator=(PoolBuffer&&) = delete;
-  ~PoolBuffer() {
-    if (data_ != nullptr) ::munmap(data_, bytes_);
-  }
-  float* data() { return data_; }
-  const float* data() const { return data_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  float* data_ = nullptr;
-  size_t bytes_ = 0;
-};
 
 // All new tokens of all entries are the rows of one activation matrix, entry
 // after entry, so the weights are read once per step whatever the number of lanes.
@@ -128,7 +98,12 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool pool_;
   KvCacheShape shape_;
-  std::vector<PoolBuffer> k_pool_, v_pool_;  // [layer][slot * C]
+  // [layer][slot * C]; anonymous memory straight from the kernel, whose pages
+  // are zero and take no resident memory until a slot is written, so a pool
+  // sized for every lane's full context costs only the blocks the session
+  // has used. (A zero-filled std::vector touched every page: 755 MB at load
+  // for GPT-2 124M.)
+  std::vector<AnonymousMemory> k_pool_, v_pool_;
   // Scratch of the last and the largest forward (read by memory()).
   std::atomic<int64_t> scratch_last_{0}, scratch_peak_{0};
 };
@@ -319,8 +294,8 @@ void CpuBackend::init_cache(const KvCacheShape& shape) {
   k_pool_.clear();
   v_pool_.clear();
   for (int l = 0; l < cfg.n_layer; ++l) {
-    k_pool_.emplace_back(per_layer);
-    v_pool_.emplace_back(per_layer);
+    k_pool_.emplace_back(per_layer, "KV cache", AnonymousMemory::Pages::kSmall);
+    v_pool_.emplace_back(per_layer, "KV cache", AnonymousMemory::Pages::kSmall);
   }
 }
 
