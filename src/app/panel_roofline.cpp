@@ -281,14 +281,15 @@ void RooflinePanel::draw(PanelContext& ctx) {
     if (!clear && optional) return;
     at.x = std::clamp(at.x, p0.x + pad, std::max(p0.x + pad, p1.x - sz.x - pad));
     at.y = std::clamp(at.y, p0.y + pad, std::max(p0.y + pad, p1.y - sz.y - pad));
-    if (!clear)
+    // The step's label always sits on a backing: the roof lines cross the
+    // chart and could run through its text; a roof's label only when crowded.
+    if (!clear || !optional)
       dl->AddRectFilled(ImVec2(at.x - pad, at.y - pad),
                         ImVec2(at.x + sz.x + pad, at.y + sz.y + pad),
                         with_alpha(ctx.pal.frame, 0.9f), 2 * ctx.scale);
     dl->AddText(at, color, text.c_str());
     labels_.push_back({at, ImVec2(at.x + sz.x, at.y + sz.y)});
   };
-  // Places along a slope y = slope * x, above it (or below), from the left.
   // Places along a slope y = slope * x from the left, above it (the text's
   // right end clear of the rising line too) or below it.
   const float decade_px = to_x(xa * 10) - to_x(xa);
