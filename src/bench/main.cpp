@@ -17,6 +17,7 @@
 #include "bench/speculative_bench.h"
 #include "engine/backend_factory.h"
 #include "engine/cpu/machine_probe.h"
+#include "engine/cpu/matmul.h"
 #include "engine/engine.h"
 #include "model/config_json.h"
 #include "model/model_loader.h"
@@ -48,6 +49,7 @@ struct BenchOptions {
   bool spec_self_draft = false;  // also the model drafting for itself
   std::string spec_random_dir;   // --spec-random-pairs: write and bench the random pairs
   bool spec_only = false;        // skip the prefill / decode / lanes sections
+  bool avx2_only = false;        // --cpu-vectors avx2: no AVX-512 one-row kernel
   bool help = false;
 };
 
@@ -91,6 +93,11 @@ load time, and where memory goes after loading and after the run.
                           the model and the draft need tokenizer files and the same
                           vocabulary
   --spec-self-draft       also the model drafting for itself (alpha = 1, c about 1)
+  --cpu-vectors auto|avx2 auto (default): a CPU decode step's matrix products read the
+                          weights with AVX-512 where the CPU has it; avx2: with AVX2
+                          only, to compare the two on one machine (the same bits either
+                          way); machine.cpu_one_row_kernel says which ran (avx512,
+                          avx2, or scalar in a build without AVX2)
   --spec-gamma LIST       draft lengths g measured, each 1 to 16 or auto (adaptive);
                           default 4,auto
   --spec-tokens N         new tokens generated per measurement, at least 2 (default 64)
@@ -186,6 +193,11 @@ BenchOptions parse(int argc, char** argv) {
     } else if (a == "--spec-self-draft") {
       r.no_value();
       o.spec_self_draft = true;
+    } else if (a == "--cpu-vectors") {
+      const std::string v = r.value();
+      if (v != "auto" && v != "avx2")
+        throw ts::Error("--cpu-vectors: '" + v + "' is not auto or avx2");
+      o.avx2_only = v == "avx2";
     } else if (a == "--spec-only") {
       r.no_value();
       o.spec_only = true;
@@ -513,6 +525,7 @@ int run(int argc, char** argv) {
       std::cout << help_text();
       return 0;
     }
+    ts::cpu::allow_avx512(!o.avx2_only);
     // A speculative-only run: its pairs load their own models.
     if (!o.spec_random_dir.empty() || o.spec_only) {
       std::string model_dir = o.setup.model.string();
@@ -570,7 +583,8 @@ int run(int argc, char** argv) {
                    {"machine",
                     {{"read_bandwidth_gb_per_s", roofs.read_bandwidth * 1e-9},
                      {"peak_gflops", roofs.peak_flops * 1e-9},
-                     {"threads", roofs.threads}}},
+                     {"threads", roofs.threads},
+                     {"cpu_one_row_kernel", ts::cpu::one_row_kernel()}}},
                    {"load_seconds", load_seconds}};
     report["prefill"] = {bench_prefill(engine, o, roofs, false),
                          bench_prefill(engine, o, roofs, true)};

@@ -652,11 +652,43 @@ TEST(Bench, BadInputGivesOneLineAndExitCodeTwo) {
       {{"--model=" + tiny, "--decode-steps=0"}, "--decode-steps: 0 is out of range"},
       {{"--model", tiny, "--device", "gpu"}, "--device: expected auto, cpu or cuda"},
       {{"--model", ""}, "--model: the value is empty"},
+      {{"--model", tiny, "--cpu-vectors", "avx512"}, "--cpu-vectors: 'avx512' is not auto or avx2"},
+      {{"--model", tiny, "--cpu-vectors", ""}, "is not auto or avx2"},
+      {{"--model", tiny, "--cpu-vectors"}, "--cpu-vectors"},
   };
   for (const auto& [args, says] : cases) {
     std::string joined;
     for (const auto& a : args) joined += " '" + a + "'";
     expect_one_error_line(run_bench(args), "tokenscope-bench", says, joined);
+  }
+}
+
+// --cpu-vectors avx2 keeps the one-row kernel to AVX2; auto uses AVX-512
+// exactly where /proc/cpuinfo lists avx512f (this build targets AVX2).
+TEST(Bench, NamesTheOneRowKernelItRan) {
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  const std::vector<std::string> base = {"--model",          tiny, "--context",      "16",
+                                         "--prefill-tokens", "16", "--decode-steps", "2",
+                                         "--lanes",          "1"};
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  bool avx512f = false, avx2 = false;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    avx512f = line.find(" avx512f") != std::string::npos;
+    avx2 = line.find(" avx2") != std::string::npos;
+    break;
+  }
+  if (!avx2) GTEST_SKIP() << "this CPU has no AVX2";
+  for (const std::string v : {"auto", "avx2"}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--cpu-vectors", v});
+    const CliRun r = run_bench(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string kernel =
+        nlohmann::json::parse(r.out)["machine"]["cpu_one_row_kernel"].get<std::string>();
+    EXPECT_EQ(kernel, v == "auto" && avx512f ? "avx512" : "avx2") << v;
   }
 }
 
