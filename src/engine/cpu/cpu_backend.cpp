@@ -37,6 +37,10 @@ std::string cpu_model_name() {
   return "CPU";
 }
 
+// Rows of logits whose buffer the backend keeps between steps (6.4 MB for
+// GPT-2's vocabulary); more (a prefill's every row) are freed after the step.
+constexpr size_t kKeptLogitRows = 32;
+
 // All new tokens of all entries are the rows of one activation matrix, entry
 // after entry, so the weights are read once per step whatever the number of lanes.
 struct BatchRows {
@@ -104,6 +108,7 @@ class CpuBackend final : public Backend {
   // has used. (A zero-filled std::vector touched every page: 755 MB at load
   // for GPT-2 124M.)
   std::vector<AnonymousMemory> k_pool_, v_pool_;
+  std::vector<float> logits_scratch_;  // logits() of the rows that need them, [rows][vocab]
   // Scratch of the last and the largest forward (read by memory()).
   std::atomic<int64_t> scratch_last_{0}, scratch_peak_{0};
 };
@@ -273,7 +278,14 @@ int64_t CpuBackend::logits(const std::vector<float>& ln_f, const BatchRows& in, 
     rows_in.insert(rows_in.end(), ln_f.begin() + first * c, ln_f.begin() + in.row_begin[e + 1] * c);
   }
   const int n = static_cast<int>(rows_in.size() / c);
-  std::vector<float> all(n * v);
+  // Kept from step to step up to kKeptLogitRows rows (a decode step's lanes
+  // or beams, a speculative verify pass): a new 200 KB buffer per GPT-2 step
+  // came from memory the allocator had returned to the system, and its first
+  // writes were page faults (5 to 6 a step, 13 us each on a 2-vCPU VM). A
+  // prefill's all-row logits (206 MB for 1,024 tokens) are let go after it.
+  std::vector<float>& all = logits_scratch_;
+  all.resize(static_cast<size_t>(n) * v);
+  const int64_t bytes = int64_t(sizeof(float)) * int64_t(rows_in.size() + all.size());
   cpu::matmul_transposed(rows_in.data(), n, static_cast<int>(c), w.wte, static_cast<int>(v),
                          all.data(), pool_);
   size_t at = 0;
@@ -282,7 +294,8 @@ int64_t CpuBackend::logits(const std::vector<float>& ln_f, const BatchRows& in, 
     outputs[e].logits.assign(all.begin() + at * v, all.begin() + (at + count[e]) * v);
     at += count[e];
   }
-  return int64_t(sizeof(float)) * int64_t(rows_in.size() + all.size());
+  if (all.capacity() > kKeptLogitRows * v) std::vector<float>().swap(all);
+  return bytes;
 }
 
 void CpuBackend::init_cache(const KvCacheShape& shape) {
