@@ -29,7 +29,6 @@ class AnonymousMemory {
 
   float* data() { return data_; }
   const float* data() const { return data_; }
-  size_t floats() const { return floats_; }
   size_t bytes() const { return floats_ * sizeof(float); }
 
  private:
