@@ -50,7 +50,7 @@ struct BenchOptions {
   bool spec_self_draft = false;  // also the model drafting for itself
   std::string spec_random_dir;   // --spec-random-pairs: write and bench the random pairs
   bool spec_only = false;        // skip the prefill / decode / lanes sections
-  bool avx2_only = false;        // --cpu-vectors avx2: no AVX-512 one-row kernel
+  bool avx2_only = false;        // --cpu-vectors avx2: no AVX-512 skinny kernel
   bool help = false;
 };
 
@@ -100,7 +100,7 @@ load time, and where memory goes after loading and after the run.
   --cpu-vectors auto|avx2 auto (default): a CPU decode step's matrix products read the
                           weights with AVX-512 where the CPU has it; avx2: with AVX2
                           only, to compare the two on one machine (the same bits either
-                          way); machine.cpu_one_row_kernel says which ran (avx512,
+                          way); machine.cpu_decode_kernel says which ran (avx512,
                           avx2, or scalar in a build without AVX2)
   --spec-gamma LIST       draft lengths g measured, each 1 to 16 or auto (adaptive);
                           default 4,auto
@@ -621,7 +621,7 @@ int run(int argc, char** argv) {
                     {{"read_bandwidth_gb_per_s", roofs.read_bandwidth * 1e-9},
                      {"peak_gflops", roofs.peak_flops * 1e-9},
                      {"threads", roofs.threads},
-                     {"cpu_one_row_kernel", ts::cpu::one_row_kernel()}}},
+                     {"cpu_decode_kernel", ts::cpu::decode_kernel()}}},
                    {"load_seconds", load_seconds}};
     report["prefill"] = {bench_prefill(engine, o, roofs, false),
                          bench_prefill(engine, o, roofs, true)};

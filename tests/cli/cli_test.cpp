@@ -663,9 +663,9 @@ TEST(Bench, BadInputGivesOneLineAndExitCodeTwo) {
   }
 }
 
-// --cpu-vectors avx2 keeps the one-row kernel to AVX2; auto uses AVX-512
+// --cpu-vectors avx2 keeps the decode kernel to AVX2; auto uses AVX-512
 // exactly where /proc/cpuinfo lists avx512f (this build targets AVX2).
-TEST(Bench, NamesTheOneRowKernelItRan) {
+TEST(Bench, NamesTheDecodeKernelItRan) {
   if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
   const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
   const std::vector<std::string> base = {"--model",          tiny, "--context",      "16",
@@ -687,7 +687,7 @@ TEST(Bench, NamesTheOneRowKernelItRan) {
     const CliRun r = run_bench(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string kernel =
-        nlohmann::json::parse(r.out)["machine"]["cpu_one_row_kernel"].get<std::string>();
+        nlohmann::json::parse(r.out)["machine"]["cpu_decode_kernel"].get<std::string>();
     EXPECT_EQ(kernel, v == "auto" && avx512f ? "avx512" : "avx2") << v;
   }
 }

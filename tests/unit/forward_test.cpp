@@ -307,32 +307,37 @@ TEST(Matmul, EveryRowCountGivesEachRowTheSameBits) {
   }
 }
 
-// Where the CPU has AVX-512F a one-row product reads W with 512-bit vectors;
-// it must give the bits of the AVX2 kernel. Column counts reach the 16-wide
-// loop alone (256), a remaining 8-wide vector (200 = 12 x 16 + 8) and the
-// scalar tail after both (203); k = 520 leaves a tail of whole rows in each
-// half, k = 100 is not cut in halves.
-TEST(Matmul, Avx512OneRowGivesTheBitsOfTheAvx2Kernel) {
+// Where the CPU has AVX-512F a product of 1-8 rows reads W with 512-bit
+// vectors; it must give the bits of the AVX2 kernel for every row count (the
+// row groups of 4, 3, 2 and 1). Column counts reach the 16-wide loop alone
+// (256), a remaining 8-wide vector (200 = 12 x 16 + 8) and the scalar tail
+// after both (203); k = 520 leaves a tail of whole rows in each half, k = 100
+// is not cut in halves.
+TEST(Matmul, Avx512SkinnyKernelGivesTheBitsOfTheAvx2Kernel) {
   if (!cpu::avx512_available()) GTEST_SKIP() << "this CPU has no AVX-512F";
   ThreadPool pool(2);
   std::mt19937 rng(13);
   std::uniform_real_distribution<float> dist(-1, 1);
   for (MatmulCase c :
-       {MatmulCase{1, 520, 203}, {1, 512, 256}, {1, 768, 200}, {1, 100, 40}, {1, 3072, 768}}) {
-    std::vector<float> x(c.k), w(static_cast<size_t>(c.k) * c.n), b(c.n);
-    for (float& v : x) v = dist(rng);
-    for (float& v : w) v = dist(rng);
-    for (float& v : b) v = dist(rng);
-    std::vector<float> wide(c.n), narrow(c.n);
-    cpu::allow_avx512(true);
-    ASSERT_TRUE(cpu::avx512_in_use());
-    cpu::matmul(x.data(), 1, c.k, w.data(), c.n, b.data(), wide.data(), pool);
-    cpu::allow_avx512(false);
-    ASSERT_FALSE(cpu::avx512_in_use());
-    cpu::matmul(x.data(), 1, c.k, w.data(), c.n, b.data(), narrow.data(), pool);
-    cpu::allow_avx512(true);
-    EXPECT_EQ(0, std::memcmp(wide.data(), narrow.data(), sizeof(float) * c.n))
-        << "k " << c.k << ", n " << c.n;
+       {MatmulCase{0, 520, 203}, {0, 512, 256}, {0, 768, 200}, {0, 100, 40}, {0, 3072, 768}}) {
+    for (c.m = 1; c.m <= 8; ++c.m) {
+      std::vector<float> x(static_cast<size_t>(c.m) * c.k), w(static_cast<size_t>(c.k) * c.n),
+          b(c.n);
+      for (float& v : x) v = dist(rng);
+      for (float& v : w) v = dist(rng);
+      for (float& v : b) v = dist(rng);
+      const size_t out = static_cast<size_t>(c.m) * c.n;
+      std::vector<float> wide(out), narrow(out);
+      cpu::allow_avx512(true);
+      ASSERT_TRUE(cpu::avx512_in_use());
+      cpu::matmul(x.data(), c.m, c.k, w.data(), c.n, b.data(), wide.data(), pool);
+      cpu::allow_avx512(false);
+      ASSERT_FALSE(cpu::avx512_in_use());
+      cpu::matmul(x.data(), c.m, c.k, w.data(), c.n, b.data(), narrow.data(), pool);
+      cpu::allow_avx512(true);
+      EXPECT_EQ(0, std::memcmp(wide.data(), narrow.data(), sizeof(float) * out))
+          << c.m << " rows, k " << c.k << ", n " << c.n;
+    }
   }
 }
 

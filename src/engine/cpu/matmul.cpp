@@ -10,7 +10,7 @@
 #include <immintrin.h>
 #define TS_HAVE_AVX2 1
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-// The build targets AVX2 (x86-64-v3); the one-row kernel also has an
+// The build targets AVX2 (x86-64-v3); the skinny kernel also has an
 // AVX-512F twin, compiled for that target alone and chosen at run time.
 #define TS_HAVE_AVX512_TWIN 1
 #endif
@@ -54,6 +54,37 @@ constexpr int kNc = 64;   // columns per task (four 16-column panels)
     __m512 acc = _mm512_loadu_ps(y + j);
     for (int g = 0; g < 8; ++g) acc = _mm512_fmadd_ps(a[g], _mm512_loadu_ps(wk + g * n + j), acc);
     _mm512_storeu_ps(y + j, acc);
+  }
+  return j;
+}
+#endif
+
+#ifdef TS_HAVE_AVX512_TWIN
+// The same for 2-8 rows of x (lanes, beams, a speculative verify pass), as
+// skinny_rows below with 16-column vectors.
+template <int R>
+[[gnu::target("avx512f")]] inline void rows_avx512(const float* x, int r0, int k, int kk,
+                                                   const __m512* wv, float* y, size_t n, int j) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_loadu_ps(y + (r0 + r) * n + j);
+  for (int g = 0; g < 8; ++g)
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[static_cast<size_t>(r0 + r) * k + kk + g]), wv[g],
+                               acc[r]);
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + (r0 + r) * n + j, acc[r]);
+}
+
+[[gnu::target("avx512f")]] int several_rows_avx512(const float* x, int m, int k, int kk,
+                                                   const float* wk, size_t n, float* y, int j,
+                                                   int n1) {
+  for (; j + 16 <= n1; j += 16) {
+    __m512 wv[8];
+    for (int g = 0; g < 8; ++g) wv[g] = _mm512_loadu_ps(wk + g * n + j);
+    int r = 0;
+    for (; m - r >= 4 && m - r != 5; r += 4) rows_avx512<4>(x, r, k, kk, wv, y, n, j);
+    for (; m - r >= 3 && m - r != 4; r += 3) rows_avx512<3>(x, r, k, kk, wv, y, n, j);
+    for (; m - r >= 2; r += 2) rows_avx512<2>(x, r, k, kk, wv, y, n, j);
+    if (r < m) rows_avx512<1>(x, r, k, kk, wv, y, n, j);
   }
   return j;
 }
@@ -113,6 +144,9 @@ void skinny_block(const float* x, int m, int k, const float* w, int n, const flo
         _mm256_storeu_ps(y + j, acc);
       }
     }
+#ifdef TS_HAVE_AVX512_TWIN
+    if (wide && m > 1) j = several_rows_avx512(x, m, k, kk, wk, static_cast<size_t>(n), y, j, n1);
+#endif
     for (; j + 8 <= n1; j += 8) {
       __m256 wv[kG];
       for (int g = 0; g < kG; ++g) wv[g] = _mm256_loadu_ps(wk + static_cast<size_t>(g) * n + j);
@@ -405,7 +439,7 @@ bool avx512_in_use() { return g_avx512.load(std::memory_order_relaxed); }
 
 void allow_avx512(bool allowed) { g_avx512.store(allowed && avx512_available()); }
 
-const char* one_row_kernel() {
+const char* decode_kernel() {
 #ifdef TS_HAVE_AVX2
   return avx512_in_use() ? "avx512" : "avx2";
 #else

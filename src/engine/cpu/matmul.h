@@ -17,15 +17,15 @@ void matmul_transposed(const float* x, int m, int k, const float* b, int n, floa
                        ThreadPool& pool);
 
 // Where the CPU has AVX-512F (checked at run time; the build targets AVX2),
-// the one-row matmul (a decode step) reads W with 512-bit vectors: the same
+// the skinny matmul (1-8 rows: decode steps) reads W with 512-bit vectors: the same
 // FMAs per column in the same order, so the same bits. allow_avx512(false)
 // keeps it to the AVX2 kernel (tests compare the two, benchmarks time them);
 // allow_avx512(true) uses it again where available. Process-wide.
 bool avx512_available();
 bool avx512_in_use();
 void allow_avx512(bool allowed);
-// "avx512", "avx2" or "scalar" (a build without AVX2): the one-row kernel in use.
-const char* one_row_kernel();
+// "avx512", "avx2" or "scalar" (a build without AVX2): the skinny kernel in use.
+const char* decode_kernel();
 
 // Plain triple loops in double precision: the reference the fast paths are
 // tested against.
