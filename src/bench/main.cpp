@@ -99,8 +99,9 @@ load time, and where memory goes after loading and after the run.
   --spec-self-draft       also the model drafting for itself (alpha = 1, c about 1)
   --cpu-vectors auto|avx2 auto (default): a CPU decode step's matrix products read the
                           weights with AVX-512 where the CPU has it; avx2: with AVX2
-                          only, to compare the two on one machine (the same bits either
-                          way); machine.cpu_decode_kernel says which ran (avx512,
+                          only, to compare the two on one machine (the layers give the
+                          same bits either way, the logits differ in the last bits);
+                          machine.cpu_decode_kernel says which ran (avx512,
                           avx2, or scalar in a build without AVX2)
   --spec-gamma LIST       draft lengths g measured, each 1 to 16 or auto (adaptive);
                           default 4,auto

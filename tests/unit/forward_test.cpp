@@ -248,7 +248,22 @@ struct MatmulCase {
   int m, k, n;
 };
 
-TEST(Matmul, FastPathsMatchTheReference) {
+// The matmul tests below run once with the AVX2 kernels and, where the CPU
+// has AVX-512F, once with its twins (a process-wide switch, restored after).
+class MatmulKernels : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (GetParam() && !cpu::avx512_available()) GTEST_SKIP() << "this CPU has no AVX-512F";
+    cpu::allow_avx512(GetParam());
+  }
+  void TearDown() override { cpu::allow_avx512(true); }
+};
+INSTANTIATE_TEST_SUITE_P(Vectors, MatmulKernels, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return std::string(p.param ? "Avx512" : "Avx2");
+                         });
+
+TEST_P(MatmulKernels, FastPathsMatchTheReference) {
   ThreadPool pool(2);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -283,7 +298,7 @@ TEST(Matmul, FastPathsMatchTheReference) {
 // a decode step (1 row), a speculative verify pass (2..8 rows, the skinny
 // path's row groups of 4, 3, 2 and 1) and a prefill (the packed path) give
 // the same token the same bits. Odd sizes reach every tail loop.
-TEST(Matmul, EveryRowCountGivesEachRowTheSameBits) {
+TEST_P(MatmulKernels, EveryRowCountGivesEachRowTheSameBits) {
   ThreadPool pool(2);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -344,12 +359,15 @@ TEST(Matmul, Avx512SkinnyKernelGivesTheBitsOfTheAvx2Kernel) {
 // The same for the logits' X * W^T: one row (a decode step, eight rows of W
 // at a time) and several (four at a time) give each row the same bits. Each
 // n leaves a different tail in the last 256-row task (n = 261: one pass of
-// four and a scalar row after 256); k = 68 takes the scalar path throughout.
-TEST(Matmul, TransposedGivesEachRowTheSameBitsForAnyRowCount) {
+// four and a scalar row after 256); k = 68 takes the scalar path throughout,
+// k = 72 the AVX2 one even where AVX-512 is allowed (16-lane sums need k a
+// multiple of 16).
+TEST_P(MatmulKernels, TransposedGivesEachRowTheSameBitsForAnyRowCount) {
   ThreadPool pool(2);
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-1, 1);
-  for (MatmulCase c : {MatmulCase{0, 64, 203}, {0, 64, 261}, {0, 768, 1029}, {0, 68, 45}}) {
+  for (MatmulCase c :
+       {MatmulCase{0, 64, 203}, {0, 64, 261}, {0, 768, 1029}, {0, 68, 45}, {0, 72, 45}}) {
     const int max_m = 6;
     std::vector<float> x(static_cast<size_t>(max_m) * c.k), b(static_cast<size_t>(c.n) * c.k);
     for (float& v : x) v = dist(rng);
