@@ -19,15 +19,8 @@
 namespace ts::cpu {
 namespace {
 
-#ifdef TS_HAVE_AVX512_TWIN
-bool cpu_has_avx512f() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
-}
-std::atomic<bool> g_avx512{cpu_has_avx512f()};
-#else
-std::atomic<bool> g_avx512{false};
-#endif
+// Whether the AVX-512 twins run: avx512_available() until allow_avx512() says otherwise.
+std::atomic<bool> g_avx512{avx512_available()};
 
 constexpr int kSkinnyRows = 8;  // up to this many rows: stream W once
 constexpr int kMr = 6;          // micro-tile rows
@@ -519,7 +512,10 @@ void matmul(const float* x, int m, int k, const float* w, int n, const float* bi
 
 bool avx512_available() {
 #ifdef TS_HAVE_AVX512_TWIN
-  static const bool has = cpu_has_avx512f();
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
   return has;
 #else
   return false;
