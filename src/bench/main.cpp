@@ -603,7 +603,8 @@ int run(int argc, char** argv) {
     for (int k : o.lanes) max_lanes = std::max(max_lanes, k);
     // Every lane's sequence may own whole blocks up to the context (plus the
     // shared base and one scratch sequence): sized in blocks, not tokens.
-    const ts::KvCacheSize kv = ts::kv_cache_size_for(weights->config, max_lanes + 2);
+    const ts::KvCacheSize kv =
+        ts::kv_cache_size_for(weights->config, max_lanes + 2, 16, sel.backend.get());
     ts::Engine engine(weights, std::move(sel.backend), kv.tokens);
     const ts::ModelConfig& cfg = engine.config();
     // Weights read into memory (or a populated map), backend and KV pool set up.

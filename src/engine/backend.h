@@ -4,6 +4,8 @@
 // with one new token each. The KV cache bookkeeping (which slot each token
 // goes to) is decided by the engine before a backend runs; a backend owns
 // only the K/V pools and the arithmetic.
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,12 +50,70 @@ struct EntryOutput {
   std::vector<float> hidden;
 };
 
+// The two roofs of the roofline for the hardware a backend computes on: peak
+// FLOP/s of the matmuls it runs (fp32, or TF32 when those are on) and memory
+// bandwidth, measured by a short probe (about a second) on that very
+// hardware. `how` labels the figures for the user.
+struct HardwareRoofs {
+  double peak_flops = 0;  // FLOP/s
+  double bandwidth = 0;   // bytes/s
+  std::string how;        // e.g. "measured at start-up: 2 CPU threads, FMA chains + streaming read"
+  int threads = 0;        // CPU threads the probe ran on (0 on a GPU)
+  // A small model's weights may fit in the CPU's caches, which stream faster
+  // than main memory: the bandwidth of a buffer of the weights' size, when
+  // that is well below the main-memory probe's (0 otherwise).
+  double working_set_bytes = 0;
+  double working_set_bandwidth = 0;
+  bool valid() const { return peak_flops > 0 && bandwidth > 0; }
+  // The bandwidth that bounds a step reading working_set_bytes of weights.
+  double effective_bandwidth() const { return std::max(bandwidth, working_set_bandwidth); }
+};
+
+// What a backend holds in the memory it computes in, for the memory report
+// and for sizing the KV cache. Every figure is read from the allocations.
+struct BackendMemory {
+  std::string where;    // "host RAM", or the GPU's name
+  bool on_host = true;  // the pools and scratch are in this process's RAM
+  struct Range {
+    const void* begin = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Range> kv_pools;    // host ranges of the K and V pools (on_host only)
+  int64_t kv_reserved_bytes = 0;  // the pools' size
+  // The weights' copy in device memory (0 on the host, which reads the
+  // loaded tensors themselves).
+  int64_t weight_copy_bytes = 0;
+  // Activations and result buffers of a forward: the last forward's and the
+  // largest so far (on a GPU they are kept between steps: both are what is
+  // allocated now).
+  int64_t scratch_last_bytes = -1;
+  int64_t scratch_peak_bytes = -1;
+  int64_t pinned_host_bytes = 0;  // page-locked host staging (GPU backends)
+  // The memory the backend computes in: physical RAM, or the GPU's memory,
+  // and how much of it is free now.
+  int64_t total_bytes = 0;
+  int64_t free_bytes = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;         // "cpu", "cuda"
   virtual std::string device_name() const = 0;  // e.g. "AMD EPYC (2 threads)"
-  // Allocates the K/V pools for this shape (drops previous contents).
+  virtual BackendMemory memory() const = 0;
+  // The bytes a new KV cache may take where this backend keeps it, and the
+  // name of that memory for a message ("this machine's 23.4 GiB of memory").
+  virtual int64_t kv_budget_bytes() const = 0;
+  virtual std::string kv_budget_name() const = 0;
+  // The roofs of the hardware this backend computes on (cpu_threads: the
+  // CPU probe's threads, 0 = all; working_set_bytes: the model's weights, 0 =
+  // skip the cache-sized probe). Throws ts::Error when the probe cannot run.
+  virtual HardwareRoofs measure_roofs(int cpu_threads, double working_set_bytes) const = 0;
+  // The bandwidth half alone, re-probed right before a measurement it bounds.
+  virtual double measure_bandwidth(int cpu_threads) const = 0;
+  // Allocates the K/V pools for this shape (drops previous contents). A
+  // shape that cannot be allocated throws and leaves the old pools, shape
+  // and contents as they were.
   virtual void init_cache(const KvCacheShape& shape) = 0;
   virtual void copy_blocks(const std::vector<BlockCopy>& copies) = 0;
   virtual void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,

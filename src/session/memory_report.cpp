@@ -9,7 +9,7 @@
 #include <sstream>
 #include <utility>
 
-#include "engine/cpu/cpu_backend.h"
+#include "engine/backend.h"
 #include "engine/engine.h"
 #include "session/session.h"
 #include "util/proc_fields.h"
@@ -194,18 +194,25 @@ MemoryReport memory_report(const Engine& engine) {
 
   const KvOccupancy kv = engine.cache().occupancy();
   r.kv_used_bytes = kv.bytes_per_layer_used * engine.config().n_layer;
-  if (const auto cpu = cpu_backend_memory(engine.backend())) {
+  const BackendMemory m = engine.backend().memory();
+  r.kv_on_host = m.on_host;
+  r.kv_reserved_bytes = m.kv_reserved_bytes;
+  r.scratch_last_bytes = m.scratch_last_bytes;
+  r.scratch_peak_bytes = m.scratch_peak_bytes;
+  if (m.on_host) {
     std::vector<Range> pools;
-    for (const CpuBackendMemory::Range& p : cpu->kv_pools) {
+    for (const BackendMemory::Range& p : m.kv_pools) {
       const auto b = reinterpret_cast<uintptr_t>(p.begin);
       pools.push_back({b, b + p.bytes});
-      r.kv_reserved_bytes += static_cast<int64_t>(p.bytes);
     }
     r.kv_resident_bytes = resident_pages_bytes(page_ranges(pools));
-    r.scratch_last_bytes = cpu->scratch_last_bytes;
-    r.scratch_peak_bytes = cpu->scratch_peak_bytes;
   } else {
-    r.kv_on_host = false;
+    r.device_memory = true;
+    r.device_name = m.where;
+    r.device_weight_bytes = m.weight_copy_bytes;
+    r.device_total_bytes = m.total_bytes;
+    r.device_free_bytes = m.free_bytes;
+    r.pinned_host_bytes = m.pinned_host_bytes;
   }
   read_process_status(r);
   return r;
@@ -240,7 +247,7 @@ std::vector<std::string> memory_report_lines(const MemoryReport& r) {
                     " held by sequences now, " + mib(r.kv_resident_bytes) +
                     " resident (pages written so far)");
   else
-    lines.push_back("KV pool  " + mib(r.kv_used_bytes) +
+    lines.push_back("KV pool  " + mib(r.kv_reserved_bytes) + " reserved, " + mib(r.kv_used_bytes) +
                     " held by sequences now, in device memory (not in this process's RSS)");
   if (r.trace_bytes >= 0)
     lines.push_back("trace    " + mib(r.trace_bytes) + " of a " + mib(r.trace_budget_bytes) +
@@ -253,12 +260,22 @@ std::vector<std::string> memory_report_lines(const MemoryReport& r) {
                     mib(r.draft_kv_reserved_bytes) + " reserved, " + mib(r.draft_kv_used_bytes) +
                     " held, " + mib(r.draft_kv_resident_bytes) +
                     " resident (the speculative lanes' draft model)");
-  if (r.scratch_last_bytes >= 0)
+  if (r.device_memory)
+    lines.push_back("scratch  " + mib(r.scratch_last_bytes) +
+                    " of device buffers (activations, results, cuBLAS workspace), kept between "
+                    "steps");
+  else if (r.scratch_last_bytes >= 0)
     lines.push_back("scratch  " + mib(r.scratch_last_bytes) +
                     " in the last forward (freed after it), largest so far " +
                     mib(r.scratch_peak_bytes));
   else
-    lines.push_back("scratch  not reported by this backend (device memory)");
+    lines.push_back("scratch  not reported by this backend");
+  if (r.device_memory)
+    lines.push_back("GPU      " + r.device_name + ": weights " + mib(r.device_weight_bytes) +
+                    ", KV pool " + mib(r.kv_reserved_bytes) + ", scratch " +
+                    mib(r.scratch_last_bytes) + "; " + mib(r.device_free_bytes) + " free of " +
+                    mib(r.device_total_bytes) + " (cudaMemGetInfo); pinned host staging " +
+                    mib(r.pinned_host_bytes));
   lines.push_back("process  " + mib(r.rss_bytes) + " resident (anonymous " + mib(r.rss_anon_bytes) +
                   ", file " + mib(r.rss_file_bytes) + "), peak " + mib(r.rss_peak_bytes) + "; " +
                   mib(r.other_bytes()) + " outside the parts above; from /proc/self/status");
@@ -301,6 +318,14 @@ nlohmann::json memory_report_json(const MemoryReport& r) {
                                          {"kv_resident_bytes", r.draft_kv_resident_bytes}}
                         : nlohmann::json(nullptr)},
           {"scratch", {{"last_bytes", r.scratch_last_bytes}, {"peak_bytes", r.scratch_peak_bytes}}},
+          {"device", r.device_memory ? nlohmann::json{{"name", r.device_name},
+                                                      {"weight_bytes", r.device_weight_bytes},
+                                                      {"kv_reserved_bytes", r.kv_reserved_bytes},
+                                                      {"scratch_bytes", r.scratch_last_bytes},
+                                                      {"free_bytes", r.device_free_bytes},
+                                                      {"total_bytes", r.device_total_bytes},
+                                                      {"pinned_host_bytes", r.pinned_host_bytes}}
+                                     : nlohmann::json(nullptr)},
           {"process",
            {{"source", "/proc/self/status"},
             {"rss_bytes", r.rss_bytes},

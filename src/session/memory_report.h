@@ -25,7 +25,7 @@ struct MemoryReport {
   std::string weight_dtype;            // as stored on disk
 
   // KV pool. On a GPU it is device memory: kv_on_host is false and the
-  // reserved / resident figures are 0 (it is not in this process's RSS).
+  // resident figure is 0 (it is not in this process's RSS).
   bool kv_on_host = true;
   int64_t kv_reserved_bytes = 0;  // address space of the pools (every lane's full context)
   int64_t kv_used_bytes = 0;      // blocks the sequences hold now (all layers, K and V)
@@ -37,9 +37,20 @@ struct MemoryReport {
   int64_t trace_budget_bytes = -1;
 
   // Scratch: the activations and logits rows of a forward, allocated for
-  // the step and freed after it (-1: the backend does not say).
+  // the step and freed after it (-1: the backend does not say). On a GPU
+  // they are device buffers kept between steps: both are what is held now.
   int64_t scratch_last_bytes = -1;
   int64_t scratch_peak_bytes = -1;
+
+  // The GPU's memory, when the backend computes on one (device_memory false
+  // on the CPU): the weights' device copy, the KV pool and the scratch are
+  // in it; the pinned staging buffer is page-locked host memory.
+  bool device_memory = false;
+  std::string device_name;
+  int64_t device_weight_bytes = 0;
+  int64_t device_total_bytes = 0;
+  int64_t device_free_bytes = 0;
+  int64_t pinned_host_bytes = 0;
 
   // The draft model of speculative lanes, when the session has one: its
   // weights and its own KV pool, counted like the target's.

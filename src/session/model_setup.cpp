@@ -116,7 +116,8 @@ LoadedModel load_model_setup(const ModelSetupOptions& options) {
   if (out.name.empty()) out.name = out.path.parent_path().filename().string();
   BackendSelection sel = make_backend(options.device, weights, options.cpu_threads);
   out.backend_notice = sel.notice;
-  const KvCacheSize kv = kv_cache_size_for(weights->config, std::max(2, options.cache_sequences));
+  const KvCacheSize kv = kv_cache_size_for(weights->config, std::max(2, options.cache_sequences),
+                                           16, sel.backend.get());
   out.engine = std::make_shared<Engine>(weights, std::move(sel.backend), kv.tokens);
   const auto loaded = clock::now();
   warm_up(*out.engine);
@@ -134,7 +135,8 @@ LoadedModel load_draft_model(const ModelSetupOptions& target, const fs::path& pa
   return load_model_setup(o);
 }
 
-KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int block_size) {
+KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int block_size,
+                              const Backend* backend) {
   KvCacheSize size;
   size.sequences = sequences;
   const int64_t blocks_per_sequence = (int64_t{config.n_ctx} + block_size - 1) / block_size;
@@ -142,9 +144,16 @@ KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int bloc
   const int64_t tokens = blocks * block_size;
   const int64_t bytes =
       tokens * 2 * int64_t{config.n_embd} * config.n_layer * int64_t(sizeof(float));
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  const int64_t physical = pages > 0 && page > 0 ? int64_t{pages} * page : 0;
+  int64_t physical = 0;
+  std::string memory_name = "this machine's";
+  if (backend) {
+    physical = backend->kv_budget_bytes();
+    memory_name = backend->kv_budget_name();
+  } else {
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page = ::sysconf(_SC_PAGESIZE);
+    physical = pages > 0 && page > 0 ? int64_t{pages} * page : 0;
+  }
   auto gib = [](int64_t b) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1ll << 30));
@@ -155,7 +164,7 @@ KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int bloc
   if (sequences < 1 || tokens > INT_MAX || (physical > 0 && bytes > physical))
     throw Error(what + " needs " + gib(bytes) + ", more than " +
                 (tokens > INT_MAX ? std::string("the cache can address")
-                                  : "this machine's " + gib(physical) + " of memory") +
+                                  : memory_name + " " + gib(physical) + " of memory") +
                 "; use fewer lanes or beams");
   size.blocks = static_cast<int>(blocks);
   size.tokens = static_cast<int>(tokens);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/engine.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
@@ -45,8 +46,11 @@ struct KvCacheSize {
 };
 
 // Throws ts::Error up front, naming the figures, when the count overflows or
-// the cache would need more than the machine's physical memory.
-KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int block_size = 16);
+// the cache would need more than the memory it goes in: the backend's
+// (Backend::kv_budget_bytes: the GPU's free memory for CUDA, physical RAM for
+// the CPU), or this machine's physical memory when no backend is given.
+KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int block_size = 16,
+                              const Backend* backend = nullptr);
 
 // KV capacity (in full contexts) that lanes with these strategies need: one
 // sequence per lane, one per beam of a beam lane, and two for scratch work.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -16,8 +17,10 @@
 #include "engine/engine.h"
 #include "engine/logit_lens.h"
 #include "model/model_loader.h"
+#include "test_models.h"
 #include "test_paths.h"
 #include "util/error.h"
+#include "wrapped_backend.h"
 
 namespace ts {
 namespace {
@@ -181,27 +184,23 @@ TEST(Forward, RefusedStepsLeaveTheCacheUnchanged) {
 
 // A CPU backend whose block copy or forward can be made to fail, to check that
 // the engine gives back every reservation of a refused step.
-struct FaultyBackend final : Backend {
-  std::unique_ptr<Backend> cpu;
+struct FaultyBackend final : test::WrappedBackend {
+  using WrappedBackend::WrappedBackend;
   bool fail_copy = false, fail_forward = false;
-  std::string name() const override { return cpu->name(); }
-  std::string device_name() const override { return cpu->device_name(); }
-  void init_cache(const KvCacheShape& shape) override { cpu->init_cache(shape); }
   void copy_blocks(const std::vector<BlockCopy>& copies) override {
     if (fail_copy && !copies.empty()) throw Error("injected block copy failure");
-    cpu->copy_blocks(copies);
+    WrappedBackend::copy_blocks(copies);
   }
   void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
                std::vector<EntryOutput>& outputs) override {
     if (fail_forward) throw Error("injected forward failure");
-    cpu->forward(batch, options, outputs);
+    WrappedBackend::forward(batch, options, outputs);
   }
 };
 
 TEST(Forward, FailedBlockCopyOrForwardRollsBackEveryRequest) {
   auto w = std::make_shared<const ModelWeights>(load_model_dir(test::tiny_model_dir()));
-  auto faulty = std::make_unique<FaultyBackend>();
-  faulty->cpu = make_cpu_backend(w, 2);
+  auto faulty = std::make_unique<FaultyBackend>(make_cpu_backend(w, 2));
   FaultyBackend& backend = *faulty;
   Engine engine(w, std::move(faulty), 64 * 4);
   KvCacheManager& cache = engine.cache();
@@ -247,6 +246,41 @@ TEST(Forward, FailedBlockCopyOrForwardRollsBackEveryRequest) {
 struct MatmulCase {
   int m, k, n;
 };
+
+// A KV cache the machine refuses (init_cache throws) leaves the old pools,
+// shape and contents as they were: a decode after the refusal gives the bits
+// it gave before.
+TEST(Forward, RefusedInitCacheKeepsTheOldCache) {
+  auto w = std::make_shared<const ModelWeights>(load_model_dir(test::tiny_model_dir()));
+  const ModelConfig& cfg = w->config;
+  std::unique_ptr<Backend> cpu = make_cpu_backend(w, 2);
+  const KvCacheShape shape = test::cache_shape(cfg, 8);
+  cpu->init_cache(shape);
+  const BackendMemory before = cpu->memory();
+  BatchEntry prompt{0, {5, 17, 42}, 0, {0, 1, 2}, {0}};
+  std::vector<EntryOutput> out;
+  cpu->forward({prompt}, {}, out);
+  const BatchEntry next{0, {7}, 3, {3}, {0}};
+  std::vector<EntryOutput> expected;
+  cpu->forward({next}, {}, expected);
+
+  KvCacheShape huge = shape;
+  huge.num_blocks = std::numeric_limits<int>::max();
+  huge.block_size = 1 << 20;  // 2^51 floats a layer: no machine reserves that
+  EXPECT_THROW(cpu->init_cache(huge), Error);
+  KvCacheShape wrong = shape;
+  wrong.n_layer += 1;
+  EXPECT_THROW(cpu->init_cache(wrong), Error);
+  const BackendMemory after = cpu->memory();
+  EXPECT_EQ(after.kv_reserved_bytes, before.kv_reserved_bytes);
+  ASSERT_EQ(after.kv_pools.size(), before.kv_pools.size());
+  for (size_t i = 0; i < after.kv_pools.size(); ++i)
+    EXPECT_EQ(after.kv_pools[i].begin, before.kv_pools[i].begin);
+  std::vector<EntryOutput> again;
+  cpu->forward({next}, {}, again);  // reads the prompt's keys and values from the old pools
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].logits, expected[0].logits);
+}
 
 // The matmul tests below run once with the AVX2 kernels and, where the CPU
 // has AVX-512F, once with its twins (a process-wide switch, restored after).
@@ -320,6 +354,46 @@ TEST_P(MatmulKernels, EveryRowCountGivesEachRowTheSameBits) {
           << m << " rows, k " << c.k << ", n " << c.n;
     }
   }
+}
+
+// The TF32 emulation the CUDA TF32 tolerance is derived from: values keep 10
+// mantissa bits (to nearest, ties to even), and while it is on both inputs
+// of every product are rounded so, and nothing else changes.
+TEST(Matmul, Tf32EmulationRoundsBothInputsOfEveryProduct) {
+  EXPECT_EQ(cpu::round_to_tf32(1.0f), 1.0f);
+  EXPECT_EQ(cpu::round_to_tf32(1.0f + 0x1p-11f), 1.0f);                       // a tie: to even
+  EXPECT_EQ(cpu::round_to_tf32(1.0f + 0x1p-10f + 0x1p-11f), 1.0f + 0x1p-9f);  // a tie: to even
+  EXPECT_EQ(cpu::round_to_tf32(1.0f + 0x1p-11f + 0x1p-20f), 1.0f + 0x1p-10f);
+  EXPECT_EQ(cpu::round_to_tf32(-3.0f - 0x1p-12f), -3.0f);
+  EXPECT_TRUE(std::isinf(cpu::round_to_tf32(std::numeric_limits<float>::infinity())));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  const int m = 3, k = 300, n = 40;
+  std::vector<float> x(m * k), w(k * n), bias(n), xr, wr;
+  for (float& v : x) v = nd(rng);
+  for (float& v : w) v = nd(rng);
+  for (float& v : bias) v = nd(rng);
+  for (float v : x) xr.push_back(cpu::round_to_tf32(v));
+  for (float v : w) wr.push_back(cpu::round_to_tf32(v));
+  std::vector<float> want(m * n), rounded(m * n), got(m * n), plain(m * n);
+  cpu::matmul_reference(xr.data(), m, k, wr.data(), n, bias.data(), want.data());
+  ThreadPool pool(2);
+  cpu::matmul(x.data(), m, k, w.data(), n, bias.data(), plain.data(), pool);
+  cpu::matmul(xr.data(), m, k, wr.data(), n, bias.data(), rounded.data(), pool);
+  cpu::emulate_tf32(true);
+  cpu::matmul(x.data(), m, k, w.data(), n, bias.data(), got.data(), pool);
+  cpu::emulate_tf32(false);
+  EXPECT_EQ(got, rounded);  // the emulation is the fp32 kernel on rounded inputs
+  float d_ref = 0, d_plain = 0;
+  for (int i = 0; i < m * n; ++i) {
+    d_ref = std::max(d_ref, std::fabs(got[i] - want[i]));
+    d_plain = std::max(d_plain, std::fabs(got[i] - plain[i]));
+  }
+  EXPECT_LT(d_ref, 1e-4f);
+  EXPECT_GT(d_plain, 1e-3f);  // rounding the inputs does move the products
+  EXPECT_FALSE(cpu::tf32_emulated());
+  cpu::matmul(x.data(), m, k, w.data(), n, bias.data(), got.data(), pool);
+  EXPECT_EQ(got, plain);
 }
 
 // Where the CPU has AVX-512F a product of 1-8 rows reads W with 512-bit

@@ -9,10 +9,14 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "model/model_loader.h"
 #include "session/memory_report.h"
+#include "session/model_setup.h"
 #include "session/session.h"
 #include "test_models.h"
+#include "util/error.h"
 #include "util/proc_fields.h"
+#include "wrapped_backend.h"
 
 namespace ts {
 namespace {
@@ -167,23 +171,83 @@ TEST(MemoryReport, LinesNameEveryPartWithUnits) {
 
 // A backend that passes everything to the CPU backend and keeps the
 // options of the last forward.
-class OptionsSpy final : public Backend {
+class OptionsSpy final : public test::WrappedBackend {
  public:
-  explicit OptionsSpy(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
-  std::string name() const override { return inner_->name(); }
-  std::string device_name() const override { return inner_->device_name(); }
-  void init_cache(const KvCacheShape& shape) override { inner_->init_cache(shape); }
-  void copy_blocks(const std::vector<BlockCopy>& copies) override { inner_->copy_blocks(copies); }
+  using WrappedBackend::WrappedBackend;
   void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
                std::vector<EntryOutput>& outputs) override {
     last = options;
-    inner_->forward(batch, options, outputs);
+    WrappedBackend::forward(batch, options, outputs);
   }
   ForwardOptions last;
-
- private:
-  std::unique_ptr<Backend> inner_;
 };
+
+// A backend that computes on a GPU: the report takes every figure from its
+// memory() (no name switch), shows the device's memory, and the KV cache is
+// sized against the device's free memory, not the host's RAM.
+class DeviceLike final : public test::WrappedBackend {
+ public:
+  using WrappedBackend::WrappedBackend;
+  BackendMemory memory() const override {
+    BackendMemory m;
+    m.where = "Test GPU memory";
+    m.on_host = false;
+    m.kv_reserved_bytes = 3 << 20;
+    m.weight_copy_bytes = 5 << 20;
+    m.scratch_last_bytes = m.scratch_peak_bytes = 7 << 20;
+    m.pinned_host_bytes = 1 << 20;
+    m.total_bytes = int64_t{80} << 30;
+    m.free_bytes = int64_t{70} << 30;
+    return m;
+  }
+  int64_t kv_budget_bytes() const override { return budget; }
+  std::string kv_budget_name() const override { return "the GPU's free"; }
+  int64_t budget = int64_t{1} << 30;
+};
+
+TEST(MemoryReport, AGpuBackendsMemoryIsReportedFromTheBackend) {
+  auto w = std::make_shared<const ModelWeights>(load_model_dir(test::tiny_model_dir()));
+  Engine engine(w, std::make_unique<DeviceLike>(make_cpu_backend(w, 2)), 256);
+  const MemoryReport r = memory_report(engine);
+  EXPECT_FALSE(r.kv_on_host);
+  EXPECT_TRUE(r.device_memory);
+  EXPECT_EQ(r.kv_reserved_bytes, 3 << 20);
+  EXPECT_EQ(r.kv_resident_bytes, 0);
+  EXPECT_EQ(r.device_weight_bytes, 5 << 20);
+  EXPECT_EQ(r.device_free_bytes, int64_t{70} << 30);
+  std::string all;
+  for (const std::string& l : memory_report_lines(r)) all += l + "\n";
+  EXPECT_NE(all.find("GPU      Test GPU memory: weights 5.0 MiB, KV pool 3.0 MiB, scratch 7.0 MiB; "
+                     "70.00 GiB free of 80.00 GiB"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("pinned host staging 1.0 MiB"), std::string::npos) << all;
+  const nlohmann::json j = memory_report_json(r);
+  EXPECT_EQ(j["device"]["total_bytes"].get<int64_t>(), int64_t{80} << 30);
+  EXPECT_EQ(j["kv_pool"]["reserved_bytes"].get<int64_t>(), 3 << 20);
+  // A CPU backend's report has no device part.
+  Engine cpu(w, make_cpu_backend(w, 2), 256);
+  EXPECT_TRUE(memory_report_json(memory_report(cpu))["device"].is_null());
+}
+
+TEST(MemoryReport, TheKvCacheIsSizedAgainstTheBackendsMemory) {
+  auto w = std::make_shared<const ModelWeights>(load_model_dir(test::tiny_model_dir()));
+  DeviceLike device(make_cpu_backend(w, 2));
+  const ModelConfig& cfg = w->config;
+  const int64_t per_sequence =
+      int64_t{(cfg.n_ctx + 15) / 16 * 16} * 2 * cfg.n_embd * cfg.n_layer * 4;
+  device.budget = per_sequence * 4;
+  EXPECT_NO_THROW(kv_cache_size_for(cfg, 4, 16, &device));
+  try {
+    kv_cache_size_for(cfg, 5, 16, &device);
+    ADD_FAILURE() << "5 sequences do not fit a budget of 4";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than the GPU's free"), std::string::npos)
+        << e.what();
+  }
+  // Without a backend: this machine's physical memory, as before.
+  EXPECT_NO_THROW(kv_cache_size_for(cfg, 5, 16));
+}
 
 // A prompt's attention (n_layer x n_head x n^2) is recorded only for the
 // layers the trace budget keeps, so a long prompt never holds it all; the

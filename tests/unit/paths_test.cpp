@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "scoped_env.h"
 #include "session/model_setup.h"
 
 namespace ts {
@@ -15,24 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using test::ScopedEnv;
 
 TEST(Paths, SearchesTheUsersFolderThenBesideTheExecutable) {
   const fs::path exe = executable_dir();

@@ -23,6 +23,17 @@ inline LoadedModel load_tiny(int cache_sequences = 10) {
   return load_model(tiny_model_dir(), "cpu", cache_sequences);
 }
 
+// A KV cache shape for `config` with `num_blocks` blocks of `block_size`.
+inline KvCacheShape cache_shape(const ModelConfig& config, int num_blocks, int block_size = 16) {
+  KvCacheShape shape;
+  shape.n_layer = config.n_layer;
+  shape.n_head = config.n_head;
+  shape.head_dim = config.head_dim();
+  shape.block_size = block_size;
+  shape.num_blocks = num_blocks;
+  return shape;
+}
+
 // A sampling strategy at `temperature` with `seed`.
 inline SamplingParams sampled(float temperature, uint64_t seed) {
   SamplingParams p;

@@ -13,4 +13,15 @@ inline std::filesystem::path fixture_dir() {
 }
 inline std::filesystem::path tiny_model_dir() { return fixture_dir() / "tiny"; }
 
+// The bundled model: $TS_BUNDLED_MODEL_DIR when set (the GPU bundle carries
+// it beside the test binary), else the checkout's assets/models/tokenscope-tiny.
+inline std::filesystem::path bundled_model_dir() {
+  if (const char* env = std::getenv("TS_BUNDLED_MODEL_DIR"); env && *env) return env;
+#ifdef TS_SOURCE_DIR
+  return std::filesystem::path(TS_SOURCE_DIR) / "assets/models/tokenscope-tiny";
+#else
+  return {};
+#endif
+}
+
 }  // namespace ts::test

@@ -10,20 +10,35 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
+
+#include <unistd.h>
 
 #include "engine/cpu/attention.h"
 #include "engine/cpu/embedding.h"
 #include "engine/cpu/gelu.h"
 #include "engine/cpu/kv_append.h"
 #include "engine/cpu/layernorm.h"
+#include "engine/cpu/machine_probe.h"
 #include "engine/cpu/matmul.h"
 #include "util/anonymous_memory.h"
 #include "util/error.h"
+#include "util/proc_fields.h"
 #include "util/thread_pool.h"
 
 namespace ts {
 namespace {
+
+int64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? int64_t{pages} * page : 0;
+}
+
+int64_t available_memory_bytes() {
+  return std::max<int64_t>(0, ProcFields::read("/proc/meminfo").bytes("MemAvailable", 0));
+}
 
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");
@@ -80,11 +95,15 @@ class CpuBackend final : public Backend {
   std::string device_name() const override {
     return cpu_model_name() + " (" + std::to_string(pool_.size()) + " threads)";
   }
+  BackendMemory memory() const override;
+  int64_t kv_budget_bytes() const override { return physical_memory_bytes(); }
+  std::string kv_budget_name() const override { return "this machine's"; }
+  HardwareRoofs measure_roofs(int cpu_threads, double working_set_bytes) const override;
+  double measure_bandwidth(int cpu_threads) const override;
   void init_cache(const KvCacheShape& shape) override;
   void copy_blocks(const std::vector<BlockCopy>& copies) override;
   void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
                std::vector<EntryOutput>& outputs) override;
-  CpuBackendMemory memory() const;
 
  private:
   BatchRows lay_out(const std::vector<BatchEntry>& batch) const;
@@ -302,14 +321,18 @@ void CpuBackend::init_cache(const KvCacheShape& shape) {
   const ModelConfig& cfg = weights_->config;
   if (shape.n_layer != cfg.n_layer || shape.n_head * shape.head_dim != cfg.n_embd)
     throw Error("KV cache shape does not match the model");
-  shape_ = shape;
+  if (shape.block_size <= 0 || shape.num_blocks <= 0) throw Error("KV cache shape is empty");
   const size_t per_layer = static_cast<size_t>(shape.num_blocks) * shape.block_size * cfg.n_embd;
-  k_pool_.clear();
-  v_pool_.clear();
+  // The new pools are reserved before the old ones are released: a size the
+  // machine refuses leaves the cache as it was (its contents included).
+  std::vector<AnonymousMemory> k, v;
   for (int l = 0; l < cfg.n_layer; ++l) {
-    k_pool_.emplace_back(per_layer, "KV cache", AnonymousMemory::Pages::kSmall);
-    v_pool_.emplace_back(per_layer, "KV cache", AnonymousMemory::Pages::kSmall);
+    k.emplace_back(per_layer, "KV cache", AnonymousMemory::Pages::kSmall);
+    v.emplace_back(per_layer, "KV cache", AnonymousMemory::Pages::kSmall);
   }
+  k_pool_.swap(k);
+  v_pool_.swap(v);
+  shape_ = shape;
 }
 
 void CpuBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
@@ -325,23 +348,47 @@ void CpuBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
   }
 }
 
-CpuBackendMemory CpuBackend::memory() const {
-  CpuBackendMemory m;
+BackendMemory CpuBackend::memory() const {
+  BackendMemory m;
+  m.where = "host RAM";
+  m.on_host = true;
   for (size_t l = 0; l < k_pool_.size(); ++l) {
     m.kv_pools.push_back({k_pool_[l].data(), k_pool_[l].bytes()});
     m.kv_pools.push_back({v_pool_[l].data(), v_pool_[l].bytes()});
+    m.kv_reserved_bytes += static_cast<int64_t>(k_pool_[l].bytes() + v_pool_[l].bytes());
   }
   m.scratch_last_bytes = scratch_last_;
   m.scratch_peak_bytes = scratch_peak_;
+  m.total_bytes = physical_memory_bytes();
+  m.free_bytes = available_memory_bytes();
   return m;
 }
 
-}  // namespace
-
-std::optional<CpuBackendMemory> cpu_backend_memory(const Backend& backend) {
-  if (const auto* cpu = dynamic_cast<const CpuBackend*>(&backend)) return cpu->memory();
-  return std::nullopt;
+HardwareRoofs CpuBackend::measure_roofs(int cpu_threads, double working_set_bytes) const {
+  HardwareRoofs roofs;
+  const int threads = cpu_threads > 0
+                          ? cpu_threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  constexpr long long kMainMemoryProbe = 256ll << 20;
+  const cpu::MachineRoofs m = cpu::measure_machine(threads, kMainMemoryProbe);
+  if (working_set_bytes > 0 && working_set_bytes * 4 < kMainMemoryProbe) {
+    roofs.working_set_bytes = working_set_bytes;
+    roofs.working_set_bandwidth =
+        cpu::measure_read_bandwidth(static_cast<long long>(working_set_bytes), threads);
+  }
+  roofs.peak_flops = m.peak_flops;
+  roofs.bandwidth = m.read_bandwidth;
+  roofs.threads = m.threads;
+  roofs.how = "measured at start-up on " + std::to_string(m.threads) +
+              " CPU threads: independent FMA chains, streaming read of 256 MB";
+  return roofs;
 }
+
+double CpuBackend::measure_bandwidth(int cpu_threads) const {
+  return cpu::measure_read_bandwidth(512ll << 20, cpu_threads);
+}
+
+}  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const ModelWeights> weights,
                                           int threads) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -452,8 +453,61 @@ void transposed_block(const float* x, int m, int k, const float* b, int n, float
 
 }  // namespace
 
+namespace {
+
+std::atomic<bool> g_tf32{false};
+
+// Both inputs of a product rounded to TF32, as tensor cores read them.
+std::vector<float> rounded_to_tf32(const float* v, size_t n) {
+  std::vector<float> r(v, v + n);
+  for (float& f : r) f = round_to_tf32(f);
+  return r;
+}
+
+void matmul_fp32(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
+                 ThreadPool& pool);
+void matmul_transposed_fp32(const float* x, int m, int k, const float* b, int n, float* y,
+                            ThreadPool& pool);
+
+}  // namespace
+
+float round_to_tf32(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  if ((u & 0x7f800000u) == 0x7f800000u) return v;  // inf, NaN
+  u += 0x0fffu + ((u >> 13) & 1u);                 // to nearest, ties to even, at 10 mantissa bits
+  u &= ~0x1fffu;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+void emulate_tf32(bool on) { g_tf32.store(on, std::memory_order_relaxed); }
+bool tf32_emulated() { return g_tf32.load(std::memory_order_relaxed); }
+
 void matmul(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
             ThreadPool& pool) {
+  if (m > 0 && n > 0 && tf32_emulated()) {
+    const auto xr = rounded_to_tf32(x, static_cast<size_t>(m) * k);
+    const auto wr = rounded_to_tf32(w, static_cast<size_t>(k) * n);
+    return matmul_fp32(xr.data(), m, k, wr.data(), n, bias, y, pool);
+  }
+  matmul_fp32(x, m, k, w, n, bias, y, pool);
+}
+
+void matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y,
+                       ThreadPool& pool) {
+  if (m > 0 && n > 0 && tf32_emulated()) {
+    const auto xr = rounded_to_tf32(x, static_cast<size_t>(m) * k);
+    const auto br = rounded_to_tf32(b, static_cast<size_t>(n) * k);
+    return matmul_transposed_fp32(xr.data(), m, k, br.data(), n, y, pool);
+  }
+  matmul_transposed_fp32(x, m, k, b, n, y, pool);
+}
+
+namespace {
+
+void matmul_fp32(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
+                 ThreadPool& pool) {
   if (m <= 0 || n <= 0) return;
   // The inner dimension is cut in two halves (when long enough), summed
   // apart and then added: y = (bias + x[:, :h] W[:h]) + x[:, h:] W[h:]. Both
@@ -510,6 +564,20 @@ void matmul(const float* x, int m, int k, const float* w, int n, const float* bi
   add_second_half();
 }
 
+void matmul_transposed_fp32(const float* x, int m, int k, const float* b, int n, float* y,
+                            ThreadPool& pool) {
+  if (m <= 0 || n <= 0) return;
+  const bool wide = g_avx512.load(std::memory_order_relaxed);
+  const int chunk = 256;
+  const int tasks = (n + chunk - 1) / chunk;
+  pool.parallel_for(tasks, [&](int t) {
+    const int j0 = t * chunk;
+    transposed_block(x, m, k, b, n, y, j0, std::min(n, j0 + chunk), wide);
+  });
+}
+
+}  // namespace
+
 bool avx512_available() {
 #ifdef TS_HAVE_AVX512_TWIN
   static const bool has = [] {
@@ -532,18 +600,6 @@ const char* decode_kernel() {
 #else
   return "scalar";
 #endif
-}
-
-void matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y,
-                       ThreadPool& pool) {
-  if (m <= 0 || n <= 0) return;
-  const bool wide = g_avx512.load(std::memory_order_relaxed);
-  const int chunk = 256;
-  const int tasks = (n + chunk - 1) / chunk;
-  pool.parallel_for(tasks, [&](int t) {
-    const int j0 = t * chunk;
-    transposed_block(x, m, k, b, n, y, j0, std::min(n, j0 + chunk), wide);
-  });
 }
 
 void matmul_reference(const float* x, int m, int k, const float* w, int n, const float* bias,

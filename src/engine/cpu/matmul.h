@@ -31,6 +31,14 @@ void allow_avx512(bool allowed);
 // "avx512", "avx2" or "scalar" (a build without AVX2): the skinny kernel in use.
 const char* decode_kernel();
 
+// TF32 emulation, for the tests that derive the CUDA backend's TF32
+// tolerance: while on, both inputs of every matmul and matmul_transposed are
+// rounded to TF32 (10 mantissa bits, to nearest, ties to even) before the
+// fp32 product, as tensor cores read them. Process-wide; off by default.
+float round_to_tf32(float v);
+void emulate_tf32(bool on);
+bool tf32_emulated();
+
 // Plain triple loops in double precision: the reference the fast paths are
 // tested against.
 void matmul_reference(const float* x, int m, int k, const float* w, int n, const float* bias,

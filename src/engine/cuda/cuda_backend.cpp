@@ -106,6 +106,11 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string device_name() const override;
+  BackendMemory memory() const override;
+  int64_t kv_budget_bytes() const override;
+  std::string kv_budget_name() const override { return std::string("the GPU's free"); }
+  HardwareRoofs measure_roofs(int cpu_threads, double working_set_bytes) const override;
+  double measure_bandwidth(int cpu_threads) const override;
   void init_cache(const KvCacheShape& shape) override;
   void copy_blocks(const std::vector<BlockCopy>& copies) override;
   void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
@@ -139,6 +144,16 @@ class CudaBackend final : public Backend {
   bool tf32_ = false;
   bool graphs_ = true;
   std::string graphs_off_reason_;
+  bool sync_ = false;  // TOKENSCOPE_CUDA_SYNC=1: synchronise after every launch
+  // Checks a launch; with sync_, also waits for it and names it when it faulted.
+  void launched(cudaError_t e, const char* what) {
+    check(e, what);
+    if (sync_) check(cudaStreamSynchronize(stream_), what);
+  }
+  void launched(cublasStatus_t e, const char* what) {
+    check(e, what);
+    if (sync_) check(cudaStreamSynchronize(stream_), what);
+  }
 
   DeviceArray<float> weights_dev_;
   const float *wte_ = nullptr, *wpe_ = nullptr, *ln_f_w_ = nullptr, *ln_f_b_ = nullptr;
@@ -186,6 +201,13 @@ void CudaBackend::setup() {
   compute_ = tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   graphs_ = env_flag("TOKENSCOPE_CUDA_GRAPHS", true);
   if (!graphs_) graphs_off_reason_ = "TOKENSCOPE_CUDA_GRAPHS=0";
+  // Debugging an asynchronous fault: synchronise after every launch so the
+  // error names the kernel that failed (no graphs: a capture cannot sync).
+  sync_ = env_flag("TOKENSCOPE_CUDA_SYNC", false);
+  if (sync_) {
+    graphs_ = false;
+    graphs_off_reason_ = "TOKENSCOPE_CUDA_SYNC=1";
+  }
 
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cublasCreate(&cublas_), "cublasCreate");
@@ -223,6 +245,53 @@ std::string CudaBackend::device_name() const {
   else
     s += "off: " + graphs_off_reason_;
   return s + ")";
+}
+
+BackendMemory CudaBackend::memory() const {
+  BackendMemory m;
+  m.where = std::string(prop_.name) + " memory";
+  m.on_host = false;
+  m.kv_reserved_bytes = static_cast<int64_t>(pools_.capacity() * sizeof(float));
+  m.weight_copy_bytes = static_cast<int64_t>(weights_dev_.capacity() * sizeof(float));
+  size_t scratch = cublas_workspace_.capacity() + meta_.capacity() * sizeof(int);
+  for (const DeviceArray<float>* a :
+       {&x_, &ln_, &attn_, &proj_, &qkv_, &hidden_, &final_ln_, &results_})
+    scratch += a->capacity() * sizeof(float);
+  m.scratch_last_bytes = m.scratch_peak_bytes = static_cast<int64_t>(scratch);
+  m.pinned_host_bytes = static_cast<int64_t>(staging_.capacity());
+  size_t free = 0, total = 0;
+  cudaSetDevice(device_);
+  if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
+    m.free_bytes = static_cast<int64_t>(free);
+    m.total_bytes = static_cast<int64_t>(total);
+  } else {
+    cudaGetLastError();  // the report says 0 rather than failing
+    m.total_bytes = static_cast<int64_t>(prop_.totalGlobalMem);
+  }
+  return m;
+}
+
+// A new KV cache replaces the current one, but is reserved before the old one
+// is freed (init_cache): it must fit beside it, in what is free now.
+int64_t CudaBackend::kv_budget_bytes() const {
+  size_t free = 0, total = 0;
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return static_cast<int64_t>(free);
+}
+
+HardwareRoofs CudaBackend::measure_roofs(int, double) const {
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  HardwareRoofs r;
+  r.how = measure_cuda_roofs(&r.peak_flops, &r.bandwidth, tf32_);
+  return r;
+}
+
+double CudaBackend::measure_bandwidth(int) const {
+  double flops = 0, bandwidth = 0;
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  measure_cuda_roofs(&flops, &bandwidth, tf32_);
+  return bandwidth;
 }
 
 void CudaBackend::upload_weights() {
@@ -286,37 +355,39 @@ void CudaBackend::init_cache(const KvCacheShape& shape) {
   if (shape.block_size <= 0 || shape.num_blocks <= 0) throw Error("KV cache shape is empty");
   check(cudaSetDevice(device_), "cudaSetDevice");
   check(cudaStreamSynchronize(stream_), "init_cache");
+  const long long slots = static_cast<long long>(shape.num_blocks) * shape.block_size;
+  const size_t layer_stride = static_cast<size_t>(slots) * cfg_.n_embd;
+  const size_t floats = layer_stride * 2 * cfg_.n_layer;
+  const std::string what = "the KV cache (" + std::to_string(slots) + " tokens x " +
+                           std::to_string(cfg_.n_layer) + " layers)";
+  // The new pools are reserved before the old ones are freed: a size the
+  // device refuses leaves the cache as it was (its contents included).
+  cuda_detail::DeviceArray<float> pools;
+  pools.reserve(floats, what.c_str());
+  check(cudaMemsetAsync(pools.get(), 0, floats * sizeof(float), stream_), "clearing the KV cache");
+  check(cudaStreamSynchronize(stream_), "clearing the KV cache");
   drop_graphs();
   ++generation_;
-  pools_.release();
+  pools_.swap(pools);
   shape_ = shape;
-  pool_slots_ = static_cast<long long>(shape.num_blocks) * shape.block_size;
-  pool_layer_stride_ = static_cast<size_t>(pool_slots_) * cfg_.n_embd;
-  const size_t floats = pool_layer_stride_ * 2 * cfg_.n_layer;
-  const std::string what = "the KV cache (" + std::to_string(pool_slots_) + " tokens x " +
-                           std::to_string(cfg_.n_layer) + " layers)";
-  pools_.reserve(floats, what.c_str());
-  check(cudaMemsetAsync(pools_.get(), 0, floats * sizeof(float), stream_), "clearing the KV cache");
-  check(cudaStreamSynchronize(stream_), "clearing the KV cache");
+  pool_slots_ = slots;
+  pool_layer_stride_ = layer_stride;
 }
 
 void CudaBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
   if (copies.empty()) return;
   check(cudaSetDevice(device_), "cudaSetDevice");
-  const size_t c = cfg_.n_embd, bs = shape_.block_size;
+  // Every copy is checked before any is queued.
+  std::vector<cuda_detail::PoolCopy> ranges;
   for (const BlockCopy& cp : copies) {
-    if (cp.src_block < 0 || cp.dst_block < 0 || cp.src_block >= shape_.num_blocks ||
-        cp.dst_block >= shape_.num_blocks || cp.num_slots < 0 || cp.num_slots > shape_.block_size)
-      throw Error("cuda copy_blocks: block copy outside the KV pool");
-    if (cp.num_slots == 0) continue;
-    // One 2D copy moves the block in every layer's K and V pool.
-    const size_t pitch = pool_layer_stride_ * sizeof(float);
-    check(cudaMemcpy2DAsync(pools_.get() + cp.dst_block * bs * c, pitch,
-                            pools_.get() + cp.src_block * bs * c, pitch,
-                            cp.num_slots * c * sizeof(float), 2 * cfg_.n_layer,
-                            cudaMemcpyDeviceToDevice, stream_),
-          "copying a KV block (copy-on-write)");
+    const auto r = cuda_detail::block_copy_ranges(cp, shape_, cfg_.n_embd);
+    ranges.insert(ranges.end(), r.begin(), r.end());
   }
+  for (const cuda_detail::PoolCopy& r : ranges)
+    check(cudaMemcpyAsync(pools_.get() + r.dst, pools_.get() + r.src, r.count * sizeof(float),
+                          cudaMemcpyDeviceToDevice, stream_),
+          "copying a KV block (copy-on-write)");
+  if (sync_) check(cudaStreamSynchronize(stream_), "copying a KV block (copy-on-write)");
 }
 
 ResultsLayout CudaBackend::ensure_buffers(const ForwardPlan& plan, int recorded_layers,
@@ -360,9 +431,10 @@ ResultsLayout CudaBackend::ensure_buffers(const ForwardPlan& plan, int recorded_
   logits_.ptr = results_.get() + r.logits;
   resid_.ptr = results_.get() + r.residuals;
   probs_.ptr = results_.get() + r.probs;
-  const size_t staged = (r.stage_probs ? r.end : r.small_end) * sizeof(float);
-  staging_.reserve(std::max(staged, plan.packed.size() * sizeof(int)),
-                   "pinned host memory for the step's metadata and results");
+  const size_t staged = std::max((r.stage_probs ? r.end : r.small_end) * sizeof(float),
+                                 plan.packed.size() * sizeof(int));
+  if (cuda_detail::staging_should_shrink(staging_.capacity(), staged)) staging_.release();
+  staging_.reserve(staged, "pinned host memory for the step's metadata and results");
   return r;
 }
 
@@ -378,34 +450,34 @@ void CudaBackend::enqueue(const LaunchShape& s) {
   const float eps = cfg_.layer_norm_epsilon;
   kernels::AttentionParams ap = attention_params(s);
 
-  check(kernels::embed(wte_, wpe_, meta(s.at.tokens), meta(s.at.positions), rows, c, x_.get(),
-                       stream_),
-        "embedding kernel");
+  launched(kernels::embed(wte_, wpe_, meta(s.at.tokens), meta(s.at.positions), rows, c, x_.get(),
+                          stream_),
+           "embedding kernel");
   if (s.residuals) record_residual(0, s);
-  check(kernels::layernorm(x_.get(), layers_[0].ln_1_w, layers_[0].ln_1_b, rows, c, eps, ln_.get(),
-                           stream_),
-        "layernorm kernel");  // ln_1 of block 0
+  launched(kernels::layernorm(x_.get(), layers_[0].ln_1_w, layers_[0].ln_1_b, rows, c, eps,
+                              ln_.get(), stream_),
+           "layernorm kernel");  // ln_1 of block 0
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const DeviceLayer& L = layers_[l];
     const bool last = l + 1 == cfg_.n_layer;
     // ln_1 -> qkv -> KV append -> attention -> proj + residual, ln_2
     matmul(ln_.get(), rows, c, L.qkv_w, 3 * c, qkv_.get());
-    check(kernels::bias_kv_append(qkv_.get(), L.qkv_b, meta(s.at.slots), rows, c, k_pool(l),
-                                  v_pool(l), stream_),
-          "KV append kernel");
+    launched(kernels::bias_kv_append(qkv_.get(), L.qkv_b, meta(s.at.slots), rows, c, k_pool(l),
+                                     v_pool(l), stream_),
+             "KV append kernel");
     attention(l, s, ap);
     matmul(attn_.get(), rows, c, L.proj_w, c, proj_.get());
-    check(kernels::residual_layernorm(x_.get(), proj_.get(), L.proj_b, L.ln_2_w, L.ln_2_b, rows, c,
-                                      eps, ln_.get(), stream_),
-          "residual + layernorm kernel");
+    launched(kernels::residual_layernorm(x_.get(), proj_.get(), L.proj_b, L.ln_2_w, L.ln_2_b, rows,
+                                         c, eps, ln_.get(), stream_),
+             "residual + layernorm kernel");
     // fc -> gelu -> proj + residual, then the next block's ln_1 (ln_f after the last)
     matmul(ln_.get(), rows, c, L.fc_w, 4 * c, hidden_.get());
-    check(kernels::bias_gelu(hidden_.get(), L.fc_b, rows, 4 * c, stream_), "gelu kernel");
+    launched(kernels::bias_gelu(hidden_.get(), L.fc_b, rows, 4 * c, stream_), "gelu kernel");
     matmul(hidden_.get(), rows, 4 * c, L.mproj_w, c, proj_.get());
-    check(kernels::residual_layernorm(
-              x_.get(), proj_.get(), L.mproj_b, last ? ln_f_w_ : layers_[l + 1].ln_1_w,
-              last ? ln_f_b_ : layers_[l + 1].ln_1_b, rows, c, eps, ln_.get(), stream_),
-          "residual + layernorm kernel");
+    launched(kernels::residual_layernorm(
+                 x_.get(), proj_.get(), L.mproj_b, last ? ln_f_w_ : layers_[l + 1].ln_1_w,
+                 last ? ln_f_b_ : layers_[l + 1].ln_1_b, rows, c, eps, ln_.get(), stream_),
+             "residual + layernorm kernel");
     if (s.residuals) record_residual(l + 1, s);
   }
   logits(s);  // ln_f(x) . wte^T (the tied unembedding)
@@ -417,9 +489,9 @@ void CudaBackend::enqueue(const LaunchShape& s) {
 void CudaBackend::matmul(const float* x, int m, int k, const float* w, int n, float* y) {
   // Row-major Y[m,n] = X[m,k] W[k,n] is column-major Y^T = W^T X^T.
   const float one = 1.0f, zero = 0.0f;
-  check(cublasGemmEx(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, w, CUDA_R_32F, n, x,
-                     CUDA_R_32F, k, &zero, y, CUDA_R_32F, n, compute_, CUBLAS_GEMM_DEFAULT),
-        "cublasGemmEx (linear layer)");
+  launched(cublasGemmEx(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, w, CUDA_R_32F, n, x,
+                        CUDA_R_32F, k, &zero, y, CUDA_R_32F, n, compute_, CUBLAS_GEMM_DEFAULT),
+           "cublasGemmEx (linear layer)");
 }
 
 // Y[m,n] = X[m,k] B[n,k]^T (the tied unembedding: logits = h wte^T).
@@ -427,9 +499,9 @@ void CudaBackend::matmul_transposed(const float* x, int m, int k, const float* b
   // Row-major Y[m,n] = X[m,k] B[n,k]^T is column-major Y^T = B X^T, where the
   // column-major view of row-major B is B^T (k x n, leading dimension k).
   const float one = 1.0f, zero = 0.0f;
-  check(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, b, CUDA_R_32F, k, x,
-                     CUDA_R_32F, k, &zero, y, CUDA_R_32F, n, compute_, CUBLAS_GEMM_DEFAULT),
-        "cublasGemmEx (unembedding)");
+  launched(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, b, CUDA_R_32F, k, x,
+                        CUDA_R_32F, k, &zero, y, CUDA_R_32F, n, compute_, CUBLAS_GEMM_DEFAULT),
+           "cublasGemmEx (unembedding)");
 }
 
 // The attention kernels' view of the batch: every per-row and per-entry value
@@ -468,16 +540,17 @@ void CudaBackend::attention(int layer, const LaunchShape& s, kernels::AttentionP
   ap.v_pool = v_pool(layer);
   ap.probs =
       s.probs_slot[layer] >= 0 ? probs_.get() + s.probs_slot[layer] * s.probs_per_layer : nullptr;
-  check(kernels::attention(ap, stream_), "attention kernel");
+  launched(kernels::attention(ap, stream_), "attention kernel");
 }
 
 // The residual stream of each entry's last token (for the logit lens):
 // slot 0 is the embedding, slot l + 1 the output of block l.
 void CudaBackend::record_residual(int slot, const LaunchShape& s) {
   const int c = cfg_.n_embd;
-  check(kernels::gather_rows(x_.get(), meta(s.at.last_rows), s.entries, c,
-                             resid_.get() + static_cast<size_t>(slot) * s.entries * c, c, stream_),
-        "gather kernel (residuals)");
+  launched(
+      kernels::gather_rows(x_.get(), meta(s.at.last_rows), s.entries, c,
+                           resid_.get() + static_cast<size_t>(slot) * s.entries * c, c, stream_),
+      "gather kernel (residuals)");
 }
 
 // logits = ln_f(x) . wte^T for the rows that need them (gathered first unless
@@ -486,9 +559,9 @@ void CudaBackend::logits(const LaunchShape& s) {
   const int c = cfg_.n_embd;
   const float* final_in = ln_.get();
   if (s.logit_rows != s.rows) {
-    check(kernels::gather_rows(ln_.get(), meta(s.at.logit_rows), s.logit_rows, c, final_ln_.get(),
-                               c, stream_),
-          "gather kernel (logit rows)");
+    launched(kernels::gather_rows(ln_.get(), meta(s.at.logit_rows), s.logit_rows, c,
+                                  final_ln_.get(), c, stream_),
+             "gather kernel (logit rows)");
     final_in = final_ln_.get();
   }
   matmul_transposed(final_in, s.logit_rows, c, wte_, cfg_.vocab_size, logits_.get());

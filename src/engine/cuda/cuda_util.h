@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include "util/error.h"
 
@@ -102,6 +103,10 @@ class DeviceArray {
   }
   T* get() const { return ptr_; }
   size_t capacity() const { return capacity_; }
+  void swap(DeviceArray& other) noexcept {
+    std::swap(ptr_, other.ptr_);
+    std::swap(capacity_, other.capacity_);
+  }
 
  private:
   T* ptr_ = nullptr;

@@ -168,4 +168,25 @@ ForwardPlan make_forward_plan(const std::vector<BatchEntry>& batch, const PlanOp
   return p;
 }
 
+std::vector<PoolCopy> block_copy_ranges(const BlockCopy& copy, const KvCacheShape& shape,
+                                        int n_embd) {
+  if (copy.src_block < 0 || copy.dst_block < 0 || copy.src_block >= shape.num_blocks ||
+      copy.dst_block >= shape.num_blocks || copy.num_slots < 0 || copy.num_slots > shape.block_size)
+    throw Error("cuda copy_blocks: block copy outside the KV pool");
+  std::vector<PoolCopy> out;
+  if (copy.num_slots == 0) return out;
+  const size_t c = static_cast<size_t>(n_embd), bs = static_cast<size_t>(shape.block_size);
+  const size_t pool = static_cast<size_t>(shape.num_blocks) * bs * c;  // one K or V pool
+  out.reserve(static_cast<size_t>(2) * shape.n_layer);
+  for (size_t p = 0; p < static_cast<size_t>(2) * shape.n_layer; ++p)
+    out.push_back({p * pool + copy.dst_block * bs * c, p * pool + copy.src_block * bs * c,
+                   static_cast<size_t>(copy.num_slots) * c});
+  return out;
+}
+
+bool staging_should_shrink(size_t capacity_bytes, size_t needed_bytes) {
+  constexpr size_t kKeep = size_t(64) << 20;  // below this, keeping it costs little
+  return capacity_bytes > kKeep && capacity_bytes > 4 * needed_bytes;
+}
+
 }  // namespace ts::cuda_detail

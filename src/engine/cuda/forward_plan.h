@@ -71,4 +71,24 @@ size_t metadata_capacity(const ForwardPlan& plan, int block_size, int n_ctx);
 // holds `context`, capped at n_ctx.
 int context_bucket(int context, int n_ctx);
 
+// One contiguous device-to-device copy, in floats from the pools' start.
+struct PoolCopy {
+  size_t dst = 0;
+  size_t src = 0;
+  size_t count = 0;
+};
+
+// The copies that move one KV block (copy-on-write) in every layer's K and V
+// pool: one plain copy per pool, so no copy has a pitch (a 2D copy with the
+// layer pool as its pitch is refused above 2 GiB). The pools are laid out
+// [layer][K|V][slot][n_embd]. Throws when the block lies outside the pool.
+std::vector<PoolCopy> block_copy_ranges(const BlockCopy& copy, const KvCacheShape& shape,
+                                        int n_embd);
+
+// The pinned staging buffer grows to the largest step's results; after a
+// step that needed far less it is given back (and reserved again at the new
+// size), so one traced 1,024-token prefill does not keep hundreds of MB of
+// page-locked host memory for the rest of the session.
+bool staging_should_shrink(size_t capacity_bytes, size_t needed_bytes);
+
 }  // namespace ts::cuda_detail

@@ -1,4 +1,4 @@
-#include "engine/cuda/kernel_harness.h"
+#include "kernel_harness.h"
 
 #include <algorithm>
 
