@@ -1,61 +1,169 @@
 #!/usr/bin/env bash
-# The GPU check: everything TokenScope's CUDA backend must show on a GPU, in
-# phases that each finish well within 10 minutes, on an offline machine.
+# The GPU check: what TokenScope's CUDA backend must show on a GPU, compiled
+# here and only run there, on an offline GPU machine that may be lent for a
+# few minutes (docs/gpu.md).
 #
-#   scripts/gpu-check.sh prepare          on a machine with apt and network:
-#                                         download the build's .deb files into
-#                                         build/device-kit/ (carry that folder
-#                                         to the GPU machine)
-#   scripts/gpu-check.sh [PHASE...]       on the GPU machine; PHASE is one of
-#                                         build test sanitize bench peer report,
-#                                         or all (the default: every phase in
-#                                         that order)
+# Here (a machine with the CUDA toolkit, no GPU needed):
+#   scripts/gpu-check.sh bundle [--from-build DIR] [--out DIR]
+#       builds, GUI off, the GPU tests (ts_gpu_tests), tokenscope-bench and
+#       tokenscope-cli for sm_90 + compute_90 PTX (TS_GPU_ARCHS to change) in
+#       build-gpu-bundle/ (TS_GPU_BUNDLE_BUILD), then packs them into
+#       build/gpu-bundle/ (--out): the binaries, the test fixtures and the
+#       bundled model they read, the HF peer script, this script, the report
+#       module, every shared library they need that is neither glibc nor
+#       CUDA's, and a MANIFEST (sizes, checksums). At most 48 MiB. With
+#       --from-build it packs an existing build folder instead of building.
+#   scripts/gpu-check.sh prepare
+#       downloads the .deb files the fallback build needs (GoogleTest,
+#       nlohmann-json) into build/device-kit/; bundle copies them along.
 #
-# build     unpacks build/device-kit/*.deb (when present) into a private prefix
-#           under the work folder (never into /), builds GoogleTest from its
-#           sources there, and builds ts_tests, tokenscope-bench and
-#           tokenscope-cli for the local GPU's architecture only
-# test      every CUDA test (a test that skips on a GPU machine is a failure),
-#           then the rest of the unit suite
-# sanitize  compute-sanitizer memcheck on the kernel tests (120 s) and
-#           racecheck on the attention kernels (120 s); a missing
-#           compute-sanitizer, or one that cannot instrument this device, is
-#           "not available", not a failure
-# bench     tokenscope-bench --device cuda on a random GPT-2-124M (written once
-#           to the work folder): fp32, context 1000, TF32, graphs off
-# peer      tools/peer/hf_peer.py: HF transformers on the same weights (logits,
-#           greedy tokens, tokens/s), when torch with CUDA and transformers are
-#           importable
-# report    OUT/report.md and OUT/report.json (also rewritten after every
-#           phase, so a phase that is killed leaves the ones before it)
+# There (from the bundle; no compiler needed):
+#   bash gpu-bundle/gpu-check.sh run
+#       preflight (nvidia-smi, driver, the CUDA runtime the binaries resolve,
+#       ldd of every binary), then the phases, each with its own time cap
+#       inside one budget (TS_GPU_RUN_BUDGET, default 450 s, so that the whole
+#       run fits a 10-minute command with 2 minutes to spare):
+#         gpu_tests  every GPU test (a GPU test that skips on a GPU machine is
+#                    a failure), 150 s
+#         memcheck   compute-sanitizer memcheck on the kernel tests, 90 s
+#                    ("not available" when the device refuses it)
+#         bench      a random GPT-2 124M written there; fp32, CUDA graphs on,
+#                    prefill 1,024, decode, lanes 1/2/4/8, cache on/off, 150 s
+#         peer       HF transformers on the same weights (tools/peer), 120 s
+#       and the report (OUT/report.md, OUT/report.json), rewritten after every
+#       phase so that a run cut short still reports what it measured. Only
+#       when the bundle cannot load (a missing library, an older glibc) does
+#       it fall back to building there from the checkout around the bundle
+#       (-G Ninja, the device kit), which costs several minutes.
+#   bash gpu-bundle/gpu-check.sh run-more
+#       the optional second command: racecheck on the attention kernels, the
+#       context-1000 bench, TF32 (bench and parity), CUDA graphs off.
 #
-# Without a GPU every phase still runs and the report marks each GPU figure
-# "not run". Output (OUT, default gpu-check-out/) stays small: logs are cut to
-# their last lines; checkpoints, build prefix and large JSON go to WORK.
-# Environment: TS_GPU_CHECK_OUT, TS_GPU_CHECK_WORK (default
-# /tmp/tokenscope-gpu-check), TS_GPU_CHECK_BUILD (default build-gpu),
-# TS_DEVICE_KIT (default build/device-kit), TS_GPU_CHECK_ARCHS (CUDA
-# architectures to build; default: the local GPU's, else CMake's default
-# list), TS_GPU_CHECK_BUILD_TIMEOUT (s, default 360), TS_JOBS.
-# Exit status: 0 when no check of the phases run FAILED.
+# Without a GPU, run is a dry run: every GPU figure is "not run", with why.
+# Environment: TS_GPU_CHECK_OUT (default gpu-check-out/), TS_GPU_CHECK_WORK
+# (default /tmp/tokenscope-gpu-check: the 500 MB checkpoint and large JSON),
+# TS_GPU_RUN_BUDGET (s), TS_GPU_ARCHS, TS_GPU_BUNDLE_BUILD, TS_DEVICE_KIT,
+# TS_JOBS. Exit status: 0 when no check FAILED.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-root="$(pwd)"
+self_dir="$(cd "$(dirname "$0")" && pwd)"
+if [ -f "$self_dir/MANIFEST" ]; then
+  # Running from a bundle. When the bundle sits in a checkout's build/ (as
+  # scripts/gpu-check.sh bundle leaves it), that checkout serves the fallback.
+  bundle="$self_dir"
+  root="$(cd "$self_dir/../.." && pwd)"
+  [ -f "$root/CMakeLists.txt" ] && [ -f "$root/scripts/gpu-check.sh" ] || root=""
+else
+  root="$(cd "$self_dir/.." && pwd)"
+  bundle="$root/build/gpu-bundle"
+fi
 out="${TS_GPU_CHECK_OUT:-gpu-check-out}"
 work="${TS_GPU_CHECK_WORK:-/tmp/tokenscope-gpu-check}"
-build="${TS_GPU_CHECK_BUILD:-build-gpu}"
-kit="${TS_DEVICE_KIT:-build/device-kit}"
+kit="${TS_DEVICE_KIT:-${root:-.}/build/device-kit}"
 jobs="${TS_JOBS:-$(nproc)}"
 kit_packages=(nlohmann-json3-dev googletest)
+max_bundle_mib=48
+binaries=(ts_gpu_tests tokenscope-bench tokenscope-cli)
 
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="/usr/local/cuda/bin:$PATH"
 fi
-export TS_FIXTURE_DIR="$root/tests/fixtures"
 failed=0
 
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+# ---------------------------------------------------------------- bundle
+# Shared libraries a binary needs that the GPU machine cannot be assumed to
+# have in the same version: all but glibc's own and the CUDA toolkit's.
+bundled_libs() {  # bundled_libs BINARY...
+  ldd "$@" 2>/dev/null | awk '/=> \// {print $1, $3}' | sort -u | while read -r name path; do
+    case "$name" in
+      linux-vdso* | ld-linux* | libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | \
+        libresolv.so* | libutil.so* | libmvec.so*) ;;
+      libcuda.so* | libcudart* | libcublas* | libcublasLt* | libnvrtc* | libnvJitLink* | libcufft* | \
+        libcurand* | libcusparse* | libcusolver* | libnvToolsExt*) ;;
+      *) echo "$path" ;;
+    esac
+  done
+}
+
+cmd_bundle() {
+  local from="" dest="$root/build/gpu-bundle"
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --from-build) from="${2:?--from-build needs a folder}"; shift 2 ;;
+      --out) dest="${2:?--out needs a folder}"; shift 2 ;;
+      *) echo "gpu-check bundle: unknown argument '$1' (--from-build DIR, --out DIR)" >&2; return 2 ;;
+    esac
+  done
+  [ -n "$root" ] || { echo "gpu-check bundle: run it from a checkout (scripts/gpu-check.sh bundle)" >&2; return 2; }
+  local build t0=$SECONDS
+  if [ -n "$from" ]; then
+    build="$(cd "$from" && pwd)" || return 1
+  else
+    build="$root/${TS_GPU_BUNDLE_BUILD:-build-gpu-bundle}"
+    command -v nvcc >/dev/null 2>&1 || { echo "gpu-check bundle: needs nvcc (the CUDA toolkit)" >&2; return 1; }
+    local args=(-DCMAKE_BUILD_TYPE=Release -DTS_ENABLE_GUI=OFF -DTS_ENABLE_CUDA=ON
+      "-DCMAKE_CUDA_ARCHITECTURES=${TS_GPU_ARCHS:-90}")
+    if command -v ccache >/dev/null 2>&1; then
+      args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+      export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
+    fi
+    mkdir -p "$build"
+    if ! cmake -S "$root" -B "$build" "${args[@]}" >"$build/configure.log" 2>&1; then
+      cat "$build/configure.log" >&2
+      echo "gpu-check bundle: configure failed ($build/configure.log)" >&2
+      return 1
+    fi
+    if ! grep -q "CUDA backend ON" "$build/configure.log"; then
+      grep -m1 "CUDA backend OFF" "$build/configure.log" >&2
+      echo "gpu-check bundle: the CUDA backend is off in this build" >&2
+      return 1
+    fi
+    cmake --build "$build" -j"$jobs" --target "${binaries[@]}" || return 1
+  fi
+  local b
+  for b in "${binaries[@]}"; do
+    [ -x "$build/$b" ] || { echo "gpu-check bundle: $build/$b is missing" >&2; return 1; }
+  done
+  rm -rf "$dest"
+  mkdir -p "$dest/bin" "$dest/lib" "$dest/models" "$dest/tools/peer"
+  for b in "${binaries[@]}"; do cp "$build/$b" "$dest/bin/"; done
+  # Debug sections are not needed to run; symbols stay for backtraces.
+  command -v strip >/dev/null 2>&1 && strip --strip-debug "$dest"/bin/*
+  local lib
+  while read -r lib; do [ -n "$lib" ] && cp -L "$lib" "$dest/lib/"; done < <(bundled_libs "$dest"/bin/*)
+  cp -r "$root/tests/fixtures" "$dest/fixtures"
+  cp -r "$root/assets/models/tokenscope-tiny" "$dest/models/"
+  cp "$root/tools/peer/hf_peer.py" "$dest/tools/peer/"
+  cp "$root/tools/gpu_check/report.py" "$dest/report.py"
+  cp "$root/scripts/gpu-check.sh" "$dest/gpu-check.sh"
+  if ls "$kit"/*.deb >/dev/null 2>&1; then mkdir -p "$dest/device-kit" && cp "$kit"/* "$dest/device-kit/"; fi
+  {
+    echo "# TokenScope GPU bundle: built $(date -u +%Y-%m-%dT%H:%MZ) from $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo 'an unknown commit')"
+    echo "# build: $build; CUDA architectures: $(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt")"
+    echo "# nvcc: $(nvcc --version 2>/dev/null | tail -1)"
+    echo "# needed from the GPU machine: glibc $(objdump -T "$dest"/bin/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1 | sed 's/GLIBC_//') or newer, the NVIDIA driver, and these CUDA libraries:"
+    ldd "$dest"/bin/* 2>/dev/null | awk '/=>/ {print $1}' | grep -E '^lib(cudart|cublas|cublasLt|cuda)\.' | sort -u | sed 's/^/#   /'
+    echo "# bytes sha256 path"
+    (cd "$dest" && find . -type f ! -name MANIFEST | sort | while read -r f; do
+      echo "$(stat -c %s "$f") $(sha256sum "$f" | cut -d' ' -f1) ${f#./}"
+    done)
+  } >"$dest/MANIFEST"
+  local bytes mib
+  bytes="$(du -sb "$dest" | cut -f1)"
+  mib=$(((bytes + 1048575) / 1048576))
+  if [ "$mib" -gt "$max_bundle_mib" ]; then
+    echo "gpu-check bundle: $dest is $mib MiB, over the $max_bundle_mib MiB a GPU window can carry" >&2
+    return 1
+  fi
+  local rel="${dest#"$root"/}"
+  echo "gpu-check bundle: $rel/ ($mib MiB, $(grep -c '^[0-9]' "$dest/MANIFEST") files, $((SECONDS - t0)) s)"
+  echo "Copy $rel/ to the GPU machine (in a checkout: the same path), then run there:"
+  echo "  TS_GPU_CHECK_OUT=gpu-check-out bash $rel/gpu-check.sh run"
+}
+
 # ---------------------------------------------------------------- prepare
-prepare() {
+cmd_prepare() {
   command -v apt-get >/dev/null 2>&1 || { echo "gpu-check prepare: needs apt-get (a Debian/Ubuntu machine)" >&2; return 1; }
   mkdir -p "$kit"
   rm -f "$kit"/*.deb
@@ -64,15 +172,7 @@ prepare() {
     return 1
   fi
   (cd "$kit" && sha256sum ./*.deb >SHA256SUMS)
-  {
-    echo "# .deb files for an offline TokenScope GPU build (scripts/gpu-check.sh build unpacks them)"
-    for p in "${kit_packages[@]}"; do
-      echo "$p $(apt-cache policy "$p" 2>/dev/null | awk '/Candidate:/ {print $2}')"
-    done
-  } >"$kit/MANIFEST"
-  echo "gpu-check prepare: $(ls "$kit"/*.deb | wc -l) packages in $kit/ ($(du -sh "$kit" | cut -f1)):"
-  ls -1 "$kit"/*.deb
-  echo "Copy $kit/ to the GPU machine (same path in the checkout), then run scripts/gpu-check.sh there."
+  echo "gpu-check prepare: $(ls "$kit"/*.deb | wc -l) packages in $kit/ ($(du -sh "$kit" | cut -f1)); bundle carries them"
 }
 
 # ---------------------------------------------------------------- bookkeeping
@@ -98,18 +198,45 @@ EOF
   case "$2" in FAILED*) failed=1 ;; esac
 }
 
-# Keeps the last lines of a log (the output folder stays small).
-keep_tail() {  # keep_tail FILE [LINES]
+keep_tail() {  # keep_tail FILE [LINES]: the output folder stays small
   local f="$1" n="${2:-300}"
   [ -f "$f" ] || return 0
-  if [ "$(wc -l <"$f")" -gt "$n" ]; then
-    tail -n "$n" "$f" >"$f.tmp" && mv "$f.tmp" "$f"
-  fi
+  if [ "$(wc -l <"$f")" -gt "$n" ]; then tail -n "$n" "$f" >"$f.tmp" && mv "$f.tmp" "$f"; fi
 }
 
-# OUT/device.json: what nvidia-smi says about GPU 0 (or why there is none).
-device_info() {
-  python3 - "$out/device.json" <<'EOF'
+write_report() {
+  local report="$bundle/report.py"
+  [ -f "$report" ] || report="$root/tools/gpu_check/report.py"
+  python3 "$report" "$out" || echo "gpu-check: writing the report failed" >&2
+}
+
+# Seconds a phase may take: its own cap, or what the run's budget has left
+# (less 10 s for the report), whichever is smaller; 0 when under 15 s is left.
+cap() {  # cap SECONDS
+  local left=$((deadline - SECONDS - 10))
+  if [ "$left" -lt 15 ]; then echo 0; elif [ "$1" -lt "$left" ]; then echo "$1"; else echo "$left"; fi
+}
+
+device_present() { python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["present"] else 1)' "$out/device.json"; }
+device_why() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("why",""))' "$out/device.json"; }
+
+# ---------------------------------------------------------------- preflight
+# OUT/device.json: the GPU, its driver and CUDA version (nvidia-smi), the
+# CUDA runtime and cuBLAS the binaries resolve, and whether they load.
+cuda_lib_dirs() {  # where a CUDA runtime may live when the loader does not know it
+  local d
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+    [ -d "$d" ] && echo "$d"
+  done
+  # pip's nvidia-* wheels (torch's CUDA libraries)
+  timeout 5 python3 -c 'import glob, os, nvidia
+for p in nvidia.__path__:
+    for d in glob.glob(os.path.join(p, "*", "lib")): print(d)' 2>/dev/null
+}
+
+phase_preflight() {
+  local t0=$SECONDS
+  timeout 5 python3 - "$out/device.json" <<'EOF'
 import json, shutil, subprocess, sys
 info = {"present": False}
 smi = shutil.which("nvidia-smi")
@@ -117,104 +244,129 @@ if not smi:
     info["why"] = "nvidia-smi not found (no NVIDIA driver on this machine)"
 else:
     q = "name,driver_version,compute_cap,memory.total"
-    p = subprocess.run([smi, f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True, text=True)
-    line = p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() else ""
-    if not line:
-        info["why"] = "nvidia-smi failed: " + (p.stderr.strip().splitlines() or ["no output"])[-1]
-    else:
-        name, driver, cc, mem = [x.strip() for x in line.split(",")]
-        info.update(present=True, name=name, driver=driver, compute_capability=cc, memory=mem)
-nvcc = shutil.which("nvcc")
-if nvcc:
-    v = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
-    info["nvcc"] = (v.strip().splitlines() or [""])[-1]
+    try:
+        p = subprocess.run([smi, f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True, text=True, timeout=4)
+        line = p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() else ""
+        if not line:
+            info["why"] = "nvidia-smi failed: " + (p.stderr.strip().splitlines() or ["no output"])[-1]
+        else:
+            name, driver, cc, mem = [x.strip() for x in line.split(",")]
+            info.update(present=True, name=name, driver=driver, compute_capability=cc, memory=mem)
+            head = subprocess.run([smi], capture_output=True, text=True, timeout=4).stdout
+            for part in head.split("|"):
+                if "CUDA Version" in part:
+                    info["driver_cuda_version"] = part.split("CUDA Version:")[-1].strip()
+    except subprocess.TimeoutExpired:
+        info["why"] = "nvidia-smi did not answer in 4 s"
 with open(sys.argv[1], "w") as f:
     json.dump(info, f, indent=1)
 EOF
+  [ -f "$out/device.json" ] || echo '{"present": false, "why": "the device probe did not finish in 5 s"}' >"$out/device.json"
+  # The binaries: the bundle's, with its libraries first on the loader path.
+  bin="$bundle/bin"
+  export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if [ -x "$bin/ts_gpu_tests" ] && ldd "$bin/ts_gpu_tests" 2>&1 | grep -q 'libcudart.*not found'; then
+    local d
+    while read -r d; do
+      LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+      ldd "$bin/ts_gpu_tests" 2>&1 | grep -q 'libcudart.*not found' || break
+    done < <(cuda_lib_dirs)
+  fi
+  local b bad="" runtime
+  for b in "${binaries[@]}"; do
+    if [ ! -x "$bin/$b" ]; then
+      bad+="$b missing; "
+    elif ldd "$bin/$b" 2>&1 | grep -q 'not found'; then
+      bad+="$b: $(ldd "$bin/$b" 2>&1 | grep 'not found' | head -2 | tr -s ' \t' ' ' | tr '\n' ';')"
+    elif ! timeout 10 "$bin/$b" --help >/dev/null 2>&1; then
+      bad+="$b does not start: $(timeout 10 "$bin/$b" --help 2>&1 >/dev/null | tail -1 | cut -c1-160); "
+    fi
+  done
+  runtime="$(ldd "$bin/ts_gpu_tests" 2>/dev/null | awk '/libcudart|libcublas\./ {print $3}' | xargs -r -n1 readlink -f 2>/dev/null | xargs -r -n1 basename | tr '\n' ' ')"
+  python3 - "$out/device.json" "${runtime:-not resolved}" "$bad" <<'EOF'
+import json, sys
+path, runtime, bad = sys.argv[1:]
+d = json.load(open(path))
+d["cuda_runtime_resolved"] = runtime.strip()
+d["bundle_loads"] = not bad
+if bad:
+    d["bundle_problem"] = bad.strip()
+json.dump(d, open(path, "w"), indent=1)
+EOF
+  if [ -z "$bad" ]; then
+    record preflight ok "binaries load; CUDA libraries: ${runtime:-none resolved}" $((SECONDS - t0))
+    return 0
+  fi
+  record preflight "bundle does not load" "$bad" $((SECONDS - t0))
+  fallback_build
 }
-device_present() { python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["present"] else 1)' "$out/device.json"; }
-device_why() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("why",""))' "$out/device.json"; }
-local_arch() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("compute_capability","").replace(".",""))' "$out/device.json"; }
 
-# ---------------------------------------------------------------- build
-# Unpacks the kit into WORK/prefix and builds GoogleTest there; prints the
-# prefix for CMAKE_PREFIX_PATH (empty when there is no kit).
-kit_prefix() {
-  ls "$kit"/*.deb >/dev/null 2>&1 || return 0
-  local prefix="$work/prefix" stamp="$work/prefix/.unpacked"
-  if [ ! -f "$stamp" ] || [ -n "$(find "$kit" -name '*.deb' -newer "$stamp")" ]; then
-    rm -rf "$prefix"
-    mkdir -p "$prefix"
-    for deb in "$kit"/*.deb; do
+# ---------------------------------------------------------------- fallback build
+# Only when the bundle cannot load: build the three binaries from the
+# checkout around the bundle, for the local GPU only, with Ninja.
+kit_prefix() {  # unpacks the device kit, builds GoogleTest; prints the prefix
+  local k="$bundle/device-kit"
+  ls "$k"/*.deb >/dev/null 2>&1 || k="$kit"
+  ls "$k"/*.deb >/dev/null 2>&1 || return 0
+  local prefix="$work/prefix"
+  if [ ! -f "$prefix/.unpacked" ]; then
+    rm -rf "$prefix" && mkdir -p "$prefix"
+    local deb tmp
+    for deb in "$k"/*.deb; do
       if command -v dpkg-deb >/dev/null 2>&1; then
         dpkg-deb -x "$deb" "$prefix" || return 1
       else  # a .deb is an ar archive holding data.tar.*
-        local tmp
         tmp="$(mktemp -d)"
-        (cd "$tmp" && ar x "$(cd "$root" && realpath "$deb")" && tar -xf data.tar.* -C "$prefix") || return 1
+        (cd "$tmp" && ar x "$(realpath "$deb")" && tar -xf data.tar.* -C "$prefix") || return 1
         rm -rf "$tmp"
       fi
     done
-    # GoogleTest comes as sources: built here with this machine's compiler.
     if [ -f "$prefix/usr/src/googletest/CMakeLists.txt" ]; then
-      timeout 30 cmake -S "$prefix/usr/src/googletest" -B "$work/gtest-build" -DCMAKE_BUILD_TYPE=Release \
-        -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX="$prefix/usr" >"$work/gtest-build.log" 2>&1 &&
-        timeout 90 cmake --build "$work/gtest-build" -j"$jobs" >>"$work/gtest-build.log" 2>&1 &&
-        cmake --install "$work/gtest-build" >>"$work/gtest-build.log" 2>&1 || {
-        tail -20 "$work/gtest-build.log" >&2
-        return 1
-      }
+      cmake -S "$prefix/usr/src/googletest" -B "$work/gtest-build" -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
+        -DCMAKE_INSTALL_PREFIX="$prefix/usr" >"$work/gtest-build.log" 2>&1 &&
+        cmake --build "$work/gtest-build" -j"$jobs" >>"$work/gtest-build.log" 2>&1 &&
+        cmake --install "$work/gtest-build" >>"$work/gtest-build.log" 2>&1 || return 1
     fi
-    touch "$stamp"
+    touch "$prefix/.unpacked"
   fi
   echo "$prefix/usr"
 }
 
-phase_build() {
-  local t0=$SECONDS log="$out/logs/build.log" prefix archs gen=()
-  : >"$log"
-  if ! prefix="$(kit_prefix 2>>"$log")"; then
-    record build "FAILED" "unpacking $kit or building GoogleTest from it (logs/build.log)" $((SECONDS - t0))
-    keep_tail "$log"
-    return
-  fi
-  archs="${TS_GPU_CHECK_ARCHS:-$(local_arch)}"
-  local args=(-DCMAKE_BUILD_TYPE=Release -DTS_ENABLE_GUI=OFF -DTS_ENABLE_CUDA=ON)
-  [ -n "$archs" ] && args+=(-DCMAKE_CUDA_ARCHITECTURES="$archs")
-  [ -n "$prefix" ] && args+=(-DCMAKE_PREFIX_PATH="$prefix")
-  if command -v ccache >/dev/null 2>&1; then
-    args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-  fi
-  if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
-  echo "kit prefix: ${prefix:-none (system packages)}; architectures: ${archs:-CMake default}" >>"$log"
-  if ! timeout 60 cmake -S . -B "$build" "${gen[@]}" "${args[@]}" >>"$log" 2>&1; then
-    record build "FAILED" "configure (logs/build.log)" $((SECONDS - t0))
-  elif ! grep -q "CUDA backend ON" "$log"; then
-    record build "FAILED" "$(grep -m1 'CUDA backend OFF' "$log" | sed 's/^-- //')" $((SECONDS - t0))
-  elif ! timeout "${TS_GPU_CHECK_BUILD_TIMEOUT:-360}" cmake --build "$build" -j"$jobs" --target ts_tests tokenscope-bench tokenscope-cli >>"$log" 2>&1; then
-    record build "FAILED" "compile failed or passed its ${TS_GPU_CHECK_BUILD_TIMEOUT:-360} s (logs/build.log; run the build phase again to go on)" $((SECONDS - t0))
-  else
-    record build ok "architectures ${archs:-default}; dependencies from ${prefix:-the system}" $((SECONDS - t0))
-  fi
-  keep_tail "$log"
-}
-
-need_build() {
-  if [ ! -x "$build/ts_tests" ] || [ ! -x "$build/tokenscope-bench" ] || [ ! -x "$build/tokenscope-cli" ]; then
-    record "$1" "not run" "no build in $build (run the build phase)"
+fallback_build() {
+  local t0=$SECONDS log="$out/logs/build.log" limit prefix arch
+  limit="$(cap 300)"
+  if [ -z "$root" ] || ! command -v cmake >/dev/null 2>&1 || ! command -v nvcc >/dev/null 2>&1; then
+    record build "FAILED" "the bundle does not load and there is no checkout, cmake or nvcc to build with" 0
     return 1
   fi
+  if [ "$limit" -eq 0 ]; then record build "not run" "the run's budget was spent"; return 1; fi
+  : >"$log"
+  prefix="$(kit_prefix 2>>"$log")" || { record build "FAILED" "unpacking the device kit (logs/build.log)" $((SECONDS - t0)); return 1; }
+  arch="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("compute_capability","").replace(".",""))' "$out/device.json")"
+  local b="$work/build" args=(-DCMAKE_BUILD_TYPE=Release -DTS_ENABLE_GUI=OFF -DTS_ENABLE_CUDA=ON)
+  [ -n "$arch" ] && args+=(-DCMAKE_CUDA_ARCHITECTURES="$arch")
+  [ -n "$prefix" ] && args+=(-DCMAKE_PREFIX_PATH="$prefix")
+  command -v ninja >/dev/null 2>&1 && [ ! -f "$b/CMakeCache.txt" ] && args+=(-G Ninja)
+  if timeout 60 cmake -S "$root" -B "$b" "${args[@]}" >>"$log" 2>&1 &&
+    timeout "$limit" cmake --build "$b" -j"$jobs" --target "${binaries[@]}" >>"$log" 2>&1; then
+    bin="$b"
+    record build ok "built here for ${arch:-the default architectures} (the bundle did not load)" $((SECONDS - t0))
+    keep_tail "$log"
+    return 0
+  fi
+  record build "FAILED" "configure or compile failed or passed ${limit} s (logs/build.log)" $((SECONDS - t0))
+  keep_tail "$log"
+  return 1
 }
 
-# ---------------------------------------------------------------- test
-# Summarises a gtest JSON file: "tests failures skipped" and the failed names.
-gtest_summary() {
+# ---------------------------------------------------------------- gpu tests
+gtest_summary() {  # prints "tests failures skipped names"
   python3 - "$1" <<'EOF'
 import json, sys
 try:
     d = json.load(open(sys.argv[1]))
 except Exception as e:
-    print(f"0 0 0 unreadable ({type(e).__name__})")
+    print(f"0 0 0 unreadable-{type(e).__name__}")
     sys.exit()
 tests = failed = skipped = 0
 names = []
@@ -226,71 +378,71 @@ for suite in d.get("testsuites", []):
             names.append(f"{suite['name']}.{t['name']}")
         elif t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN":
             skipped += 1
-print(tests, failed, skipped, ",".join(names[:8]))
+print(tests, failed, skipped, ",".join(names[:8]) or "-")
 EOF
 }
 
-phase_test() {
-  need_build cuda_tests || return
-  local t0=$SECONDS filter='*Cuda*:*Gpu*:*GPU*'
-  timeout 300 "$build/ts_tests" --gtest_filter="$filter" --gtest_output="json:$out/cuda_tests.json" \
-    >"$out/logs/cuda_tests.log" 2>&1
-  local rc=$?
-  read -r n f s names <<<"$(gtest_summary "$out/cuda_tests.json")"
-  if [ "$rc" -eq 124 ]; then
-    record cuda_tests "FAILED" "timed out after 300 s" $((SECONDS - t0))
-  elif [ "$rc" -ne 0 ] || [ "${f:-0}" -gt 0 ]; then
-    record cuda_tests "FAILED" "$f of $n failed: $names" $((SECONDS - t0))
-  elif ! device_present; then
-    record cuda_tests "not run" "$s of $n skipped: no CUDA device ($(device_why))" $((SECONDS - t0))
-  elif [ "${s:-0}" -gt 0 ]; then
-    record cuda_tests "FAILED" "$s of $n skipped on a GPU machine: $(grep -m1 'no CUDA device' "$out/logs/cuda_tests.log")" $((SECONDS - t0))
-  else
-    record cuda_tests ok "$n tests" $((SECONDS - t0))
-  fi
-  keep_tail "$out/logs/cuda_tests.log"
-  t0=$SECONDS
-  timeout 200 "$build/ts_tests" --gtest_filter="-$filter" --gtest_output="json:$work/other_tests.json" \
-    >"$out/logs/other_tests.log" 2>&1
-  rc=$?
-  read -r n f s names <<<"$(gtest_summary "$work/other_tests.json")"
-  if [ "$rc" -eq 0 ]; then
-    record other_tests ok "$n tests, $s skipped" $((SECONDS - t0))
-  else
-    record other_tests "FAILED" "rc $rc; $f of $n failed: $names" $((SECONDS - t0))
-  fi
-  keep_tail "$out/logs/other_tests.log"
+fixture_env() {
+  local f="$bundle/fixtures" m="$bundle/models/tokenscope-tiny"
+  [ -d "$f" ] || f="$root/tests/fixtures"
+  [ -d "$m" ] || m="$root/assets/models/tokenscope-tiny"
+  echo "TS_FIXTURE_DIR=$f" "TS_BUNDLED_MODEL_DIR=$m"
 }
 
-# ---------------------------------------------------------------- sanitize
+run_gpu_tests() {  # run_gpu_tests CHECK CAP [ENV=VALUE...] [-- GTEST ARGS...]
+  local check="$1" c t0=$SECONDS envs=() args=()
+  c="$(cap "$2")"
+  shift 2
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  args=("$@")
+  if [ "$c" -eq 0 ]; then record "$check" "not run" "the run's budget was spent"; return; fi
+  # shellcheck disable=SC2046
+  env $(fixture_env) "${envs[@]}" timeout "$c" "$bin/ts_gpu_tests" "${args[@]}" \
+    --gtest_output="json:$out/$check.json" >"$out/logs/$check.log" 2>&1
+  local rc=$? n f s names
+  read -r n f s names <<<"$(gtest_summary "$out/$check.json")"
+  if [ "$rc" -eq 124 ]; then
+    record "$check" "FAILED" "stopped at its ${c} s cap (logs/$check.log)" $((SECONDS - t0))
+  elif [ "$rc" -ne 0 ] || [ "${f:-0}" -gt 0 ] || [ "${n:-0}" -eq 0 ]; then
+    record "$check" "FAILED" "rc $rc; $f of $n failed: $names (logs/$check.log)" $((SECONDS - t0))
+  elif ! device_present; then
+    record "$check" "not run" "$s of $n skipped, no CUDA device ($(device_why)); the $((n - s)) host-side tests passed" $((SECONDS - t0))
+  elif [ "${s:-0}" -gt 0 ]; then
+    record "$check" "FAILED" "$s of $n skipped on a GPU machine: $(grep -m1 -i 'skipped\|no CUDA' "$out/logs/$check.log" | cut -c1-160)" $((SECONDS - t0))
+  else
+    record "$check" ok "$n tests passed" $((SECONDS - t0))
+  fi
+  keep_tail "$out/logs/$check.log"
+}
+
+# ---------------------------------------------------------------- sanitizers
 find_sanitizer() {
   command -v compute-sanitizer 2>/dev/null && return
+  local p
   for p in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
     [ -x "$p" ] && { echo "$p"; return; }
   done
 }
 
-run_sanitizer() {  # run_sanitizer CHECK TOOL FILTER [EXTRA...]
-  local check="$1" tool="$2" filter="$3" sanitizer t0=$SECONDS
-  shift 3
+run_sanitizer() {  # run_sanitizer CHECK TOOL CAP FILTER [EXTRA...]
+  local check="$1" tool="$2" c filter="$4" sanitizer t0=$SECONDS
+  c="$(cap "$3")"
+  shift 4
   sanitizer="$(find_sanitizer)"
-  if [ -z "$sanitizer" ]; then
-    record "$check" "not available" "compute-sanitizer not found"
-    return
-  fi
-  if ! device_present; then
-    record "$check" "not run" "no CUDA device ($(device_why))"
-    return
-  fi
+  if ! device_present; then record "$check" "not run" "no CUDA device ($(device_why))"; return; fi
+  if [ -z "$sanitizer" ]; then record "$check" "not available" "compute-sanitizer not found"; return; fi
+  if [ "$c" -eq 0 ]; then record "$check" "not run" "the run's budget was spent"; return; fi
   local log="$out/logs/$check.log"
-  timeout 120 "$sanitizer" --tool "$tool" "$@" --error-exitcode 3 "$build/ts_tests" \
+  # shellcheck disable=SC2046
+  env $(fixture_env) timeout "$c" "$sanitizer" --tool "$tool" "$@" --error-exitcode 3 "$bin/ts_gpu_tests" \
     --gtest_filter="$filter" >"$log" 2>&1
   local rc=$? summary
   summary="$(grep -m1 'ERROR SUMMARY' "$log" | sed 's/^=* *//')"
   if [ "$rc" -eq 124 ]; then
-    record "$check" "incomplete" "stopped at its 120 s budget; ${summary:-no error reported before}" $((SECONDS - t0))
+    record "$check" "incomplete" "stopped at its ${c} s cap; ${summary:-no error reported before}" $((SECONDS - t0))
   elif [ -z "$summary" ] && [ "$rc" -ne 0 ]; then
-    # The sanitizer never got to the kernels: it refuses this device or
+    # The sanitizer never reached the kernels: it refuses this device or
     # driver (some virtualised GPUs), which says nothing about TokenScope.
     record "$check" "not available" "compute-sanitizer could not run here: $(grep -v '^\s*$' "$log" | tail -1 | cut -c1-200)" $((SECONDS - t0))
   elif [ "$rc" -eq 0 ]; then
@@ -303,35 +455,34 @@ run_sanitizer() {  # run_sanitizer CHECK TOOL FILTER [EXTRA...]
   keep_tail "$log" 200
 }
 
-phase_sanitize() {
-  need_build memcheck || return
-  run_sanitizer memcheck memcheck 'CudaKernels.*' --leak-check full
-  run_sanitizer racecheck racecheck 'CudaKernels.Attention*'
-}
-
 # ---------------------------------------------------------------- bench
 model="$work/random-124m"
-ensure_model() {
+ensure_model() {  # ensure_model CAP
   [ -f "$model/model.safetensors" ] && return 0
   mkdir -p "$work"
-  # Writes the checkpoint before it picks a device; the tiny run after it is
-  # only what the flag requires.
-  timeout 120 "$build/tokenscope-bench" --device cuda --write-random-124m "$model" --prefill-tokens 1 \
+  # The checkpoint is written before the bench picks a device; the tiny run
+  # after it is only what the flag requires.
+  timeout "$1" "$bin/tokenscope-bench" --device cpu --write-random-124m "$model" --prefill-tokens 1 \
     --context 1 --decode-steps 1 --lanes 1 >/dev/null 2>"$work/write-model.log"
   [ -f "$model/model.safetensors" ]
 }
 
-bench_run() {  # bench_run CHECK [ENV=VALUE...] -- BENCH ARGS...
-  local check="$1" t0=$SECONDS envs=()
-  shift
+bench_run() {  # bench_run CHECK CAP [ENV=VALUE...] -- BENCH ARGS...
+  local check="$1" c t0=$SECONDS envs=()
+  c="$(cap "$2")"
+  shift 2
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  if [ $((SECONDS - bench_t0)) -gt 300 ]; then
-    record "$check" "not run" "the bench phase's budget (300 s before a run starts) was spent"
+  if ! device_present; then record "$check" "not run" "no CUDA device ($(device_why))"; return; fi
+  if [ "$c" -eq 0 ]; then record "$check" "not run" "the run's budget was spent"; return; fi
+  if ! ensure_model "$c"; then
+    record "$check" "FAILED" "could not write the random GPT-2 124M: $(tail -1 "$work/write-model.log" | cut -c1-200)" $((SECONDS - t0))
     return
   fi
-  if env "${envs[@]}" timeout 150 "$build/tokenscope-bench" --device cuda --model "$model" "$@" \
-      >"$out/$check.json" 2>"$out/logs/$check.log"; then
+  c="$(cap $((c - (SECONDS - t0))))"
+  if [ "$c" -eq 0 ]; then record "$check" "not run" "the run's budget was spent writing the model"; return; fi
+  if env "${envs[@]}" timeout "$c" "$bin/tokenscope-bench" --device cuda --model "$model" "$@" \
+    >"$out/$check.json" 2>"$out/logs/$check.log"; then
     record "$check" ok "$*" $((SECONDS - t0))
   else
     record "$check" "FAILED" "$(tail -1 "$out/logs/$check.log" | cut -c1-200)" $((SECONDS - t0))
@@ -339,230 +490,87 @@ bench_run() {  # bench_run CHECK [ENV=VALUE...] -- BENCH ARGS...
   fi
 }
 
-phase_bench() {
-  need_build bench || return
-  if ! device_present; then
-    record bench "not run" "no CUDA device ($(device_why))"
-    return
-  fi
-  if ! ensure_model; then
-    record bench "FAILED" "could not write the random GPT-2-124M: $(tail -1 "$work/write-model.log")"
-    return
-  fi
-  bench_t0=$SECONDS
-  bench_run bench_fp32 -- --prefill-tokens 1024 --context 64 --decode-steps 50 --lanes 1,2,4,8 --cache-compare 256
-  bench_run bench_ctx1000 -- --prefill-tokens 128 --context 1000 --decode-steps 20 --lanes 1
-  bench_run bench_tf32 TOKENSCOPE_CUDA_TF32=1 -- --prefill-tokens 1024 --context 64 --decode-steps 50 --lanes 1
-  bench_run bench_no_graphs TOKENSCOPE_CUDA_GRAPHS=0 -- --prefill-tokens 128 --context 64 --decode-steps 50 --lanes 1
-}
-
 # ---------------------------------------------------------------- peer
 phase_peer() {
-  need_build peer || return
-  if ! device_present; then
-    record peer "not run" "no CUDA device ($(device_why))"
-    return
-  fi
-  local why
-  if ! why="$(python3 -c 'import torch, transformers, safetensors
+  local c t0=$SECONDS why peer="$bundle/tools/peer/hf_peer.py"
+  [ -f "$peer" ] || peer="$root/tools/peer/hf_peer.py"
+  c="$(cap 120)"
+  if ! device_present; then record peer "not run" "no CUDA device ($(device_why))"; return; fi
+  if [ "$c" -eq 0 ]; then record peer "not run" "the run's budget was spent"; return; fi
+  if ! why="$(timeout 60 python3 -c 'import torch, transformers, safetensors
 assert torch.cuda.is_available(), "torch sees no CUDA device"' 2>&1)"; then
     record peer "not run" "python3 with CUDA torch + transformers: $(echo "$why" | tail -1 | cut -c1-160)"
     return
   fi
-  if ! ensure_model; then
-    record peer "FAILED" "could not write the random GPT-2-124M"
-    return
-  fi
-  local t0=$SECONDS
-  if timeout 400 python3 tools/peer/hf_peer.py --cli "$build/tokenscope-cli" --model "$model" \
-      --work "$work/peer" --out "$out/peer.json" >"$out/logs/peer.log" 2>&1; then
-    record peer ok "logits and 256 greedy tokens agree" $((SECONDS - t0))
+  if ! ensure_model "$c"; then record peer "FAILED" "could not write the random GPT-2 124M"; return; fi
+  c="$(cap $((c - (SECONDS - t0))))"
+  if timeout "$c" python3 "$peer" --cli "$bin/tokenscope-cli" --model "$model" \
+    --work "$work/peer" --out "$out/peer.json" >"$out/logs/peer.log" 2>&1; then
+    record peer ok "$(grep -m1 '^verdict:' "$out/logs/peer.log" | cut -c10-200)" $((SECONDS - t0))
   else
     record peer "FAILED" "$(tail -1 "$out/logs/peer.log" | cut -c1-200)" $((SECONDS - t0))
   fi
   keep_tail "$out/logs/peer.log"
 }
 
-# ---------------------------------------------------------------- report
-write_report() {
-  python3 - "$out" <<'EOF'
-import json, os, sys
-out = sys.argv[1]
-
-def load(name):
-    try:
-        with open(os.path.join(out, name)) as f:
-            return json.load(f)
-    except Exception:
-        return None
-
-status = load("status.json") or {}
-device = load("device.json") or {"present": False, "why": "device not probed"}
-NOT_RUN = "not run"
-
-def check_note(*names):
-    for n in names:
-        s = status.get(n)
-        if s and s["result"] != "ok":
-            return f"{n}: {s['result']}" + (f" ({s['detail']})" if s.get("detail") else "")
-    return "not run"
-
-figures = []
-def figure(name, value, unit, target=None, better="lower", bound=None, why=None):
-    f = {"name": name, "unit": unit}
-    if value is None:
-        f["value"] = NOT_RUN
-        f["why"] = why or NOT_RUN
-    else:
-        f["value"] = value
-    if target is not None:
-        f["target"] = target
-        if value is not None:
-            f["meets_target"] = value <= target if better == "lower" else value >= target
-    if bound is not None and value is not None:
-        f["bound"] = bound
-        f["ratio_to_bound"] = value / bound
-    figures.append(f)
-
-def by_trace(rows):
-    return {r["trace"]: r for r in rows or []}
-
-b = load("bench_fp32.json")
-why = check_note("bench_fp32", "bench", "build")
-pre = by_trace(b and b.get("prefill"))
-dec = by_trace(b and b.get("decode"))
-figure("prefill 1,024 tokens, tracing off", pre.get(False, {}).get("seconds") and pre[False]["seconds"] * 1e3, "ms", 5.0, why=why)
-figure("prefill 1,024 tokens, attention + residuals traced", pre.get(True, {}).get("seconds") and pre[True]["seconds"] * 1e3, "ms", 10.0, why=why)
-for trace, target, label in ((False, 0.300, "tracing off"), (True, 0.400, "attention + residuals traced")):
-    d = dec.get(trace)
-    figure(f"decode step, 1 lane, context 64, {label} (median)", d and d["ms_per_step_median"], "ms", target,
-           bound=d and d["memory_bound_ms"], why=why)
-lanes = {l["lanes"]: l for l in (b or {}).get("lanes", [])}
-for k in (1, 2, 4, 8):
-    l = lanes.get(k)
-    figure(f"decode step, {k} lane{'s' if k > 1 else ''}", l and l["ms_per_step"], "ms", why=why)
-figure("8 lanes / 1 lane", lanes.get(8) and lanes[8]["ratio_to_one_lane"], "x", 2.0, why=why)
-c = load("bench_ctx1000.json")
-d = by_trace(c and c.get("decode")).get(False)
-figure("decode step, 1 lane, context 1000, tracing off (median)", d and d["ms_per_step_median"], "ms",
-       bound=d and d["memory_bound_ms"], why=check_note("bench_ctx1000", "bench", "build"))
-t = load("bench_tf32.json")
-p = by_trace(t and t.get("prefill")).get(False)
-figure("prefill 1,024 tokens, TF32 matmuls, tracing off", p and p["seconds"] * 1e3, "ms", 5.0,
-       why=check_note("bench_tf32", "bench", "build"))
-g = load("bench_no_graphs.json")
-d = by_trace(g and g.get("decode")).get(False)
-figure("decode step, context 64, CUDA graphs off (median)", d and d["ms_per_step_median"], "ms",
-       why=check_note("bench_no_graphs", "bench", "build"))
-peer = load("peer.json")
-pw = check_note("peer", "build")
-figure("TokenScope tokens/s / HF generate tokens/s (engine time)", peer and peer.get("tokens_per_second_ratio_engine"),
-       "x", 10.0, better="higher", why=pw)
-figure("logits vs HF transformers, max abs difference", peer and peer.get("logits_max_abs_diff"), "", 1e-3, why=pw)
-
-# Parity tests (CPU vs CUDA at GPT-2 124M size, TF32) come from the test run.
-tests = load("cuda_tests.json")
-parity = {}
-if tests:
-    for suite in tests.get("testsuites", []):
-        for tc in suite.get("testsuite", []):
-            name = f"{suite['name']}.{tc['name']}"
-            skipped = tc.get("result") == "SKIPPED"
-            parity[name] = NOT_RUN if skipped else ("FAILED" if tc.get("failures") else "passed")
-def test_result(name):
-    return parity.get(name, check_note("cuda_tests", "build"))
-
-bench_device = next((x.get("device_after_run") or x.get("device") for x in (b, c, t, g) if x), None)
-graphs = NOT_RUN
-if b and b.get("device_after_run"):
-    s = b["device_after_run"]
-    graphs = s[s.find("decode graphs"):].rstrip(")") if "decode graphs" in s else s
-report = {
-    "device": device,
-    "backend_device": bench_device or NOT_RUN,
-    "cuda_graphs": graphs,
-    "tf32": "off in every run but bench_tf32 and the TF32 parity test (TOKENSCOPE_CUDA_TF32=1)",
-    "checks": status,
-    "figures": figures,
-    "parity_tests": {
-        "CPU vs CUDA, GPT-2 124M shape, 1,000-token context (logits <= 1e-3)":
-            test_result("CudaBackend.MatchesTheCpuAtGpt2SmallSizeWithAThousandTokenContext"),
-        "TF32 vs CPU (logits <= 1e-2)": test_result("CudaBackend.Tf32MatchesTheCpuAtItsOwnTolerance"),
-        "decode across context buckets vs CPU": test_result("CudaBackend.DecodeAcrossContextBucketsEqualsTheCpu"),
-        "graph replay == eager across buckets": test_result("CudaBackend.DecodeGraphReplayEqualsEagerAcrossBuckets"),
-    },
-}
-if b:
-    report["bench_bounds"] = b.get("machine")
-if peer:
-    report["peer"] = {k: v for k, v in peer.items() if not isinstance(v, (list, dict))}
-report["failed"] = [k for k, v in status.items() if v["result"].startswith("FAILED")]
-with open(os.path.join(out, "report.json.tmp"), "w") as f:
-    json.dump(report, f, indent=1)
-os.replace(os.path.join(out, "report.json.tmp"), os.path.join(out, "report.json"))
-
-def fmt(x):
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    return "" if x is None else str(x)
-
-md = ["# TokenScope GPU check", ""]
-if device.get("present"):
-    md.append(f"Device: {device['name']}, compute capability {device['compute_capability']}, "
-              f"driver {device['driver']}, {device['memory']}")
-else:
-    md.append(f"Device: none ({device.get('why', '')})")
-md += [f"CUDA compiler: {device.get('nvcc', 'not found')}",
-       f"Backend: {report['backend_device']}",
-       f"CUDA graphs (decode): {graphs}",
-       f"TF32: {report['tf32']}", ""]
-if b and b.get("machine"):
-    m = b["machine"]
-    md += [f"Bounds measured in the same run on the device: copy bandwidth {m['read_bandwidth_gb_per_s']:.0f} GB/s, "
-           f"fp32 SGEMM {m['peak_gflops']:.0f} GFLOP/s", ""]
-md += ["## Checks", "", "| check | result | detail | seconds |", "|---|---|---|---|"]
-for k, v in status.items():
-    md.append(f"| {k} | {v['result']} | {v.get('detail', '')} | {fmt(v.get('seconds'))} |")
-md += ["", "## Figures", "", "| figure | value | target | meets | bound | ratio to bound |", "|---|---|---|---|---|---|"]
-for f in figures:
-    val = f["value"] if f["value"] == NOT_RUN else f"{fmt(f['value'])} {f['unit']}".strip()
-    if f["value"] == NOT_RUN:
-        val += f" ({f['why']})" if f.get("why") and f["why"] != NOT_RUN else ""
-    meets = "" if "meets_target" not in f else ("yes" if f["meets_target"] else "NO")
-    md.append(f"| {f['name']} | {val} | {fmt(f.get('target'))} | {meets} | {fmt(f.get('bound'))} | {fmt(f.get('ratio_to_bound'))} |")
-md += ["", "## Parity tests", "", "| test | result |", "|---|---|"]
-md += [f"| {k} | {v} |" for k, v in report["parity_tests"].items()]
-if peer:
-    md += ["", "## HF transformers peer", "", "| | |", "|---|---|"]
-    md += [f"| {k} | {fmt(v)} |" for k, v in report["peer"].items()]
-md += ["", "Failed: " + (", ".join(report["failed"]) if report["failed"] else "nothing"), ""]
-with open(os.path.join(out, "report.md"), "w") as f:
-    f.write("\n".join(md))
-EOF
-}
-
 # ---------------------------------------------------------------- main
-if [ "${1:-}" = prepare ]; then
-  prepare
-  exit $?
-fi
-phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(all)
-if [ "${phases[0]}" = all ]; then phases=(build test sanitize bench peer report); fi
-for p in "${phases[@]}"; do
-  case "$p" in
-    build | test | sanitize | bench | peer | report) ;;
-    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "gpu-check: unknown phase '$p' (prepare, build, test, sanitize, bench, peer, report, all)" >&2; exit 2 ;;
-  esac
-done
-mkdir -p "$out/logs" "$work"
-out="$(cd "$out" && pwd)"
-device_info
-for p in "${phases[@]}"; do
-  echo "gpu-check: phase $p"
-  [ "$p" != report ] && "phase_$p"
+run_phase() {  # run_phase NAME COMMAND...: runs it, then rewrites the report
+  local name="$1" t0=$SECONDS
+  shift
+  echo "gpu-check: phase $name"
+  "$@"
+  python3 - "$out/timings.json" "$name" $((SECONDS - t0)) <<'EOF'
+import json, sys
+path, name, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+try:
+    t = json.load(open(path))
+except Exception:
+    t = {}
+t[name] = seconds
+json.dump(t, open(path, "w"), indent=1)
+EOF
   write_report
-done
-echo "gpu-check: report in $out/report.md"
-[ "$failed" -eq 0 ]
+}
+
+start_run() {
+  mkdir -p "$out/logs" "$work" || exit 1
+  out="$(cd "$out" && pwd)"
+  rm -f "$out"/status.json "$out"/timings.json "$out"/*.json.tmp
+  deadline=$((SECONDS + ${TS_GPU_RUN_BUDGET:-450}))
+  echo "gpu-check: bundle $bundle; report in $out; budget $((deadline - SECONDS)) s"
+  run_phase preflight phase_preflight || true
+}
+
+cmd_run() {
+  start_run
+  run_phase gpu_tests run_gpu_tests gpu_tests 150
+  run_phase memcheck run_sanitizer memcheck memcheck 90 'CudaKernels.*' --leak-check full
+  run_phase bench bench_run bench_fp32 150 -- --prefill-tokens 1024 --context 64 --decode-steps 50 \
+    --lanes 1,2,4,8 --cache-compare 256
+  run_phase peer phase_peer
+  echo "gpu-check: report in $out/report.md"
+  [ "$failed" -eq 0 ]
+}
+
+cmd_run_more() {
+  start_run
+  run_phase racecheck run_sanitizer racecheck racecheck 120 'CudaKernels.Attention*'
+  run_phase tf32_tests run_gpu_tests tf32_tests 60 TOKENSCOPE_CUDA_TF32=1 -- --gtest_filter='CudaBackend.Tf32*'
+  run_phase bench_ctx1000 bench_run bench_ctx1000 90 -- --prefill-tokens 128 --context 1000 --decode-steps 20 --lanes 1
+  run_phase bench_tf32 bench_run bench_tf32 90 TOKENSCOPE_CUDA_TF32=1 -- --prefill-tokens 1024 --context 64 \
+    --decode-steps 50 --lanes 1
+  run_phase bench_no_graphs bench_run bench_no_graphs 90 TOKENSCOPE_CUDA_GRAPHS=0 -- --prefill-tokens 128 \
+    --context 64 --decode-steps 50 --lanes 1
+  echo "gpu-check: report in $out/report.md"
+  [ "$failed" -eq 0 ]
+}
+
+case "${1:-}" in
+  bundle) shift; cmd_bundle "$@" ;;
+  prepare) cmd_prepare ;;
+  run) cmd_run ;;
+  run-more) cmd_run_more ;;
+  -h | --help | help) usage ;;
+  "") usage >&2; exit 2 ;;
+  *) echo "gpu-check: unknown command '$1' (bundle, prepare, run, run-more, --help)" >&2; exit 2 ;;
+esac
