@@ -122,7 +122,10 @@ Output
                           guesses that were the chosen token; b takes a step's guess out)
   --top N                 alternatives printed per step (default 5)
   --json FILE             write the whole session trace as JSON, step by step into a
-                          temporary file renamed to FILE when complete; Ctrl-C stops
+                          temporary file renamed to FILE when complete (a symbolic
+                          link is written through: the file it names gets the trace;
+                          a device, FIFO or open file such as /dev/stdout is appended
+                          to where it stands, never replaced); Ctrl-C stops
                           generation and FILE then says "interrupted": true (exit 130);
                           a Ctrl-C while writing leaves no FILE
   --json-full-logits      include every logit of every step in the JSON

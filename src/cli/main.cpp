@@ -24,6 +24,7 @@
 #include "session/score.h"
 #include "session/session.h"
 #include "session/session_export.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace {
@@ -84,20 +85,13 @@ int run_score(ts::LoadedModel& model, const ts::cli::CliOptions& o) {
   if (!o.json_file.empty()) {
     const nlohmann::json doc =
         two ? ts::score_comparison_to_json(scores[0], scores[1]) : ts::score_to_json(scores[0]);
-    // Written whole to a temporary file, then renamed: FILE is never half-written.
-    const std::string tmp = o.json_file + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      if (!f) throw ts::Error(o.json_file + ": cannot open for writing");
-      f << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      if (!f.flush()) throw ts::Error(o.json_file + ": write failed");
-    }
-    std::error_code ec;
-    fs::rename(tmp, o.json_file, ec);
-    if (ec) {
-      fs::remove(tmp, ec);
-      throw ts::Error(o.json_file + ": cannot write (" + ec.message() + ")");
-    }
+    // Written whole to a temporary file, then renamed: FILE is never
+    // half-written, and a symbolic link is written through, not replaced;
+    // /dev/stdout and the like are appended to, after what was printed.
+    std::cout.flush();
+    ts::write_file_atomically(
+        o.json_file, doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+        true);
     std::cout << "wrote " << o.json_file << "\n";
   }
   return 0;
@@ -317,6 +311,8 @@ int run(int argc, char** argv) {
     fo.interrupted = interrupted;
     // A Ctrl-C that arrives while writing (not the one that ended generation).
     fo.cancel = [interrupted] { return !interrupted && g_interrupted != 0; };
+    // Everything printed so far comes first when FILE is /dev/stdout.
+    std::cout.flush();
     try {
       ts::write_session_json(session, o.json_file, jo, fo);
     } catch (const ts::ExportCancelled&) {

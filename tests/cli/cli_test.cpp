@@ -487,6 +487,50 @@ TEST(Cli, JsonFileIsCompleteAndErrorsSayWhy) {
       "tokenscope-cli", "No such file or directory", "missing parent");
 }
 
+// --json FILE through symbolic links: the link stays a link and the file it
+// names gets the trace (a dangling link's target is made); a link to an open
+// file (/proc/self/fd/1, what /dev/stdout is) is appended to, never replaced.
+// --score's JSON goes the same way.
+TEST(Cli, JsonWritesThroughSymbolicLinks) {
+  const fs::path dir = scratch_dir();
+  fs::create_directories(dir / "sub");
+  std::ofstream(dir / "sub" / "target.json") << "old content";
+  fs::create_symlink("sub/target.json", dir / "link1");
+  fs::create_symlink("link1", dir / "link2");                      // a chain, relative
+  fs::create_symlink(dir / "sub" / "new.json", dir / "dangling");  // absolute, to a new file
+  fs::create_symlink("/proc/self/fd/1", dir / "stdout");
+  for (const char* name : {"link2", "dangling"}) {
+    const CliRun r =
+        run_cli(with_tiny({"--steps", "1", "--quiet", "--json", (dir / name).string()}));
+    ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.err;
+    EXPECT_TRUE(fs::is_symlink(dir / name)) << name;
+  }
+  EXPECT_TRUE(fs::is_symlink(dir / "link1"));
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir / "sub" / "target.json"))["steps"].size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir / "sub" / "new.json"))["steps"].size(), 2u);
+  for (const auto& e : fs::directory_iterator(dir / "sub"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+
+  // Standard output is a regular file here: the text comes first, then the JSON.
+  const CliRun r =
+      run_cli(with_tiny({"--steps", "1", "--quiet", "--json", (dir / "stdout").string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(dir / "stdout"));
+  const size_t brace = r.out.find('{');
+  ASSERT_NE(brace, std::string::npos) << r.out;
+  EXPECT_GT(brace, 0u) << "the generated text comes first";
+  EXPECT_EQ(nlohmann::json::parse(r.out.substr(brace))["steps"].size(), 2u);
+
+  const CliRun s =
+      run_cli(with_tiny({"--prompt", "a", "--score", " b", "--json", (dir / "link2").string()}));
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_TRUE(fs::is_symlink(dir / "link2"));
+  EXPECT_TRUE(nlohmann::json::parse(read_file(dir / "sub" / "target.json")).contains("tokens"))
+      << read_file(dir / "sub" / "target.json");
+}
+
 // Ctrl-C in --interactive ends the session; the --json file then says so.
 TEST(Cli, InterruptedRunWritesAFileMarkedInterrupted) {
   const fs::path dir = scratch_dir();
