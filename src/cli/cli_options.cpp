@@ -125,9 +125,12 @@ Output
                           temporary file renamed to FILE when complete (a symbolic
                           link is written through: the file it names gets the trace;
                           a device, FIFO or open file such as /dev/stdout is appended
-                          to where it stands, never replaced); Ctrl-C stops
-                          generation and FILE then says "interrupted": true (exit 130);
-                          a Ctrl-C while writing leaves no FILE
+                          to where it stands, never replaced); FILE is checked before
+                          the model is loaded (a directory, a folder where no file can
+                          be made, a /proc file are refused); Ctrl-C, SIGTERM or
+                          SIGHUP stops generation and FILE then says "interrupted":
+                          true (exit 128 + the signal: 130, 143, 129); a signal while
+                          writing leaves no FILE
   --json-full-logits      include every logit of every step in the JSON
   --no-attention          do not record attention probabilities
   --quiet                 print only the generated text
@@ -169,7 +172,9 @@ does not combine with --temperature, --top-k, --top-p, --min-p or --seed, and
 takes only the Model flags and --eval-window; --interactive does not combine
 with --quiet; spec=N needs --draft-model and the KV cache, and --draft-model needs
 a spec=N lane. Exit codes: 0 done, 2 bad input (one line on stderr), 3 internal
-error, 130 interrupted.
+error, 130 / 143 / 129 stopped by Ctrl-C / SIGTERM / SIGHUP. A reader that
+closes standard output (e.g. "| head -1") stops generation quietly: exit 0,
+nothing on stderr, and --json FILE is still written, marked "interrupted": true.
 )");
 }
 

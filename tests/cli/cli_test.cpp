@@ -531,9 +531,12 @@ TEST(Cli, JsonWritesThroughSymbolicLinks) {
       << read_file(dir / "sub" / "target.json");
 }
 
-// Ctrl-C in --interactive ends the session; the --json file then says so.
-TEST(Cli, InterruptedRunWritesAFileMarkedInterrupted) {
-  const fs::path dir = scratch_dir();
+// `sig` sent to --interactive after the prefill ends the session like
+// Ctrl-C: exit 128 + sig, the --json file says "interrupted": true and no
+// temporary file is left beside it.
+void expect_signal_keeps_the_trace(int sig, const std::string& name) {
+  const fs::path dir = scratch_dir() / name;
+  fs::create_directories(dir);
   const fs::path file = dir / "s.json";
   std::ofstream(file) << "{\"from\": \"an older run\"}";
   int to_child[2];
@@ -558,7 +561,7 @@ TEST(Cli, InterruptedRunWritesAFileMarkedInterrupted) {
   for (int i = 0; i < 200 && read_file(out_path).find("[prefill]") == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  ::kill(pid, SIGINT);
+  ::kill(pid, sig);
   int status = 0;
   bool ended = false;
   for (int i = 0; i < 200 && !(ended = ::waitpid(pid, &status, WNOHANG) == pid); ++i)
@@ -567,14 +570,108 @@ TEST(Cli, InterruptedRunWritesAFileMarkedInterrupted) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
     ::close(to_child[1]);
-    FAIL() << "the CLI did not stop on SIGINT";
+    FAIL() << "the CLI did not stop on " << name;
   }
   ::close(to_child[1]);
+  ASSERT_TRUE(WIFEXITED(status)) << name << ": killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << name;
+  const nlohmann::json j = nlohmann::json::parse(read_file(file));
+  EXPECT_EQ(j["interrupted"], true) << name;
+  EXPECT_EQ(j["steps"].size(), 1u) << name;
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// Ctrl-C in --interactive ends the session; the --json file then says so.
+TEST(Cli, InterruptedRunWritesAFileMarkedInterrupted) {
+  expect_signal_keeps_the_trace(SIGINT, "SIGINT");
+}
+
+// SIGTERM (kill, a closing terminal's session manager) and SIGHUP (the
+// terminal gone) stop the run as Ctrl-C does.
+TEST(Cli, TermAndHangUpStopLikeCtrlC) {
+  expect_signal_keeps_the_trace(SIGTERM, "SIGTERM");
+  expect_signal_keeps_the_trace(SIGHUP, "SIGHUP");
+}
+
+// The CLI with its standard output a pipe whose reader is gone (`| head -1`
+// after its line): exit 0, nothing on stderr, no death by SIGPIPE; the
+// --json file is still written, marked interrupted. Plain runs get a pipe
+// with no reader at all; an --interactive one's reader closes after the
+// prefill, and then a step is asked for.
+void expect_closed_output_ends_quietly(const std::vector<std::string>& args, bool interactive) {
+  const fs::path dir = scratch_dir() / (interactive ? "interactive" : "plain");
+  fs::create_directories(dir);
+  const fs::path file = dir / "s.json";
+  int out_pipe[2], in_pipe[2];
+  ASSERT_EQ(::pipe(out_pipe), 0);
+  ASSERT_EQ(::pipe(in_pipe), 0);
+  if (!interactive) ::close(out_pipe[0]);  // no reader at all
+  const fs::path err_path = dir / "err";
+  std::vector<std::string> full = with_tiny(args);
+  full.insert(full.end(), {"--json", file.string()});
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(in_pipe[0], 0);
+    ::dup2(out_pipe[1], 1);
+    ::close(in_pipe[1]);
+    if (interactive) ::close(out_pipe[0]);
+    const std::string err_s = err_path.string();
+    if (!std::freopen(err_s.c_str(), "w", stderr)) ::_exit(120);
+    std::vector<char*> argv = {const_cast<char*>(TS_CLI_PATH)};
+    for (std::string& a : full) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(TS_CLI_PATH, argv.data());
+    ::_exit(121);
+  }
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  if (interactive) {
+    ASSERT_EQ(::write(in_pipe[1], "\n", 1), 1);  // the prefill
+    std::string got;
+    char c = 0;
+    while (got.find("[prefill]") == std::string::npos && ::read(out_pipe[0], &c, 1) == 1) got += c;
+    ::close(out_pipe[0]);  // the reader is gone
+    ASSERT_EQ(::write(in_pipe[1], "\n\n", 2), 2);
+  }
+  int status = 0;
+  bool ended = false;
+  for (int i = 0; i < 400 && !(ended = ::waitpid(pid, &status, WNOHANG) == pid); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::close(in_pipe[1]);
+  if (!ended) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the CLI did not stop when its output was closed";
+  }
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::string err;
+  for (const std::string& l : lines_of(read_file(err_path)))
+    if (!starts_with(l, "note: ")) err += l + "\n";
+  EXPECT_EQ(err, "");
   const nlohmann::json j = nlohmann::json::parse(read_file(file));
   EXPECT_EQ(j["interrupted"], true);
-  EXPECT_EQ(j["steps"].size(), 1u);
+}
+
+TEST(Cli, ClosedStandardOutputEndsTheRunQuietly) {
+  expect_closed_output_ends_quietly({"--steps", "20"}, false);
+  expect_closed_output_ends_quietly({"--interactive"}, true);
+}
+
+// --json's destination is checked before the model is loaded: nothing is
+// printed or generated when it cannot be written.
+TEST(Cli, JsonDestinationIsCheckedBeforeGenerating) {
+  for (const std::string& file : {std::string("/proc/self/status"),
+                                  std::string("/proc/self/trace.json"), std::string("/proc/1")}) {
+    const CliRun r = run_cli(with_tiny({"--steps", "3", "--json", file}));
+    expect_one_error_line(r, "tokenscope-cli", file + ": ", file);
+    EXPECT_EQ(r.out, "") << file;
+  }
+  const CliRun s = run_cli(with_tiny({"--score", "x", "--json", "/proc/self/status"}));
+  expect_one_error_line(s, "tokenscope-cli", "/proc/self/status: ", "score");
+  EXPECT_EQ(s.out, "");
 }
 
 // The final text escapes control bytes like the step lines; the chosen
