@@ -58,6 +58,30 @@ void check_spec_flags(const CliOptions& o, const std::vector<std::string>& given
                 " conflict: speculative decoding verifies the drafts over the cached prefix");
 }
 
+// A seed for a lane that draws nothing is refused, whether it came as
+// --seed or as a strategy's seed=N item: the same run either way.
+constexpr const char* kSeedDrawsNothing = "greedy decoding draws nothing";
+
+// Refuses "greedy,seed=1" (also beams, contrastive, spec=N or DoLa without
+// a sampling key) as --seed alone is refused.
+SamplingParams parse_strategy_flag(const std::string& flag, const std::string& text) {
+  SamplingParams p = parse_strategy(text);
+  if (p.do_sample) return p;
+  for (size_t pos = 0; pos <= text.size();) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    const size_t key_begin = item.find_first_not_of(" \t");
+    if (key_begin != std::string::npos && item.compare(key_begin, 4, "seed") == 0 &&
+        item.find_first_not_of(" \t", key_begin + 4) == item.find('='))
+      throw Error(flag + " \"" + text +
+                  "\": seed needs a sampling key (temperature, top_k, top_p or min_p): " +
+                  kSeedDrawsNothing);
+    pos = end + 1;
+  }
+  return p;
+}
+
 }  // namespace
 
 std::string cli_help() {
@@ -80,7 +104,7 @@ Generation
   --min-p M               drop tokens below M x the top probability, M in [0, 1]
   --repetition-penalty R  R > 0; 1 = off (applies to greedy too)
   --seed S                seed of the draw (same seed, same tokens); needs a sampling
-                          flag
+                          flag, as a strategy's seed=S needs a sampling key
   --strategy STR          a whole strategy, e.g. "top_p=0.9,temperature=0.8", or HF beam
                           search: "beams=4" (2..8), with length_penalty=F and
                           early_stopping=true|false|never, or contrastive search:
@@ -248,10 +272,10 @@ CliOptions parse_cli(int argc, char** argv) {
     } else if (a == "--seed") {
       single.seed = parse_unsigned(a, r.value());
     } else if (a == "--strategy") {
-      single = parse_strategy(r.value());
+      single = parse_strategy_flag(a, r.value());
     } else if (a == "--compare") {
       for (const std::string& s : r.values_up_to_next_flag())
-        o.strategies.push_back(parse_strategy(s));
+        o.strategies.push_back(parse_strategy_flag(a, s));
       if (o.strategies.empty()) throw Error("--compare needs at least one strategy");
       if (static_cast<int>(o.strategies.size()) > kMaxLanes)
         throw Error("--compare takes at most " + std::to_string(kMaxLanes) + " strategies (got " +
@@ -310,8 +334,8 @@ CliOptions parse_cli(int argc, char** argv) {
   }
   if (seen("--seed") && !single.do_sample)
     throw Error(
-        "--seed needs a sampling flag (--temperature, --top-k, --top-p or --min-p): "
-        "greedy decoding draws nothing");
+        std::string("--seed needs a sampling flag (--temperature, --top-k, --top-p or --min-p): ") +
+        kSeedDrawsNothing);
   if (seen("--json-full-logits") && !seen("--json"))
     throw Error("--json-full-logits needs --json FILE");
   if (o.interactive && o.quiet)

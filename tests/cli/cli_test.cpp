@@ -388,6 +388,25 @@ TEST(Cli, ConflictingFlagsAreRefusedNamingBoth) {
       0);
 }
 
+// A seed for a lane that draws nothing is refused the same way whether it
+// is --seed or a strategy's seed=N; with a sampling key it is accepted.
+TEST(Cli, SeedWithoutSamplingIsRefusedAlike) {
+  const std::string why = "greedy decoding draws nothing";
+  expect_one_error_line(run_cli(with_tiny({"--seed", "1"})), "tokenscope-cli", why, "--seed");
+  for (const std::string& s : {"greedy,seed=1", "seed=1", "contrastive=4,alpha=0.6, seed=2",
+                               "beams=2,seed=1", "spec=2,seed=1", "dola=low,seed=0"})
+    expect_one_error_line(run_cli(with_tiny({"--strategy", s})), "tokenscope-cli", why, s);
+  expect_one_error_line(run_cli(with_tiny({"--compare", "top_p=0.9,seed=1", "greedy,seed=1"})),
+                        "tokenscope-cli", "--compare \"greedy,seed=1\": seed needs", "compare");
+  EXPECT_EQ(
+      run_cli(with_tiny({"--strategy", "top_p=0.9,seed=1", "--steps", "1", "--quiet"})).exit_code,
+      0);
+  EXPECT_EQ(run_cli(with_tiny({"--compare", "greedy", "temperature=0.8,seed=3", "--steps", "1",
+                               "--quiet"}))
+                .exit_code,
+            0);
+}
+
 // Values that used to be ignored without a word are refused with one line.
 TEST(Cli, IgnoredOrEmptyValuesAreRefused) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
