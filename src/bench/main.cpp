@@ -118,7 +118,8 @@ load time, and where memory goes after loading and after the run.
                           0.1 s or more); the other sections are not run
   --help                  this text
 
-Flags are written "--flag value" or "--flag=value". Exit codes: 0 done, 1 a
+Flags are written "--flag value" or "--flag=value"; a flag given twice is
+refused. Exit codes: 0 done, 1 a
 speculative greedy output differed from plain greedy's, 2 bad input (one line
 on stderr), 3 internal error.
 )";
@@ -156,6 +157,9 @@ BenchOptions parse(int argc, char** argv) {
   std::vector<std::string> given;
   while (r.next()) {
     const std::string a = r.flag();
+    // A second value is never silently taken over the first.
+    if (std::find(given.begin(), given.end(), a) != given.end())
+      throw ts::Error(a + " is given twice");
     given.push_back(a);
     if (a == "--tokenizer")
       throw ts::Error("--tokenizer: the bench runs the model on random token ids, no tokenizer");

@@ -192,7 +192,8 @@ the single-lane strategy flags (--greedy, --temperature, --top-k, --top-p, --min
 --repetition-penalty, --seed) combine into one strategy, but not with --strategy
 (a whole strategy: put every setting into its string) nor with --compare; --greedy
 does not combine with --temperature, --top-k, --top-p, --min-p or --seed, and
---seed needs one of the first four; a flag given twice is refused; --eval-loss
+--seed needs one of the first four; a flag given twice is refused (only --score
+may be given twice); --eval-loss
 takes only the Model flags and --eval-window; --interactive does not combine
 with --quiet; spec=N needs --draft-model and the KV cache, and --draft-model needs
 a spec=N lane. Exit codes: 0 done, 2 bad input (one line on stderr), 3 internal
@@ -230,10 +231,12 @@ CliOptions parse_cli(int argc, char** argv) {
   FlagReader r(argc, argv);
   while (r.next()) {
     const std::string a = r.flag();
+    // Every flag but --score (two continuations to compare) is given once:
+    // a second value is never silently taken over the first.
+    if (a != "--score" && seen(a.c_str())) throw Error(a + " is given twice");
     if (is_in(strategy_flags, a) || a == "--compare") {
       for (const std::string& g : given) {
         if (!is_in(strategy_flags, g) && g != "--compare") continue;
-        if (g == a) throw Error(a + " is given twice");
         if (a == "--compare" && is_in(strategy_flags, g))
           throw conflict(g, a, "--compare takes each lane's whole strategy");
         if (g == "--compare") throw conflict(g, a, "--compare takes each lane's whole strategy");

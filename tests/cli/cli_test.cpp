@@ -407,6 +407,61 @@ TEST(Cli, SeedWithoutSamplingIsRefusedAlike) {
             0);
 }
 
+// Every flag given twice is refused naming it, in tokenscope-cli (but
+// --score, which compares two continuations) and in tokenscope-bench: the
+// second value is never silently taken.
+TEST(Cli, EveryFlagGivenTwiceIsRefused) {
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  const std::string a_json = (scratch_dir() / "a.json").string();
+  const std::vector<std::vector<std::string>> cli_cases = {
+      {"--json", a_json, "--json", (scratch_dir() / "b.json").string()},
+      {"--steps", "1", "--steps", "2"},
+      {"--prompt", "a", "--prompt", "b"},
+      {"--model", tiny},
+      {"--tokenizer", tiny, "--tokenizer", tiny},
+      {"--top", "3", "--top", "4"},
+      {"--threads", "1", "--threads", "2"},
+      {"--device", "cpu", "--device", "cpu"},
+      {"--quiet", "--quiet"},
+      {"--no-kv-cache", "--no-kv-cache"},
+      {"--no-attention", "--no-attention"},
+      {"--logit-lens", "--logit-lens"},
+      {"--memory", "--memory"},
+      {"--interactive", "--interactive"},
+      {"--json", a_json, "--json-full-logits", "--json-full-logits"},
+      {"--eval-loss", "a.txt", "--eval-loss", "b.txt"},
+      {"--eval-loss", "a.txt", "--eval-window", "8", "--eval-window", "9"},
+      {"--score", "a", "--top", "2", "--top", "3"},
+  };
+  for (const auto& args : cli_cases) {
+    std::string flag;  // the flag that comes twice
+    for (size_t i = 0; i < args.size() && flag.empty(); ++i)
+      for (size_t j = i + 1; j < args.size(); ++j)
+        if (args[i] == args[j] && starts_with(args[i], "--")) flag = args[i];
+    if (flag.empty()) flag = "--model";
+    expect_one_error_line(run_cli(with_tiny(args)), "tokenscope-cli", flag + " is given twice",
+                          flag);
+  }
+  // --score is the flag that may come twice.
+  EXPECT_EQ(run_cli(with_tiny({"--prompt", "a", "--score", " b", "--score", " c"})).exit_code, 0);
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bench_cases = {
+      {{"--model", tiny, "--model", tiny}, "--model"},
+      {{"--model", tiny, "--context", "8", "--context", "9"}, "--context"},
+      {{"--model", tiny, "--lanes", "1", "--lanes", "2"}, "--lanes"},
+      {{"--model", tiny, "--device", "cpu", "--device=cpu"}, "--device"},
+      {{"--model", tiny, "--threads", "1", "--threads", "1"}, "--threads"},
+      {{"--model", tiny, "--decode-steps", "1", "--decode-steps", "2"}, "--decode-steps"},
+      {{"--model", tiny, "--prefill-tokens", "1", "--prefill-tokens", "2"}, "--prefill-tokens"},
+      {{"--model", tiny, "--cache-compare", "4", "--cache-compare", "5"}, "--cache-compare"},
+      {{"--model", tiny, "--spec-self-draft", "--spec-self-draft"}, "--spec-self-draft"},
+      {{"--model", tiny, "--cpu-vectors", "auto", "--cpu-vectors", "avx2"}, "--cpu-vectors"},
+  };
+  for (const auto& [args, flag] : bench_cases)
+    expect_one_error_line(run_program(bench_path().string(), args), "tokenscope-bench",
+                          flag + " is given twice", flag);
+}
+
 // Values that used to be ignored without a word are refused with one line.
 TEST(Cli, IgnoredOrEmptyValuesAreRefused) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
