@@ -878,6 +878,42 @@ TEST(Bench, BadInputGivesOneLineAndExitCodeTwo) {
   }
 }
 
+// The sizes the user did not give fit the model: the fixture's context of
+// 64 runs with no --context or --prefill-tokens (half the context cached,
+// a prefill of the whole context), and the speculative section's default
+// new tokens fit after its prompt. With no --model the bundled model is
+// benchmarked, as the help says.
+TEST(Bench, DefaultsFitTheModelAndNoModelMeansTheBundledOne) {
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  const CliRun r = run_bench({"--model", tiny, "--decode-steps", "2", "--lanes", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["decode"][0]["context"], 32);
+  EXPECT_EQ(doc["prefill"][0]["tokens"], 64);
+
+  const CliRun s =
+      run_bench({"--model", tiny, "--spec-self-draft", "--spec-only", "--spec-gamma", "2"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const nlohmann::json pair = nlohmann::json::parse(s.out)["speculative"]["pairs"][0];
+  EXPECT_LE(pair["new_tokens"].get<int>(), 64);
+  EXPECT_GE(pair["new_tokens"].get<int>(), 2);
+
+  const CliRun b =
+      run_bench({"--decode-steps", "2", "--lanes", "1", "--context", "8", "--prefill-tokens", "8"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(nlohmann::json::parse(b.out)["model"].get<std::string>().find("tokenscope-tiny"),
+            std::string::npos);
+
+  // A --spec-gamma list with an empty item says so, not "the list is empty".
+  expect_one_error_line(run_bench({"--model", tiny, "--spec-self-draft", "--spec-gamma", "4,"}),
+                        "tokenscope-bench", "--spec-gamma: empty item in '4,'", "4,");
+  expect_one_error_line(run_bench({"--model", tiny, "--spec-self-draft", "--spec-gamma", ",auto"}),
+                        "tokenscope-bench", "--spec-gamma: empty item in ',auto'", ",auto");
+  expect_one_error_line(run_bench({"--model", tiny, "--spec-self-draft", "--spec-gamma", ""}),
+                        "tokenscope-bench", "--spec-gamma: the list is empty", "empty");
+}
+
 // --cpu-vectors avx2 keeps the decode kernel to AVX2; auto uses AVX-512
 // exactly where /proc/cpuinfo lists avx512f (this build targets AVX2).
 TEST(Bench, NamesTheDecodeKernelItRan) {
