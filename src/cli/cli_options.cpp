@@ -4,6 +4,7 @@
 #include <climits>
 #include <string_view>
 
+#include "cli/step_printer.h"
 #include "session/model_flags.h"
 #include "util/error.h"
 
@@ -104,7 +105,9 @@ Generation
   --min-p M               drop tokens below M x the top probability, M in [0, 1]
   --repetition-penalty R  R > 0; 1 = off (applies to greedy too)
   --seed S                seed of the draw (same seed, same tokens); needs a sampling
-                          flag, as a strategy's seed=S needs a sampling key
+                          flag, as a strategy's seed=S needs a sampling key; without
+                          it the seed is 0, so a sampled run repeats its tokens every
+                          time: give another seed for other draws
   --strategy STR          a whole strategy, e.g. "top_p=0.9,temperature=0.8", or HF beam
                           search: "beams=4" (2..8), with length_penalty=F and
                           early_stopping=true|false|never, or contrastive search:
@@ -321,7 +324,7 @@ CliOptions parse_cli(int argc, char** argv) {
       r.no_value();
       o.quiz = true;
     } else
-      throw Error("unknown option '" + a + "' (see --help)");
+      throw Error("unknown option '" + clipped(a) + "' (see --help)");
   }
   // Flags that would otherwise be ignored without a word.
   if (seen("--score")) check_score_flags(given);

@@ -188,7 +188,13 @@ const ts::StepTrace& quiz_step(ts::Session& session, QuizRecord& record) {
   ts::QuizGuess model = ts::score_guess(lane.logits, tok, lane.chosen_token, lane.chosen_token);
   model.correct = model.beat_top1 = false;  // the model's own choice is not a guess
   std::cout << "reveal: the model chose " << ts::cli::printable(ts::describe_guess(model)) << "\n";
-  if (guess) std::cout << "  your guess " << ts::cli::printable(ts::describe_guess(*guess)) << "\n";
+  if (guess) {
+    // A long typed word is shown cut (only its first token is scored).
+    ts::QuizGuess shown = *guess;
+    shown.typed = ts::cli::clipped(shown.typed);
+    shown.scored_as = ts::cli::clipped(shown.scored_as);
+    std::cout << "  your guess " << ts::cli::printable(ts::describe_guess(shown)) << "\n";
+  }
   record.resize(session.history().size());
   record.back() = guess;
   print_quiz_score(record);
@@ -222,7 +228,7 @@ bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
         continue;
       }
       if (!line.empty()) {
-        std::cout << "unknown command '" << ts::cli::printable(line)
+        std::cout << "unknown command '" << ts::cli::printable(ts::cli::clipped(line))
                   << "': Enter = step, b = back, q = quit\n";
         continue;
       }

@@ -837,6 +837,57 @@ TEST(Cli, ModelErrorsNameTheRightFile) {
                         "symbolic links", "symlink loop");
 }
 
+// Values echoed in messages are cut: a 1 MB merges.txt line, a typed quiz
+// word, an unknown option or command of 100 KB each give a short line.
+TEST(Cli, LongValuesInMessagesAreCut) {
+  const fs::path src = fs::path(TS_FIXTURE_DIR) / "tiny";
+  const fs::path dir = scratch_dir() / "long_merges";
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "vocab.json"})
+    fs::copy_file(src / f, dir / f, fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "merges.txt") << "#version: 0.2\n" << std::string(1 << 20, 'a') << "\n";
+  const CliRun m = run_cli({"--model", dir.string(), "--steps", "1"});
+  expect_one_error_line(m, "tokenscope-cli", "(1048576 bytes)", "merges.txt");
+  EXPECT_LT(m.err.size(), 400u);
+
+  const std::string huge(100000, 'x');
+  const CliRun o = run_cli(with_tiny({"--" + huge}));
+  expect_one_error_line(o, "tokenscope-cli", "unknown option '--xxx", "option");
+  EXPECT_LT(o.err.size(), 400u);
+
+  const std::string input = "\n" + huge + "\n" + huge + "\nq\n";
+  const CliRun q = run_program(TS_CLI_PATH, with_tiny({"--interactive", "--quiz"}), &input);
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  bool guess_seen = false, command_seen = false;
+  for (const std::string& line : lines_of(q.out)) {
+    EXPECT_LT(line.size(), 600u) << line.substr(0, 200);
+    guess_seen |= line.find("your guess") != std::string::npos;
+    command_seen |= line.find("unknown command 'xxx") != std::string::npos;
+  }
+  EXPECT_TRUE(guess_seen);
+  EXPECT_TRUE(command_seen);
+}
+
+// A config.json whose n_ctx (beside a valid n_positions) is 0 or negative is
+// refused naming the field; without --seed the seed is 0 and a sampled run
+// repeats, as the help says.
+TEST(Cli, ConfigNctxIsCheckedAndTheDefaultSeedIsDocumented) {
+  const fs::path dir = tiny_variant("nctx", 64);
+  for (int bad : {0, -5}) {
+    nlohmann::json cfg = nlohmann::json::parse(read_file(dir / "config.json"));
+    cfg["n_ctx"] = bad;
+    std::ofstream(dir / "config.json") << cfg.dump();
+    expect_one_error_line(run_cli({"--model", dir.string(), "--steps", "1"}), "tokenscope-cli",
+                          "field n_ctx is " + std::to_string(bad) + ", must be positive",
+                          std::to_string(bad));
+  }
+  const std::vector<std::string> args = with_tiny({"--top-p", "0.9", "--steps", "8", "--quiet"});
+  const CliRun a = run_cli(args), b = run_cli(args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(run_cli({"--help"}).out.find("the seed is 0"), std::string::npos);
+}
+
 // ---------------------------------------------------------------- the bench
 
 CliRun run_bench(const std::vector<std::string>& args) {
