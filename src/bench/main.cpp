@@ -39,8 +39,11 @@ struct BenchOptions {
   ts::ModelSetupOptions setup;  // --model, --device, --threads (shared with the other front ends)
   std::string write_random;     // write a random checkpoint here, then bench it
   std::string random_shape;     // its flag: --write-random-124m or --write-random-1.5b
+  // The sizes' defaults are fitted to the model's context once it is known;
+  // a size the user gave is checked against it instead.
   int prefill_tokens = 128;
   int context = 64;  // cached tokens before the decode steps
+  bool prefill_given = false, context_given = false, spec_tokens_given = false;
   int decode_steps = 20;
   std::vector<int> lanes = {1, 2, 4, 8};
   std::vector<int> cache_compare;     // generation lengths for KV cache on vs off
@@ -69,8 +72,10 @@ load time, and where memory goes after loading and after the run.
                           if missing) and benchmark it, instead of --model; with a
                           byte-level tokenizer, so tokenscope-cli runs it too
   --write-random-1.5b DIR the same in GPT-2 XL's shape (48 layers, 1600 dims: 6.2 GB)
-  --prefill-tokens N      prompt length of the prefill measurement (default 128)
-  --context N             cached tokens before the decode measurement (default 64)
+  --prefill-tokens N      prompt length of the prefill measurement (default 128, or
+                          the model's context when that is shorter)
+  --context N             cached tokens before the decode measurement (default 64, or
+                          half the model's context when that is shorter)
   --decode-steps N        decode steps measured (median reported; default 20), run
                           twice on new sequences: the second pass is reported, the
                           first (its KV cache pages possibly new to the process: a
@@ -105,7 +110,8 @@ load time, and where memory goes after loading and after the run.
                           avx2, or scalar in a build without AVX2)
   --spec-gamma LIST       draft lengths g measured, each 1 to 16 or auto (adaptive);
                           default 4,auto
-  --spec-tokens N         new tokens generated per measurement, at least 2 (default 64)
+  --spec-tokens N         new tokens generated per measurement, at least 2 (default 64,
+                          or what the model's context holds after the prompt)
   --spec-only             only the speculative measurement (no prefill, decode or lanes)
   --spec-random-pairs DIR write random GPT-2-shaped checkpoints to DIR (about 2.3 GB;
                           created if missing) and measure speculative decoding on
@@ -118,7 +124,8 @@ load time, and where memory goes after loading and after the run.
                           0.1 s or more); the other sections are not run
   --help                  this text
 
-Flags are written "--flag value" or "--flag=value". Exit codes: 0 done, 1 a
+Flags are written "--flag value" or "--flag=value"; a flag given twice is
+refused. Exit codes: 0 done, 1 a
 speculative greedy output differed from plain greedy's, 2 bad input (one line
 on stderr), 3 internal error.
 )";
@@ -156,6 +163,9 @@ BenchOptions parse(int argc, char** argv) {
   std::vector<std::string> given;
   while (r.next()) {
     const std::string a = r.flag();
+    // A second value is never silently taken over the first.
+    if (std::find(given.begin(), given.end(), a) != given.end())
+      throw ts::Error(a + " is given twice");
     given.push_back(a);
     if (a == "--tokenizer")
       throw ts::Error("--tokenizer: the bench runs the model on random token ids, no tokenizer");
@@ -166,11 +176,13 @@ BenchOptions parse(int argc, char** argv) {
         throw ts::Error(o.random_shape + " and " + a + " conflict: give one model");
       o.write_random = ts::non_empty(a, r.value());
       o.random_shape = a;
-    } else if (a == "--prefill-tokens")
+    } else if (a == "--prefill-tokens") {
       o.prefill_tokens = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
-    else if (a == "--context")
+      o.prefill_given = true;
+    } else if (a == "--context") {
       o.context = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
-    else if (a == "--decode-steps")
+      o.context_given = true;
+    } else if (a == "--decode-steps")
       o.decode_steps = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
     else if (a == "--lanes")
       o.lanes = parse_list(a, r.value(), 1, ts::kMaxLanes);
@@ -179,13 +191,14 @@ BenchOptions parse(int argc, char** argv) {
     else if (a == "--spec-gamma") {
       // Whole numbers and "auto" (adaptive), e.g. 2,4,auto.
       std::string v = r.value();
+      if (v.empty()) throw ts::Error(a + ": the list is empty");
       std::vector<int> gammas;
-      std::string numbers;
       size_t pos = 0;
       for (;;) {
         const size_t comma = v.find(',', pos);
         const std::string item =
             v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        if (item.empty()) throw ts::Error(a + ": empty item in '" + v + "'");
         if (item == "auto")
           gammas.push_back(ts::kSpecGammaAuto);
         else
@@ -208,9 +221,10 @@ BenchOptions parse(int argc, char** argv) {
       o.spec_only = true;
     } else if (a == "--spec-random-pairs")
       o.spec_random_dir = ts::non_empty(a, r.value());
-    else if (a == "--spec-tokens")  // at least one decode step after the prefill's token
+    else if (a == "--spec-tokens") {  // at least one decode step after the prefill's token
       o.spec_tokens = static_cast<int>(ts::parse_whole_number(a, r.value(), 2, kMaxTokens));
-    else
+      o.spec_tokens_given = true;
+    } else
       throw ts::Error("unknown option '" + a + "' (see --help)");
   }
   if (!o.spec_random_dir.empty()) {
@@ -221,8 +235,6 @@ BenchOptions parse(int argc, char** argv) {
           "--write-random-*, --draft-model or --spec-self-draft with it");
     return o;
   }
-  if (o.setup.model.empty() && o.write_random.empty())
-    throw ts::Error("give --model DIR, --write-random-124m DIR or --write-random-1.5b DIR");
   const bool speculative = !o.draft_model.empty() || o.spec_self_draft;
   for (const std::string& g : given)
     if ((g == "--spec-gamma" || g == "--spec-tokens" || g == "--spec-only") && !speculative)
@@ -425,11 +437,16 @@ json bench_spec_pair(const BenchOptions& o, const SpecPair& pair, bool& identica
   ts::bench::check_spec_pair(target.engine->config(), draft.engine->config(), "pair " + pair.name);
   const std::string prompt = "Once upon a time";
   const int n_ctx = target.engine->config().n_ctx;
-  if (static_cast<int>(target.tokenizer->encode_ids(prompt).size()) + o.spec_tokens > n_ctx)
+  const int room = n_ctx - static_cast<int>(target.tokenizer->encode_ids(prompt).size());
+  // The default fits the model's context; a number given is checked against it.
+  const int new_tokens = o.spec_tokens_given ? o.spec_tokens : std::min(o.spec_tokens, room);
+  if (new_tokens > room)
     throw ts::Error("--spec-tokens: " + std::to_string(o.spec_tokens) +
                     " does not fit the model's context of " + std::to_string(n_ctx));
-  const SpecRun plain =
-      measure_strategy(target, draft, ts::SamplingParams{}, prompt, o.spec_tokens);
+  if (new_tokens < 2)
+    throw ts::Error("the model's context of " + std::to_string(n_ctx) +
+                    " leaves no room for 2 new tokens after the prompt");
+  const SpecRun plain = measure_strategy(target, draft, ts::SamplingParams{}, prompt, new_tokens);
   // Tokens after the prefill's: the ones the decode steps made.
   const double plain_tps = static_cast<double>(plain.tokens.size() - 1) / plain.seconds;
   const double plain_step = plain.seconds / plain.steps;
@@ -441,7 +458,7 @@ json bench_spec_pair(const BenchOptions& o, const SpecPair& pair, bool& identica
   for (int g : o.spec_gammas) {
     ts::SamplingParams p;
     p.spec_gamma = g;
-    const SpecRun r = measure_strategy(target, draft, p, prompt, o.spec_tokens);
+    const SpecRun r = measure_strategy(target, draft, p, prompt, new_tokens);
     const ts::bench::SpecRoundTotals& t = r.rounds;
     const double alpha = t.acceptance_rate();
     const double c = ts::bench::cost_ratio(t.seconds_per_draft_pass(), plain_step);
@@ -488,7 +505,7 @@ json bench_spec_pair(const BenchOptions& o, const SpecPair& pair, bool& identica
           {"target_parameters", target.engine->config().parameter_count()},
           {"draft_parameters", draft.engine->config().parameter_count()},
           {"prompt", prompt},
-          {"new_tokens", o.spec_tokens},
+          {"new_tokens", new_tokens},
           {"plain_tokens", plain.tokens.size()},
           {"plain_tokens_per_s", plain_tps},
           {"plain_ms_per_step", plain_step * 1e3},
@@ -556,9 +573,28 @@ json cache_compare(ts::Engine& engine, int n) {
   return ts::cache_comparison_to_json(ts::compare_kv_cache(engine, prompt, {}, n));
 }
 
+// The model benchmarked: --model, the random checkpoint written first for
+// --write-random-*, or else the bundled model, as the other front ends.
+std::string bench_model_dir(const BenchOptions& o) {
+  if (!o.write_random.empty()) {
+    ts::bench::write_random_checkpoint(o.random_shape == "--write-random-1.5b"
+                                           ? ts::bench::gpt2_1558m_config()
+                                           : ts::bench::gpt2_124m_config(),
+                                       o.write_random, 124);
+    return o.write_random;
+  }
+  if (!o.setup.model.empty()) return o.setup.model.string();
+  const std::filesystem::path bundled = ts::default_model_path();
+  std::error_code ec;
+  if (!std::filesystem::exists(bundled, ec))
+    throw ts::Error("bundled model not found at " + bundled.string() +
+                    ": pass --model DIR, --write-random-124m DIR or --write-random-1.5b DIR");
+  return bundled.string();
+}
+
 int run(int argc, char** argv) {
   {
-    const BenchOptions o = parse(argc, argv);
+    BenchOptions o = parse(argc, argv);
     if (o.help) {
       std::cout << help_text();
       return 0;
@@ -566,30 +602,22 @@ int run(int argc, char** argv) {
     ts::cpu::allow_avx512(!o.avx2_only);
     // A speculative-only run: its pairs load their own models.
     if (!o.spec_random_dir.empty() || o.spec_only) {
-      std::string model_dir = o.setup.model.string();
-      if (!o.write_random.empty()) {
-        ts::bench::write_random_checkpoint(o.random_shape == "--write-random-1.5b"
-                                               ? ts::bench::gpt2_1558m_config()
-                                               : ts::bench::gpt2_124m_config(),
-                                           o.write_random, 124);
-        model_dir = o.write_random;
-      }
+      const std::string model_dir = o.spec_random_dir.empty() ? bench_model_dir(o) : "";
       bool identical = true;
       const json report = {{"speculative", bench_speculative(o, model_dir, identical)}};
       std::cout << report.dump(2) << std::endl;
       return identical ? 0 : mismatch_exit();
     }
-    std::string model_dir = o.setup.model.string();
-    if (!o.write_random.empty()) {
-      ts::bench::write_random_checkpoint(o.random_shape == "--write-random-1.5b"
-                                             ? ts::bench::gpt2_1558m_config()
-                                             : ts::bench::gpt2_124m_config(),
-                                         o.write_random, 124);
-      model_dir = o.write_random;
-    }
+    const std::string model_dir = bench_model_dir(o);
     const auto load_start = std::chrono::steady_clock::now();
     auto weights = std::make_shared<const ts::ModelWeights>(ts::load_model(model_dir));
     const int n_ctx = weights->config.n_ctx;
+    // The defaults fit the model; the sizes given are checked below.
+    if (n_ctx < 2)
+      throw ts::Error(model_dir + ": a context of " + std::to_string(n_ctx) +
+                      " leaves no room for a decode step after a cached token");
+    if (!o.context_given) o.context = std::min(o.context, n_ctx / 2);
+    if (!o.prefill_given) o.prefill_tokens = std::min(o.prefill_tokens, n_ctx);
     // Checked before the KV cache is allocated.
     if (o.context + 1 > n_ctx)
       throw ts::Error("--context: " + std::to_string(o.context) + " is out of range, at most " +

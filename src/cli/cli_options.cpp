@@ -4,6 +4,7 @@
 #include <climits>
 #include <string_view>
 
+#include "cli/step_printer.h"
 #include "session/model_flags.h"
 #include "util/error.h"
 
@@ -58,6 +59,30 @@ void check_spec_flags(const CliOptions& o, const std::vector<std::string>& given
                 " conflict: speculative decoding verifies the drafts over the cached prefix");
 }
 
+// A seed for a lane that draws nothing is refused, whether it came as
+// --seed or as a strategy's seed=N item: the same run either way.
+constexpr const char* kSeedDrawsNothing = "greedy decoding draws nothing";
+
+// Refuses "greedy,seed=1" (also beams, contrastive, spec=N or DoLa without
+// a sampling key) as --seed alone is refused.
+SamplingParams parse_strategy_flag(const std::string& flag, const std::string& text) {
+  SamplingParams p = parse_strategy(text);
+  if (p.do_sample) return p;
+  for (size_t pos = 0; pos <= text.size();) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    const size_t key_begin = item.find_first_not_of(" \t");
+    if (key_begin != std::string::npos && item.compare(key_begin, 4, "seed") == 0 &&
+        item.find_first_not_of(" \t", key_begin + 4) == item.find('='))
+      throw Error(flag + " \"" + text +
+                  "\": seed needs a sampling key (temperature, top_k, top_p or min_p): " +
+                  kSeedDrawsNothing);
+    pos = end + 1;
+  }
+  return p;
+}
+
 }  // namespace
 
 std::string cli_help() {
@@ -80,7 +105,9 @@ Generation
   --min-p M               drop tokens below M x the top probability, M in [0, 1]
   --repetition-penalty R  R > 0; 1 = off (applies to greedy too)
   --seed S                seed of the draw (same seed, same tokens); needs a sampling
-                          flag
+                          flag, as a strategy's seed=S needs a sampling key; without
+                          it the seed is 0, so a sampled run repeats its tokens every
+                          time: give another seed for other draws
   --strategy STR          a whole strategy, e.g. "top_p=0.9,temperature=0.8", or HF beam
                           search: "beams=4" (2..8), with length_penalty=F and
                           early_stopping=true|false|never, or contrastive search:
@@ -122,9 +149,15 @@ Output
                           guesses that were the chosen token; b takes a step's guess out)
   --top N                 alternatives printed per step (default 5)
   --json FILE             write the whole session trace as JSON, step by step into a
-                          temporary file renamed to FILE when complete; Ctrl-C stops
-                          generation and FILE then says "interrupted": true (exit 130);
-                          a Ctrl-C while writing leaves no FILE
+                          temporary file renamed to FILE when complete (a symbolic
+                          link is written through: the file it names gets the trace;
+                          a device, FIFO or open file such as /dev/stdout is appended
+                          to where it stands, never replaced); FILE is checked before
+                          the model is loaded (a directory, a folder where no file can
+                          be made, a /proc file are refused); Ctrl-C, SIGTERM or
+                          SIGHUP stops generation and FILE then says "interrupted":
+                          true (exit 128 + the signal: 130, 143, 129); a signal while
+                          writing leaves no FILE
   --json-full-logits      include every logit of every step in the JSON
   --no-attention          do not record attention probabilities
   --quiet                 print only the generated text
@@ -162,11 +195,14 @@ the single-lane strategy flags (--greedy, --temperature, --top-k, --top-p, --min
 --repetition-penalty, --seed) combine into one strategy, but not with --strategy
 (a whole strategy: put every setting into its string) nor with --compare; --greedy
 does not combine with --temperature, --top-k, --top-p, --min-p or --seed, and
---seed needs one of the first four; a flag given twice is refused; --eval-loss
+--seed needs one of the first four; a flag given twice is refused (only --score
+may be given twice); --eval-loss
 takes only the Model flags and --eval-window; --interactive does not combine
 with --quiet; spec=N needs --draft-model and the KV cache, and --draft-model needs
 a spec=N lane. Exit codes: 0 done, 2 bad input (one line on stderr), 3 internal
-error, 130 interrupted.
+error, 130 / 143 / 129 stopped by Ctrl-C / SIGTERM / SIGHUP. A reader that
+closes standard output (e.g. "| head -1") stops generation quietly: exit 0,
+nothing on stderr, and --json FILE is still written, marked "interrupted": true.
 )");
 }
 
@@ -198,10 +234,12 @@ CliOptions parse_cli(int argc, char** argv) {
   FlagReader r(argc, argv);
   while (r.next()) {
     const std::string a = r.flag();
+    // Every flag but --score (two continuations to compare) is given once:
+    // a second value is never silently taken over the first.
+    if (a != "--score" && seen(a.c_str())) throw Error(a + " is given twice");
     if (is_in(strategy_flags, a) || a == "--compare") {
       for (const std::string& g : given) {
         if (!is_in(strategy_flags, g) && g != "--compare") continue;
-        if (g == a) throw Error(a + " is given twice");
         if (a == "--compare" && is_in(strategy_flags, g))
           throw conflict(g, a, "--compare takes each lane's whole strategy");
         if (g == "--compare") throw conflict(g, a, "--compare takes each lane's whole strategy");
@@ -240,10 +278,10 @@ CliOptions parse_cli(int argc, char** argv) {
     } else if (a == "--seed") {
       single.seed = parse_unsigned(a, r.value());
     } else if (a == "--strategy") {
-      single = parse_strategy(r.value());
+      single = parse_strategy_flag(a, r.value());
     } else if (a == "--compare") {
       for (const std::string& s : r.values_up_to_next_flag())
-        o.strategies.push_back(parse_strategy(s));
+        o.strategies.push_back(parse_strategy_flag(a, s));
       if (o.strategies.empty()) throw Error("--compare needs at least one strategy");
       if (static_cast<int>(o.strategies.size()) > kMaxLanes)
         throw Error("--compare takes at most " + std::to_string(kMaxLanes) + " strategies (got " +
@@ -286,7 +324,7 @@ CliOptions parse_cli(int argc, char** argv) {
       r.no_value();
       o.quiz = true;
     } else
-      throw Error("unknown option '" + a + "' (see --help)");
+      throw Error("unknown option '" + clipped(a) + "' (see --help)");
   }
   // Flags that would otherwise be ignored without a word.
   if (seen("--score")) check_score_flags(given);
@@ -302,8 +340,8 @@ CliOptions parse_cli(int argc, char** argv) {
   }
   if (seen("--seed") && !single.do_sample)
     throw Error(
-        "--seed needs a sampling flag (--temperature, --top-k, --top-p or --min-p): "
-        "greedy decoding draws nothing");
+        std::string("--seed needs a sampling flag (--temperature, --top-k, --top-p or --min-p): ") +
+        kSeedDrawsNothing);
   if (seen("--json-full-logits") && !seen("--json"))
     throw Error("--json-full-logits needs --json FILE");
   if (o.interactive && o.quiet)

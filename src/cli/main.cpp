@@ -1,10 +1,14 @@
 // tokenscope-cli: the terminal front end of the step machine.
+#include <poll.h>
 #include <signal.h>
+#include <unistd.h>
 #include <algorithm>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -24,6 +28,7 @@
 #include "session/score.h"
 #include "session/session.h"
 #include "session/session_export.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace {
@@ -34,9 +39,33 @@ namespace fs = std::filesystem;
 // refused instead of filling memory (64 MiB is ~16M GPT-2 tokens).
 constexpr std::streamsize kMaxEvalBytes = 64ll << 20;
 
-// Ctrl-C stops the generation between steps (so the --json file can say where).
+// Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the generation between steps (so
+// the --json file can say where): the signal's number, 0 while none came.
 volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void on_sigint(int) { g_interrupted = 1; }
+extern "C" void on_stop_signal(int sig) { g_interrupted = sig; }
+
+const char* signal_name(int sig) {
+  return sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
+}
+
+// A reader that closed standard output (`| head -1`) ends the run quietly:
+// SIGPIPE is ignored, and the failed write is noticed here, after a flush.
+// Why it failed: EPIPE for a pipe or socket whose reader is gone, else the
+// errno of the failure (EIO when unknown); 0 while nothing failed.
+int g_output_error = 0;
+bool output_closed() {
+  if (g_output_error != 0) return true;
+  errno = 0;
+  if (std::cout.flush()) return false;
+  const int err = errno;
+  // The write that failed may have been an earlier one, its errno gone; a
+  // pipe without a reader polls as an error.
+  pollfd p{STDOUT_FILENO, POLLOUT, 0};
+  const bool reader_gone = ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
+  g_output_error = reader_gone || err == EPIPE ? EPIPE : err != 0 ? err : EIO;
+  return true;
+}
+bool stopped() { return g_interrupted != 0 || output_closed(); }
 
 std::string read_eval_text(const std::string& path) {
   std::error_code ec;
@@ -84,20 +113,13 @@ int run_score(ts::LoadedModel& model, const ts::cli::CliOptions& o) {
   if (!o.json_file.empty()) {
     const nlohmann::json doc =
         two ? ts::score_comparison_to_json(scores[0], scores[1]) : ts::score_to_json(scores[0]);
-    // Written whole to a temporary file, then renamed: FILE is never half-written.
-    const std::string tmp = o.json_file + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-      if (!f) throw ts::Error(o.json_file + ": cannot open for writing");
-      f << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      if (!f.flush()) throw ts::Error(o.json_file + ": write failed");
-    }
-    std::error_code ec;
-    fs::rename(tmp, o.json_file, ec);
-    if (ec) {
-      fs::remove(tmp, ec);
-      throw ts::Error(o.json_file + ": cannot write (" + ec.message() + ")");
-    }
+    // Written whole to a temporary file, then renamed: FILE is never
+    // half-written, and a symbolic link is written through, not replaced;
+    // /dev/stdout and the like are appended to, after what was printed.
+    std::cout.flush();
+    ts::write_file_atomically(
+        o.json_file, doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+        true);
     std::cout << "wrote " << o.json_file << "\n";
   }
   return 0;
@@ -166,7 +188,13 @@ const ts::StepTrace& quiz_step(ts::Session& session, QuizRecord& record) {
   ts::QuizGuess model = ts::score_guess(lane.logits, tok, lane.chosen_token, lane.chosen_token);
   model.correct = model.beat_top1 = false;  // the model's own choice is not a guess
   std::cout << "reveal: the model chose " << ts::cli::printable(ts::describe_guess(model)) << "\n";
-  if (guess) std::cout << "  your guess " << ts::cli::printable(ts::describe_guess(*guess)) << "\n";
+  if (guess) {
+    // A long typed word is shown cut (only its first token is scored).
+    ts::QuizGuess shown = *guess;
+    shown.typed = ts::cli::clipped(shown.typed);
+    shown.scored_as = ts::cli::clipped(shown.scored_as);
+    std::cout << "  your guess " << ts::cli::printable(ts::describe_guess(shown)) << "\n";
+  }
   record.resize(session.history().size());
   record.back() = guess;
   print_quiz_score(record);
@@ -177,9 +205,10 @@ const ts::StepTrace& quiz_step(ts::Session& session, QuizRecord& record) {
 bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
   QuizRecord quiz;  // --quiz: each step's guess
   for (;;) {
-    if (g_interrupted) return false;
+    if (stopped()) return false;
     std::cout << "-- next: " << session.next_action() << "  [Enter] step  [b] back  [q] quit > "
               << std::flush;
+    if (output_closed()) return false;
     std::string line;
     if (!std::getline(std::cin, line)) {
       std::cout << "\n";  // end of input: leave the prompt line
@@ -199,7 +228,7 @@ bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
         continue;
       }
       if (!line.empty()) {
-        std::cout << "unknown command '" << ts::cli::printable(line)
+        std::cout << "unknown command '" << ts::cli::printable(ts::cli::clipped(line))
                   << "': Enter = step, b = back, q = quit\n";
         continue;
       }
@@ -236,6 +265,11 @@ int run(int argc, char** argv) {
     std::cout << ts::cli::cli_help();
     return 0;
   }
+  // A closed standard output is a failed write (output_closed), not a death.
+  ::signal(SIGPIPE, SIG_IGN);
+  // Checked before the model is loaded and anything is generated: a folder
+  // where no file can be made, a directory, a /proc file.
+  if (!o.json_file.empty()) ts::check_write_target(o.json_file);
   ts::ModelSetupOptions setup = o.setup;
   setup.cache_sequences = std::max(setup.cache_sequences, ts::cache_sequences_for(o.strategies));
   ts::LoadedModel model = ts::load_model_setup(setup);
@@ -283,15 +317,15 @@ int run(int argc, char** argv) {
   if (o.memory) print_memory(std::cout, "after load", ts::memory_report(session));
   // No SA_RESTART: a Ctrl-C also ends --interactive's wait for a line.
   struct sigaction sa {};
-  sa.sa_handler = on_sigint;
+  sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
   if (o.interactive) {
     interactive_command(session, o);
   } else if (o.strategies.size() > 1 && !o.quiet) {
     // --compare: lanes as columns, then how they compare.
     ts::cli::ComparePrinter printer(session);
-    for (int i = 0; i <= steps && session.can_step() && !g_interrupted; ++i) {
+    for (int i = 0; i <= steps && session.can_step() && !stopped(); ++i) {
       const ts::StepTrace& step = session.step();
       printer.print_row(std::cout, step);
       if (o.logit_lens) ts::cli::print_logit_lens(std::cout, session, step);
@@ -300,7 +334,7 @@ int run(int argc, char** argv) {
     std::cout << "\n";
     ts::cli::print_lanes_text(std::cout, session);
   } else {
-    for (int i = 0; i <= steps && session.can_step() && !g_interrupted; ++i) {
+    for (int i = 0; i <= steps && session.can_step() && !stopped(); ++i) {
       const ts::StepTrace& step = session.step();
       if (!o.quiet) ts::cli::print_step(std::cout, session, step, o.top);
       if (o.logit_lens) ts::cli::print_logit_lens(std::cout, session, step);
@@ -308,7 +342,9 @@ int run(int argc, char** argv) {
     ts::cli::print_lanes_text(std::cout, session);
   }
   if (o.memory) print_memory(std::cout, "after the run", ts::memory_report(session));
-  const bool interrupted = g_interrupted != 0;
+  const int stop_signal = g_interrupted;
+  // Stopped early by a signal or by the reader of standard output.
+  const bool interrupted = stop_signal != 0 || output_closed();
   if (!o.json_file.empty()) {
     ts::JsonExportOptions jo;
     jo.full_logits = o.json_full_logits;
@@ -316,7 +352,9 @@ int run(int argc, char** argv) {
     ts::SessionFileOptions fo;
     fo.interrupted = interrupted;
     // A Ctrl-C that arrives while writing (not the one that ended generation).
-    fo.cancel = [interrupted] { return !interrupted && g_interrupted != 0; };
+    fo.cancel = [stop_signal] { return stop_signal == 0 && g_interrupted != 0; };
+    // Everything printed so far comes first when FILE is /dev/stdout.
+    std::cout.flush();
     try {
       ts::write_session_json(session, o.json_file, jo, fo);
     } catch (const ts::ExportCancelled&) {
@@ -324,24 +362,32 @@ int run(int argc, char** argv) {
       // would pass for this run's, so it goes too.
       std::error_code ignored;
       fs::remove(o.json_file, ignored);
-      std::cerr << "tokenscope-cli: interrupted while writing " << o.json_file
-                << "; nothing written\n";
-      return 130;
+      std::cerr << "tokenscope-cli: interrupted (" << signal_name(g_interrupted)
+                << ") while writing " << o.json_file << "; nothing written\n";
+      return 128 + g_interrupted;
     }
     if (!o.quiet)
       std::cout << "wrote " << o.json_file << (interrupted ? " (marked interrupted)" : "") << "\n";
   }
-  if (interrupted) {
-    std::cerr << "tokenscope-cli: interrupted\n";
-    return 130;
+  if (stop_signal != 0) {
+    std::cerr << "tokenscope-cli: interrupted (" << signal_name(stop_signal) << ")\n";
+    return 128 + stop_signal;
+  }
+  // A reader that stopped reading ends the run without a word; any other
+  // failure to write standard output (a full disk) is said.
+  if (output_closed() && g_output_error != EPIPE) {
+    std::cerr << "tokenscope-cli: cannot write to standard output ("
+              << std::strerror(g_output_error) << ")\n";
+    return 3;
   }
   return 0;
 }
 
 }  // namespace
 
-// Exit codes: 0 done, 2 bad input (one line naming what is wrong), 3 internal
-// error, 130 interrupted by Ctrl-C.
+// Exit codes: 0 done (also when the reader of standard output closed it), 2
+// bad input (one line naming what is wrong), 3 internal error, 128 + the
+// signal's number when stopped by SIGINT (130), SIGHUP (129) or SIGTERM (143).
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);

@@ -149,6 +149,13 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::string clipped(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
 void print_step(std::ostream& out, const Session& session, const StepTrace& step, int top) {
   const Tokenizer& tok = session.tokenizer();
   const int inputs = step.lanes.empty() ? 0 : step.lanes.front().rows();

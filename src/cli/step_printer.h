@@ -13,6 +13,11 @@ namespace ts::cli {
 // cursor or recolour the screen.
 std::string printable(std::string_view text);
 
+// A value echoed in a message, at most max_bytes of it (cut at a UTF-8
+// character boundary) followed by "... (N bytes)" when longer: a 10 MB line
+// typed or read is not printed whole.
+std::string clipped(std::string_view text, size_t max_bytes = 80);
+
 // The step's header, KV occupancy and per lane the chosen token with the
 // model's probability of it and, when sampling, its probability after the
 // filters (what the JSON calls chosen_prob), plus the top alternatives.

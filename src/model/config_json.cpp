@@ -77,6 +77,10 @@ ModelConfig parse_config_json(const std::string& text, const std::string& file) 
   ModelConfig c;
   c.vocab_size = read_size(root, file, "vocab_size", kMaxVocab);
   c.n_ctx = read_size(root, file, "n_positions", kMaxContext, "n_ctx");
+  // Older configs carry n_ctx beside n_positions: it is checked too, not
+  // ignored (a context of 0 or less is refused naming it).
+  if (root.contains("n_positions") && root.contains("n_ctx") && !root["n_ctx"].is_null())
+    read_size(root, file, "n_ctx", kMaxContext);
   c.n_embd = read_size(root, file, "n_embd", kMaxEmbd);
   c.n_head = read_size(root, file, "n_head", kMaxEmbd);
   c.n_layer = read_size(root, file, "n_layer", kMaxLayers);

@@ -77,9 +77,21 @@ std::optional<std::string> gpt2_unicode_to_bytes(std::string_view s) {
 }
 
 // A token as it appears in the files, quoted and escaped for one-line messages.
+// A value echoed in a message is cut after kMaxQuoted bytes (at a UTF-8
+// character boundary), its length said: a 10 MB merges.txt line is not
+// printed whole.
+constexpr size_t kMaxQuoted = 80;
+
 std::string quote(std::string_view s) {
-  return nlohmann::json(std::string(s))
-      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  size_t cut = s.size();
+  if (cut > kMaxQuoted) {
+    cut = kMaxQuoted;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  }
+  std::string q = nlohmann::json(std::string(s.substr(0, cut)))
+                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (cut < s.size()) q += "... (" + std::to_string(s.size()) + " bytes)";
+  return q;
 }
 
 // Tokenizer files are refused when they are not regular files (a FIFO would

@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "session/replay_codec.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace ts {
@@ -237,14 +238,14 @@ json session_to_json(const Session& session, const JsonExportOptions& options) {
 void write_session_json(const Session& session, const fs::path& file,
                         const JsonExportOptions& options, const SessionFileOptions& file_options) {
   std::error_code ec;
-  const fs::file_status st = fs::status(file, ec);
-  if (fs::is_directory(st)) throw Error(file.string() + ": is a directory");
-  // A regular (or new) file goes through a temporary file and a rename; a
-  // device such as /dev/stdout or a FIFO cannot be replaced, so it is written as is.
-  const bool atomic = !fs::exists(st) || fs::is_regular_file(st);
+  // A regular (or new) file, links followed, goes through a temporary file
+  // beside it and a rename; a device, a FIFO or an open file such as
+  // /dev/stdout cannot be replaced, so it is appended to where it stands.
+  const WriteTarget where = check_write_target(file);
+  const bool atomic = where.replace;
   const fs::path target =
-      atomic ? fs::path(file.string() + ".tmp-" + std::to_string(::getpid())) : file;
-  std::ofstream out(target, std::ios::binary);
+      atomic ? fs::path(where.path.string() + ".tmp-" + std::to_string(::getpid())) : where.path;
+  std::ofstream out(target, atomic ? std::ios::binary : std::ios::binary | std::ios::app);
   if (!out) throw Error(file.string() + ": cannot open for writing (" + reason() + ")");
   auto abandon = [&] {
     out.close();
@@ -282,7 +283,7 @@ void write_session_json(const Session& session, const fs::path& file,
     fs::remove(target, ec);
     throw ExportCancelled();
   }
-  fs::rename(target, file, ec);
+  fs::rename(target, where.path, ec);
   if (ec) {
     fs::remove(target, ec);
     throw Error(file.string() + ": cannot write (" + ec.message() + ")");

@@ -32,10 +32,12 @@ class ExportCancelled : public Error {
 };
 
 // Writes session_to_json's document plus "interrupted", one step at a time
-// (memory: one step's JSON, not the whole tree). A regular file is written
-// to a temporary file beside it and renamed into place when complete, so it
-// is never seen half-written; a device or FIFO is written directly. Throws
-// ts::Error (one line, with the reason) when the file cannot be written.
+// (memory: one step's JSON, not the whole tree). A regular file (a symbolic
+// link: the file it names) is written to a temporary file beside it and
+// renamed into place when complete, so it is never seen half-written; a
+// device, a FIFO or an open file (/dev/stdout) is appended to where it
+// stands (util/atomic_file.h). Throws ts::Error (one line, with the reason)
+// when the file cannot be written.
 void write_session_json(const Session& session, const std::filesystem::path& file,
                         const JsonExportOptions& options = {},
                         const SessionFileOptions& file_options = {});

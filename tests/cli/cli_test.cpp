@@ -388,6 +388,80 @@ TEST(Cli, ConflictingFlagsAreRefusedNamingBoth) {
       0);
 }
 
+// A seed for a lane that draws nothing is refused the same way whether it
+// is --seed or a strategy's seed=N; with a sampling key it is accepted.
+TEST(Cli, SeedWithoutSamplingIsRefusedAlike) {
+  const std::string why = "greedy decoding draws nothing";
+  expect_one_error_line(run_cli(with_tiny({"--seed", "1"})), "tokenscope-cli", why, "--seed");
+  for (const std::string& s : {"greedy,seed=1", "seed=1", "contrastive=4,alpha=0.6, seed=2",
+                               "beams=2,seed=1", "spec=2,seed=1", "dola=low,seed=0"})
+    expect_one_error_line(run_cli(with_tiny({"--strategy", s})), "tokenscope-cli", why, s);
+  expect_one_error_line(run_cli(with_tiny({"--compare", "top_p=0.9,seed=1", "greedy,seed=1"})),
+                        "tokenscope-cli", "--compare \"greedy,seed=1\": seed needs", "compare");
+  EXPECT_EQ(
+      run_cli(with_tiny({"--strategy", "top_p=0.9,seed=1", "--steps", "1", "--quiet"})).exit_code,
+      0);
+  EXPECT_EQ(run_cli(with_tiny({"--compare", "greedy", "temperature=0.8,seed=3", "--steps", "1",
+                               "--quiet"}))
+                .exit_code,
+            0);
+}
+
+// Every flag given twice is refused naming it, in tokenscope-cli (but
+// --score, which compares two continuations) and in tokenscope-bench: the
+// second value is never silently taken.
+TEST(Cli, EveryFlagGivenTwiceIsRefused) {
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  const std::string a_json = (scratch_dir() / "a.json").string();
+  const std::vector<std::vector<std::string>> cli_cases = {
+      {"--json", a_json, "--json", (scratch_dir() / "b.json").string()},
+      {"--steps", "1", "--steps", "2"},
+      {"--prompt", "a", "--prompt", "b"},
+      {"--model", tiny},
+      {"--tokenizer", tiny, "--tokenizer", tiny},
+      {"--top", "3", "--top", "4"},
+      {"--threads", "1", "--threads", "2"},
+      {"--device", "cpu", "--device", "cpu"},
+      {"--quiet", "--quiet"},
+      {"--no-kv-cache", "--no-kv-cache"},
+      {"--no-attention", "--no-attention"},
+      {"--logit-lens", "--logit-lens"},
+      {"--memory", "--memory"},
+      {"--interactive", "--interactive"},
+      {"--json", a_json, "--json-full-logits", "--json-full-logits"},
+      {"--eval-loss", "a.txt", "--eval-loss", "b.txt"},
+      {"--eval-loss", "a.txt", "--eval-window", "8", "--eval-window", "9"},
+      {"--score", "a", "--top", "2", "--top", "3"},
+  };
+  for (const auto& args : cli_cases) {
+    std::string flag;  // the flag that comes twice
+    for (size_t i = 0; i < args.size() && flag.empty(); ++i)
+      for (size_t j = i + 1; j < args.size(); ++j)
+        if (args[i] == args[j] && starts_with(args[i], "--")) flag = args[i];
+    if (flag.empty()) flag = "--model";
+    expect_one_error_line(run_cli(with_tiny(args)), "tokenscope-cli", flag + " is given twice",
+                          flag);
+  }
+  // --score is the flag that may come twice.
+  EXPECT_EQ(run_cli(with_tiny({"--prompt", "a", "--score", " b", "--score", " c"})).exit_code, 0);
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bench_cases = {
+      {{"--model", tiny, "--model", tiny}, "--model"},
+      {{"--model", tiny, "--context", "8", "--context", "9"}, "--context"},
+      {{"--model", tiny, "--lanes", "1", "--lanes", "2"}, "--lanes"},
+      {{"--model", tiny, "--device", "cpu", "--device=cpu"}, "--device"},
+      {{"--model", tiny, "--threads", "1", "--threads", "1"}, "--threads"},
+      {{"--model", tiny, "--decode-steps", "1", "--decode-steps", "2"}, "--decode-steps"},
+      {{"--model", tiny, "--prefill-tokens", "1", "--prefill-tokens", "2"}, "--prefill-tokens"},
+      {{"--model", tiny, "--cache-compare", "4", "--cache-compare", "5"}, "--cache-compare"},
+      {{"--model", tiny, "--spec-self-draft", "--spec-self-draft"}, "--spec-self-draft"},
+      {{"--model", tiny, "--cpu-vectors", "auto", "--cpu-vectors", "avx2"}, "--cpu-vectors"},
+  };
+  for (const auto& [args, flag] : bench_cases)
+    expect_one_error_line(run_program(bench_path().string(), args), "tokenscope-bench",
+                          flag + " is given twice", flag);
+}
+
 // Values that used to be ignored without a word are refused with one line.
 TEST(Cli, IgnoredOrEmptyValuesAreRefused) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
@@ -487,9 +561,56 @@ TEST(Cli, JsonFileIsCompleteAndErrorsSayWhy) {
       "tokenscope-cli", "No such file or directory", "missing parent");
 }
 
-// Ctrl-C in --interactive ends the session; the --json file then says so.
-TEST(Cli, InterruptedRunWritesAFileMarkedInterrupted) {
+// --json FILE through symbolic links: the link stays a link and the file it
+// names gets the trace (a dangling link's target is made); a link to an open
+// file (/proc/self/fd/1, what /dev/stdout is) is appended to, never replaced.
+// --score's JSON goes the same way.
+TEST(Cli, JsonWritesThroughSymbolicLinks) {
   const fs::path dir = scratch_dir();
+  fs::create_directories(dir / "sub");
+  std::ofstream(dir / "sub" / "target.json") << "old content";
+  fs::create_symlink("sub/target.json", dir / "link1");
+  fs::create_symlink("link1", dir / "link2");                      // a chain, relative
+  fs::create_symlink(dir / "sub" / "new.json", dir / "dangling");  // absolute, to a new file
+  fs::create_symlink("/proc/self/fd/1", dir / "stdout");
+  for (const char* name : {"link2", "dangling"}) {
+    const CliRun r =
+        run_cli(with_tiny({"--steps", "1", "--quiet", "--json", (dir / name).string()}));
+    ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.err;
+    EXPECT_TRUE(fs::is_symlink(dir / name)) << name;
+  }
+  EXPECT_TRUE(fs::is_symlink(dir / "link1"));
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir / "sub" / "target.json"))["steps"].size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(read_file(dir / "sub" / "new.json"))["steps"].size(), 2u);
+  for (const auto& e : fs::directory_iterator(dir / "sub"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+
+  // Standard output is a regular file here: the text comes first, then the JSON.
+  const CliRun r =
+      run_cli(with_tiny({"--steps", "1", "--quiet", "--json", (dir / "stdout").string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(dir / "stdout"));
+  const size_t brace = r.out.find('{');
+  ASSERT_NE(brace, std::string::npos) << r.out;
+  EXPECT_GT(brace, 0u) << "the generated text comes first";
+  EXPECT_EQ(nlohmann::json::parse(r.out.substr(brace))["steps"].size(), 2u);
+
+  const CliRun s =
+      run_cli(with_tiny({"--prompt", "a", "--score", " b", "--json", (dir / "link2").string()}));
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_TRUE(fs::is_symlink(dir / "link2"));
+  EXPECT_TRUE(nlohmann::json::parse(read_file(dir / "sub" / "target.json")).contains("tokens"))
+      << read_file(dir / "sub" / "target.json");
+}
+
+// `sig` sent to --interactive after the prefill ends the session like
+// Ctrl-C: exit 128 + sig, the --json file says "interrupted": true and no
+// temporary file is left beside it.
+void expect_signal_keeps_the_trace(int sig, const std::string& name) {
+  const fs::path dir = scratch_dir() / name;
+  fs::create_directories(dir);
   const fs::path file = dir / "s.json";
   std::ofstream(file) << "{\"from\": \"an older run\"}";
   int to_child[2];
@@ -514,7 +635,7 @@ TEST(Cli, InterruptedRunWritesAFileMarkedInterrupted) {
   for (int i = 0; i < 200 && read_file(out_path).find("[prefill]") == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  ::kill(pid, SIGINT);
+  ::kill(pid, sig);
   int status = 0;
   bool ended = false;
   for (int i = 0; i < 200 && !(ended = ::waitpid(pid, &status, WNOHANG) == pid); ++i)
@@ -523,14 +644,108 @@ TEST(Cli, InterruptedRunWritesAFileMarkedInterrupted) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
     ::close(to_child[1]);
-    FAIL() << "the CLI did not stop on SIGINT";
+    FAIL() << "the CLI did not stop on " << name;
   }
   ::close(to_child[1]);
+  ASSERT_TRUE(WIFEXITED(status)) << name << ": killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << name;
+  const nlohmann::json j = nlohmann::json::parse(read_file(file));
+  EXPECT_EQ(j["interrupted"], true) << name;
+  EXPECT_EQ(j["steps"].size(), 1u) << name;
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// Ctrl-C in --interactive ends the session; the --json file then says so.
+TEST(Cli, InterruptedRunWritesAFileMarkedInterrupted) {
+  expect_signal_keeps_the_trace(SIGINT, "SIGINT");
+}
+
+// SIGTERM (kill, a closing terminal's session manager) and SIGHUP (the
+// terminal gone) stop the run as Ctrl-C does.
+TEST(Cli, TermAndHangUpStopLikeCtrlC) {
+  expect_signal_keeps_the_trace(SIGTERM, "SIGTERM");
+  expect_signal_keeps_the_trace(SIGHUP, "SIGHUP");
+}
+
+// The CLI with its standard output a pipe whose reader is gone (`| head -1`
+// after its line): exit 0, nothing on stderr, no death by SIGPIPE; the
+// --json file is still written, marked interrupted. Plain runs get a pipe
+// with no reader at all; an --interactive one's reader closes after the
+// prefill, and then a step is asked for.
+void expect_closed_output_ends_quietly(const std::vector<std::string>& args, bool interactive) {
+  const fs::path dir = scratch_dir() / (interactive ? "interactive" : "plain");
+  fs::create_directories(dir);
+  const fs::path file = dir / "s.json";
+  int out_pipe[2], in_pipe[2];
+  ASSERT_EQ(::pipe(out_pipe), 0);
+  ASSERT_EQ(::pipe(in_pipe), 0);
+  if (!interactive) ::close(out_pipe[0]);  // no reader at all
+  const fs::path err_path = dir / "err";
+  std::vector<std::string> full = with_tiny(args);
+  full.insert(full.end(), {"--json", file.string()});
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(in_pipe[0], 0);
+    ::dup2(out_pipe[1], 1);
+    ::close(in_pipe[1]);
+    if (interactive) ::close(out_pipe[0]);
+    const std::string err_s = err_path.string();
+    if (!std::freopen(err_s.c_str(), "w", stderr)) ::_exit(120);
+    std::vector<char*> argv = {const_cast<char*>(TS_CLI_PATH)};
+    for (std::string& a : full) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(TS_CLI_PATH, argv.data());
+    ::_exit(121);
+  }
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  if (interactive) {
+    ASSERT_EQ(::write(in_pipe[1], "\n", 1), 1);  // the prefill
+    std::string got;
+    char c = 0;
+    while (got.find("[prefill]") == std::string::npos && ::read(out_pipe[0], &c, 1) == 1) got += c;
+    ::close(out_pipe[0]);  // the reader is gone
+    ASSERT_EQ(::write(in_pipe[1], "\n\n", 2), 2);
+  }
+  int status = 0;
+  bool ended = false;
+  for (int i = 0; i < 400 && !(ended = ::waitpid(pid, &status, WNOHANG) == pid); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::close(in_pipe[1]);
+  if (!ended) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the CLI did not stop when its output was closed";
+  }
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::string err;
+  for (const std::string& l : lines_of(read_file(err_path)))
+    if (!starts_with(l, "note: ")) err += l + "\n";
+  EXPECT_EQ(err, "");
   const nlohmann::json j = nlohmann::json::parse(read_file(file));
   EXPECT_EQ(j["interrupted"], true);
-  EXPECT_EQ(j["steps"].size(), 1u);
+}
+
+TEST(Cli, ClosedStandardOutputEndsTheRunQuietly) {
+  expect_closed_output_ends_quietly({"--steps", "20"}, false);
+  expect_closed_output_ends_quietly({"--interactive"}, true);
+}
+
+// --json's destination is checked before the model is loaded: nothing is
+// printed or generated when it cannot be written.
+TEST(Cli, JsonDestinationIsCheckedBeforeGenerating) {
+  for (const std::string& file : {std::string("/proc/self/status"),
+                                  std::string("/proc/self/trace.json"), std::string("/proc/1")}) {
+    const CliRun r = run_cli(with_tiny({"--steps", "3", "--json", file}));
+    expect_one_error_line(r, "tokenscope-cli", file + ": ", file);
+    EXPECT_EQ(r.out, "") << file;
+  }
+  const CliRun s = run_cli(with_tiny({"--score", "x", "--json", "/proc/self/status"}));
+  expect_one_error_line(s, "tokenscope-cli", "/proc/self/status: ", "score");
+  EXPECT_EQ(s.out, "");
 }
 
 // The final text escapes control bytes like the step lines; the chosen
@@ -622,6 +837,57 @@ TEST(Cli, ModelErrorsNameTheRightFile) {
                         "symbolic links", "symlink loop");
 }
 
+// Values echoed in messages are cut: a 1 MB merges.txt line, a typed quiz
+// word, an unknown option or command of 100 KB each give a short line.
+TEST(Cli, LongValuesInMessagesAreCut) {
+  const fs::path src = fs::path(TS_FIXTURE_DIR) / "tiny";
+  const fs::path dir = scratch_dir() / "long_merges";
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "vocab.json"})
+    fs::copy_file(src / f, dir / f, fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "merges.txt") << "#version: 0.2\n" << std::string(1 << 20, 'a') << "\n";
+  const CliRun m = run_cli({"--model", dir.string(), "--steps", "1"});
+  expect_one_error_line(m, "tokenscope-cli", "(1048576 bytes)", "merges.txt");
+  EXPECT_LT(m.err.size(), 400u);
+
+  const std::string huge(100000, 'x');
+  const CliRun o = run_cli(with_tiny({"--" + huge}));
+  expect_one_error_line(o, "tokenscope-cli", "unknown option '--xxx", "option");
+  EXPECT_LT(o.err.size(), 400u);
+
+  const std::string input = "\n" + huge + "\n" + huge + "\nq\n";
+  const CliRun q = run_program(TS_CLI_PATH, with_tiny({"--interactive", "--quiz"}), &input);
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  bool guess_seen = false, command_seen = false;
+  for (const std::string& line : lines_of(q.out)) {
+    EXPECT_LT(line.size(), 600u) << line.substr(0, 200);
+    guess_seen |= line.find("your guess") != std::string::npos;
+    command_seen |= line.find("unknown command 'xxx") != std::string::npos;
+  }
+  EXPECT_TRUE(guess_seen);
+  EXPECT_TRUE(command_seen);
+}
+
+// A config.json whose n_ctx (beside a valid n_positions) is 0 or negative is
+// refused naming the field; without --seed the seed is 0 and a sampled run
+// repeats, as the help says.
+TEST(Cli, ConfigNctxIsCheckedAndTheDefaultSeedIsDocumented) {
+  const fs::path dir = tiny_variant("nctx", 64);
+  for (int bad : {0, -5}) {
+    nlohmann::json cfg = nlohmann::json::parse(read_file(dir / "config.json"));
+    cfg["n_ctx"] = bad;
+    std::ofstream(dir / "config.json") << cfg.dump();
+    expect_one_error_line(run_cli({"--model", dir.string(), "--steps", "1"}), "tokenscope-cli",
+                          "field n_ctx is " + std::to_string(bad) + ", must be positive",
+                          std::to_string(bad));
+  }
+  const std::vector<std::string> args = with_tiny({"--top-p", "0.9", "--steps", "8", "--quiet"});
+  const CliRun a = run_cli(args), b = run_cli(args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(run_cli({"--help"}).out.find("the seed is 0"), std::string::npos);
+}
+
 // ---------------------------------------------------------------- the bench
 
 CliRun run_bench(const std::vector<std::string>& args) {
@@ -661,6 +927,42 @@ TEST(Bench, BadInputGivesOneLineAndExitCodeTwo) {
     for (const auto& a : args) joined += " '" + a + "'";
     expect_one_error_line(run_bench(args), "tokenscope-bench", says, joined);
   }
+}
+
+// The sizes the user did not give fit the model: the fixture's context of
+// 64 runs with no --context or --prefill-tokens (half the context cached,
+// a prefill of the whole context), and the speculative section's default
+// new tokens fit after its prompt. With no --model the bundled model is
+// benchmarked, as the help says.
+TEST(Bench, DefaultsFitTheModelAndNoModelMeansTheBundledOne) {
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  const CliRun r = run_bench({"--model", tiny, "--decode-steps", "2", "--lanes", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["decode"][0]["context"], 32);
+  EXPECT_EQ(doc["prefill"][0]["tokens"], 64);
+
+  const CliRun s =
+      run_bench({"--model", tiny, "--spec-self-draft", "--spec-only", "--spec-gamma", "2"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const nlohmann::json pair = nlohmann::json::parse(s.out)["speculative"]["pairs"][0];
+  EXPECT_LE(pair["new_tokens"].get<int>(), 64);
+  EXPECT_GE(pair["new_tokens"].get<int>(), 2);
+
+  const CliRun b =
+      run_bench({"--decode-steps", "2", "--lanes", "1", "--context", "8", "--prefill-tokens", "8"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(nlohmann::json::parse(b.out)["model"].get<std::string>().find("tokenscope-tiny"),
+            std::string::npos);
+
+  // A --spec-gamma list with an empty item says so, not "the list is empty".
+  expect_one_error_line(run_bench({"--model", tiny, "--spec-self-draft", "--spec-gamma", "4,"}),
+                        "tokenscope-bench", "--spec-gamma: empty item in '4,'", "4,");
+  expect_one_error_line(run_bench({"--model", tiny, "--spec-self-draft", "--spec-gamma", ",auto"}),
+                        "tokenscope-bench", "--spec-gamma: empty item in ',auto'", ",auto");
+  expect_one_error_line(run_bench({"--model", tiny, "--spec-self-draft", "--spec-gamma", ""}),
+                        "tokenscope-bench", "--spec-gamma: the list is empty", "empty");
 }
 
 // --cpu-vectors avx2 keeps the decode kernel to AVX2; auto uses AVX-512
