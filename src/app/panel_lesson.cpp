@@ -207,9 +207,7 @@ void LessonPanel::draw(PanelContext& ctx) {
   }
   panel_help_button(PanelId::kLesson);
   ImGui::Separator();
-  ImGui::PushTextWrapPos(0.0f);
-  ImGui::TextUnformatted(s.text.c_str());
-  ImGui::PopTextWrapPos();
+  long_text_wrapped(s.text);
   if (s.action.kind != lesson::ActionKind::kNext) {
     if (done_)
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.ok), "\u2714 done%s",
