@@ -129,6 +129,8 @@ class Parser {
   }
 
   Lesson parse(std::string_view text) {
+    // A UTF-8 byte order mark (some Windows editors write one) is not text.
+    if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
     if (text.size() > kMaxLessonBytes)
       fail_file("larger than " + std::to_string(kMaxLessonBytes) + " bytes; is it a lesson file?");
     if (const auto nul = text.find('\0'); nul != std::string_view::npos)

@@ -152,6 +152,26 @@ TEST(Lesson, BinaryAndNonUtf8TextIsRefusedWithItsLine) {
   EXPECT_EQ(l.title, "Cafés ☕ 😀");
 }
 
+// Some editors (Notepad) start a UTF-8 file with a byte order mark: it is
+// skipped, not read as part of the first key.
+TEST(Lesson, AByteOrderMarkIsSkipped) {
+  const Lesson l =
+      parse_lesson("\xEF\xBB\xBFtitle: With a BOM\r\n[step]\r\ntext: a\r\n", "bom.lesson", kVocab);
+  EXPECT_EQ(l.title, "With a BOM");
+  ASSERT_EQ(l.steps.size(), 1u);
+  EXPECT_EQ(l.steps[0].line, 2);
+  // Only at the start: elsewhere it is refused like any stray text.
+  EXPECT_EQ(error_of("title: T\n\xEF\xBB\xBF[step]\ntext: a\n").rfind("x.lesson:2: ", 0), 0u);
+}
+
+TEST(Lesson, AtMost200Steps) {
+  std::string text = "title: T\n";
+  for (int i = 0; i < 200; ++i) text += "[step]\ntext: a\n";
+  EXPECT_EQ(parse_lesson(text, "x.lesson", kVocab).steps.size(), 200u);
+  const std::string e = error_of(text + "[step]\ntext: a\n");
+  EXPECT_EQ(e, "x.lesson:402: more than 200 steps") << e;
+}
+
 TEST(Lesson, AHugeFileIsRefusedBeforeItIsParsed) {
   std::string big = "title: T\n[step]\ntext: x\n";
   while (big.size() <= kMaxLessonBytes) big += "text: " + std::string(70, 'a') + "\n";
