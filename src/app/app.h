@@ -95,6 +95,7 @@ class App {
   PromptPanel& prompt_panel() { return panel<PromptPanel>(PanelId::kPrompt); }
   LogitsPanel& logits_panel() { return panel<LogitsPanel>(PanelId::kLogits); }
   LessonPanel& lesson_panel() { return panel<LessonPanel>(PanelId::kLesson); }
+  LanesPanel& lanes_panel() { return panel<LanesPanel>(PanelId::kLanes); }
   RooflinePanel& roofline_panel() { return panel<RooflinePanel>(PanelId::kRoofline); }
   TimelinePanel& timeline_panel() { return panel<TimelinePanel>(PanelId::kTimeline); }
   KvCachePanel& kv_cache_panel() { return panel<KvCachePanel>(PanelId::kKvCache); }

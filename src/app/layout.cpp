@@ -64,9 +64,17 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
   // The right column is at least 25 lines wide (the step control's buttons
   // on one row), at most half the window.
   const float col = 1 - std::clamp(25.0f * line / ws.x, 0.4f, 0.5f);
+  // A lesson step's own panel (not the prompt or the step control, which
+  // every lesson layout shows): it is shown whatever the layout.
+  const bool subject_panel =
+      lesson_subject != PanelId::kStatusBar && lesson_subject != PanelId::kPrompt &&
+      lesson_subject != PanelId::kTransport && lesson_subject != PanelId::kLesson;
   for (const FourPanels& f : kFour) {
     if (name != f.name) continue;
     if (name == "classroom" && !presentation) break;
+    // A lesson step about a panel the layout does not show: it takes the
+    // right panel's place (the left one is the lesson's main panel).
+    const PanelId right = subject_panel && lesson_subject != f.left ? lesson_subject : f.right;
     // With a lesson bar in a short window: the panel the lesson step is
     // about fills the left half (the lesson's text tells the class where
     // to look, so it gets the room); the step control keeps its rows, down
@@ -102,21 +110,23 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
       put(PanelId::kPrompt, 0, 0, col, prompt_h);
       put(f.left, 0, prompt_h, col, 1);
       put(PanelId::kTransport, col, 0, 1, step_h);
-      put(f.right, col, step_h, 1, 1);
+      put(right, col, step_h, 1, 1);
     } else {
       put(PanelId::kPrompt, 0, 0, 0.64f, 0.25f);
       put(PanelId::kTransport, 0.64f, 0, 1, 0.25f);
       put(f.left, 0, 0.25f, f.split, 1);
-      put(f.right, f.split, 0.25f, 1, 1);
+      put(right, f.split, 0.25f, 1, 1);
     }
-    show_only({PanelId::kPrompt, PanelId::kTransport, f.left, f.right});
+    show_only({PanelId::kPrompt, PanelId::kTransport, f.left, right});
     return plan;
   }
   PanelId single;
   if (name != "classroom" && parse_panel_key(name, single)) {
     put(single, 0, 0, 1, 1);
-    if (settings)
+    if (settings) {
       for (int i = 0; i < kNumWindowPanels; ++i) settings->open[i] = i == static_cast<int>(single);
+      if (subject_panel) settings->panel_open(lesson_subject) = true;
+    }
     return plan;
   }
   // Classroom: every panel where its row in panel_list.h puts it (what the
@@ -138,7 +148,10 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
     const Classroom r = panel_classroom_rect(id);
     put(id, r.x0, y_of(r.y0), r.x1, y_of(r.y1));
   }
-  if (settings) settings->open = Settings::classroom_open();
+  if (settings) {
+    settings->open = Settings::classroom_open();
+    if (subject_panel) settings->panel_open(lesson_subject) = true;
+  }
   return plan;
 }
 

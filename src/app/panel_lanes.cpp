@@ -43,6 +43,12 @@ constexpr Preset kPresets[] = {{"greedy", "greedy"},
 
 }  // namespace
 
+PanelBox LanesPanel::preset_box(const std::string& label) const {
+  for (size_t i = 0; i < preset_boxes_.size() && i < std::size(kPresets); ++i)
+    if (label == kPresets[i].label) return preset_boxes_[i];
+  return {};
+}
+
 std::vector<std::pair<std::string, std::string>> lane_presets() {
   std::vector<std::pair<std::string, std::string>> out;
   for (const Preset& p : kPresets) out.emplace_back(p.label, p.strategy);
@@ -258,8 +264,14 @@ void LanesPanel::draw_setup(PanelContext& ctx) {
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted(full ? "8 lanes (the most)" : "Add a lane:");
   ImGui::BeginDisabled(full);
+  preset_boxes_.assign(std::size(kPresets), PanelBox{});
+  const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
   for (const Preset& p : kPresets) {
+    // The buttons wrap onto more lines where the panel is narrow (a
+    // projector's large font): each stays whole and clickable.
     ImGui::SameLine();
+    const float w = ImGui::CalcTextSize(p.label).x + ImGui::GetStyle().FramePadding.x * 2;
+    if (ImGui::GetCursorScreenPos().x + w > right) ImGui::NewLine();
     // A speculative lane needs the draft model: without one it would only be
     // refused at prefill, so the button is off and says how to get one.
     const bool needs_draft =
@@ -269,6 +281,8 @@ void LanesPanel::draw_setup(PanelContext& ctx) {
       st.lane_setup = st.strategies();
       st.lane_setup.push_back(parse_strategy(p.strategy));
     }
+    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+    preset_boxes_[&p - kPresets] = PanelBox{a.x, a.y, b.x - a.x, b.y - a.y};
     ImGui::EndDisabled();
     if (needs_draft && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
       ImGui::SetTooltip("needs --draft-model DIR (start tokenscope with a draft model)");

@@ -20,6 +20,8 @@ class LanesPanel : public Panel {
  public:
   void draw(PanelContext& ctx) override;
   static const char* const kHelp;  // its "?" text
+  // Where the last frame drew the "Add a lane" button `label` (w 0: not drawn).
+  PanelBox preset_box(const std::string& label) const;
 
  private:
   void draw_setup(PanelContext& ctx);
@@ -34,6 +36,7 @@ class LanesPanel : public Panel {
   // computed here from its records, once per snapshot.
   uint64_t replay_summaries_version_ = 0;
   std::shared_ptr<const std::vector<LaneSummary>> replay_summaries_;
+  std::vector<PanelBox> preset_boxes_;  // one per lane_presets() entry
 };
 
 // How a lane chose its token at a step, in a few words for its column

@@ -67,6 +67,33 @@ float LessonPanel::bar_height(float work_height) {
   return std::min(lines + ImGui::GetStyle().WindowPadding.y * 2, work_height * 0.32f);
 }
 
+bool LessonPanel::start_over(PanelContext& ctx) {
+  AppState& st = ctx.state;
+  st.lane_setup = {SamplingParams{}};
+  st.lane = 0;
+  st.strategy = SamplingParams{};
+  st.strategy_synced = true;
+  st.strategy_error.clear();
+  st.pending_lane = -1;
+  st.view_step = -1;
+  st.attention.query = -1;
+  // A model still loading starts so too.
+  ctx.ctl.strategies_on_load = st.lane_setup;
+  ctx.ctl.session_options.kv_cache = true;
+  if (!ctx.snap || !ctx.ctl.worker()) return false;
+  ctx.ctl.pause();
+  ctx.ctl.reset(st.lane_setup);
+  ctx.ctl.set_kv_cache(true);
+  if (!lesson_->prompt.empty() && ctx.snap->prompt_text != lesson_->prompt) {
+    ctx.ctl.set_prompt(lesson_->prompt, st.lane_setup);
+    st.prompt_edit_synced = false;
+  }
+  // Reset, the cache switch and the prompt are quick: done before the first
+  // step is checked, so that it never counts the previous lesson's steps.
+  ctx.ctl.worker()->wait_idle();
+  return true;
+}
+
 void LessonPanel::enter_step(PanelContext& ctx) {
   entered_ = true;
   done_ = completed_[index_];  // a step done once stays done (Back, then Next again)
@@ -131,11 +158,13 @@ void LessonPanel::check_action(PanelContext& ctx) {
 }
 
 void LessonPanel::draw_outline(PanelContext& ctx) {
+  outlined_ = PanelId::kStatusBar;
   if (!lesson_) return;
   const lesson::Step& s = lesson_->steps[index_];
   PanelId id;
   if (s.panel.empty() || !parse_panel_key(s.panel, id)) return;
-  if (!lesson_ || !ctx.record.was_drawn(id)) return;
+  if (!ctx.record.was_drawn(id)) return;
+  outlined_ = id;
   const PanelBox& b = ctx.record.boxes[static_cast<int>(id)];
   const float t = 3.0f * ctx.scale;
   ImGui::GetForegroundDrawList()->AddRect(ImVec2(b.x + t * 0.5f, b.y + t * 0.5f),
@@ -154,25 +183,31 @@ void LessonPanel::draw(PanelContext& ctx) {
     laid_subject_ = PanelId::kStatusBar;
   }
   if (lesson_) {
+    // This frame's snapshot is from before a restart: the first step begins at the next.
+    bool stale = false;
     if (!started_) {
       started_ = true;
       laid_subject_ = layout_subject();
+      laid_size_ = ImGui::GetMainViewport()->Size;
       if (!lesson_->layout.empty()) ctx.state.layout_request = lesson_->layout;
-      if (!lesson_->prompt.empty() && ctx.snap && ctx.snap->prompt_text != lesson_->prompt) {
-        ctx.ctl.set_prompt(lesson_->prompt, ctx.state.strategies());
-        ctx.state.prompt_edit_synced = false;
-      }
+      stale = start_over(ctx);
     }
     ctx.state.settings.panel_open(PanelId::kLesson) = true;
-    if (!entered_) enter_step(ctx);
-    // A step about another panel: the lesson's layout again, arranged for
-    // it (in a short window the subject gets the big column).
-    if (const PanelId subject = layout_subject();
-        subject != laid_subject_ && !lesson_->layout.empty()) {
-      laid_subject_ = subject;
-      ctx.state.layout_request = lesson_->layout;
+    if (!stale) {
+      if (!entered_) enter_step(ctx);
+      // A step about another panel, or a window of another size (a short
+      // one shows fewer panels, one that grew all of them again): the
+      // lesson's layout again, arranged for it.
+      const PanelId subject = layout_subject();
+      const ImVec2 size = ImGui::GetMainViewport()->Size;
+      if ((subject != laid_subject_ || size.x != laid_size_.x || size.y != laid_size_.y) &&
+          !lesson_->layout.empty()) {
+        laid_subject_ = subject;
+        laid_size_ = size;
+        ctx.state.layout_request = lesson_->layout;
+      }
+      check_action(ctx);
     }
-    check_action(ctx);
   }
   if (!begin_panel(ctx, PanelId::kLesson, ImGuiWindowFlags_NoCollapse)) return;
   if (!lesson_) {
@@ -207,9 +242,7 @@ void LessonPanel::draw(PanelContext& ctx) {
   }
   panel_help_button(PanelId::kLesson);
   ImGui::Separator();
-  ImGui::PushTextWrapPos(0.0f);
-  ImGui::TextUnformatted(s.text.c_str());
-  ImGui::PopTextWrapPos();
+  long_text_wrapped(s.text);
   if (s.action.kind != lesson::ActionKind::kNext) {
     if (done_)
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.ok), "\u2714 done%s",

@@ -4,7 +4,9 @@
 // class must do to go on, an optional question with its answer, Back / Next /
 // Leave, and outlines the panel the step is about (opening it if closed).
 // Next stays disabled until the step's action has been done; reading steps
-// (action "next") can go on at once. While a lesson runs, the window keeps a
+// (action "next") can go on at once. A lesson starts the session over (its
+// prompt, nothing generated, one greedy lane, the KV cache on), so that it
+// finds what its text describes whatever ran before it. While a lesson runs, the window keeps a
 // strip at the bottom for the bar and the other panels share the rest.
 #include <memory>
 #include <string>
@@ -45,6 +47,8 @@ class LessonPanel : public Panel {
   // Outlines the panel the step is about; called after every panel is drawn
   // (their boxes for this frame are then known).
   void draw_outline(PanelContext& ctx);
+  // The panel the last frame outlined; kStatusBar: none.
+  PanelId outlined() const { return outlined_; }
   // Height of the bar the window keeps for it while a lesson runs.
   static float bar_height(float work_height);
   // The panel the current step is about, for the layout (make_layout's
@@ -55,6 +59,7 @@ class LessonPanel : public Panel {
   PanelId layout_subject() const;
 
  private:
+  bool start_over(PanelContext& ctx);
   void enter_step(PanelContext& ctx);
   void check_action(PanelContext& ctx);
 
@@ -66,7 +71,9 @@ class LessonPanel : public Panel {
   bool close_ = false;        // left: close the bar at the next frame
   std::string close_layout_;  // left: the lesson's layout, applied again without the bar
   PanelId laid_subject_ = PanelId::kStatusBar;  // the subject the layout was last applied for
-  std::vector<bool> completed_;                 // per step: its action was done
+  ImVec2 laid_size_{};                          // the window's size when it was last applied
+  PanelId outlined_ = PanelId::kStatusBar;
+  std::vector<bool> completed_;  // per step: its action was done
   bool show_answer_ = false;
   // What the state was when the step began, to see what the class changed.
   int base_history_ = 0;

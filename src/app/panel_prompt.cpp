@@ -228,11 +228,9 @@ void PromptPanel::draw_strip(PanelContext& ctx) {
     ImGui::Spacing();
     std::vector<int> gen(v.tokens.begin() + v.prompt_len, v.tokens.end());
     const std::string text = visible_edges(snap.prompt_text + snap.tokenizer->decode(gen));
-    ImGui::PushTextWrapPos(0.0f);
     ImGui::TextDisabled("Text so far:");
     ImGui::SameLine();
-    ImGui::TextUnformatted(text.c_str());
-    ImGui::PopTextWrapPos();
+    long_text_wrapped(text, ImGui::GetItemRectSize().x + ImGui::GetStyle().ItemSpacing.x);
   }
   ImGui::EndChild();
 }

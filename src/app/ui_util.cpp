@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdarg>
 
+#include <imgui_internal.h>
+
 namespace ts::app {
 
 namespace {
@@ -98,20 +100,14 @@ void help_button(const char* id, const char* title, const char* text) {
 
 std::string fit_text(const std::string& s, float max_w) {
   if (ImGui::CalcTextSize(s.c_str()).x <= max_w) return s;
-  std::string cut = s;
-  while (!cut.empty()) {
-    do {
-      cut.pop_back();
-    } while (!cut.empty() && (static_cast<unsigned char>(cut.back()) & 0xC0) == 0x80);
-    if (!cut.empty()) {
-      // Drop a trailing lead byte whose continuation was removed.
-      const unsigned char last = static_cast<unsigned char>(cut.back());
-      if (last >= 0xC0) cut.pop_back();
-    }
-    const std::string t = cut + "\u2026";
-    if (ImGui::CalcTextSize(t.c_str()).x <= max_w) return t;
-  }
-  return "\u2026";
+  // The longest start that fits with the ellipsis, found in one pass (a
+  // token's piece may be thousands of characters long).
+  ImFont* font = ImGui::GetFont();
+  const float room = max_w - ImGui::CalcTextSize("\u2026").x;
+  if (room <= 0) return "\u2026";
+  const char* rest = nullptr;
+  font->CalcTextSizeA(ImGui::GetFontSize(), room, 0.0f, s.data(), s.data() + s.size(), &rest);
+  return s.substr(0, static_cast<size_t>(rest - s.data())) + "\u2026";
 }
 
 void dim_text_wrapped(const char* fmt, ...) {
@@ -123,6 +119,39 @@ void dim_text_wrapped(const char* fmt, ...) {
   ImGui::PopTextWrapPos();
   ImGui::PopStyleColor();
   va_end(args);
+}
+
+void long_text_wrapped(std::string_view text, float first_line_offset) {
+  ImFont* font = ImGui::GetFont();
+  const float scale = ImGui::GetFontSize() / font->FontSize;
+  const float width = std::max(ImGui::GetContentRegionAvail().x, ImGui::GetFontSize() * 4);
+  // Where each wrapped line starts and ends, as ImGui would wrap it.
+  std::vector<std::pair<const char*, const char*>> lines;
+  const char* s = text.data();
+  const char* const end = s + text.size();
+  for (;;) {
+    const char* nl = std::find(s, end, '\n');
+    const char* p = s;
+    do {
+      const float w = lines.empty() ? std::max(width - first_line_offset, 1.0f) : width;
+      const char* eol = font->CalcWordWrapPositionA(scale, p, nl, w);
+      if (eol <= p && p < nl) {  // not even one character fits: take one anyway
+        unsigned int c = 0;
+        eol = p + std::max(ImTextCharFromUtf8(&c, p, nl), 1);
+      }
+      lines.emplace_back(p, eol);
+      p = eol;
+      while (p < nl && (*p == ' ' || *p == '\t')) ++p;  // a wrap eats the blanks after it
+    } while (p < nl);
+    if (nl == end) break;
+    s = nl + 1;
+  }
+  ImGuiListClipper clipper;
+  clipper.Begin(static_cast<int>(lines.size()));
+  while (clipper.Step())
+    for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i)
+      ImGui::TextUnformatted(lines[i].first, lines[i].second);
+  clipper.End();
 }
 
 void hatch_rect(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 color, float spacing) {
@@ -265,11 +294,25 @@ int bar_chart(const char* id, const std::vector<ChartSeries>& series, const Char
   return result;
 }
 
-bool token_chip(const char* id, const std::string& piece, const std::string& small,
+bool token_chip(const char* id, const std::string& full_piece, const std::string& small,
                 const ChipStyle& style, bool continue_line) {
   const float font = ImGui::GetFontSize();
   const float small_size = font * 0.72f;
   ImFont* f = ImGui::GetFont();
+  // A token may be any length (a tokenizer's merges decide): a chip shows at
+  // most kChipChars characters of it, the rest as an ellipsis.
+  constexpr int kChipChars = 48;
+  std::string piece = full_piece;
+  size_t cut = 0;  // where the last character kept ends
+  int chars = 0;
+  for (size_t i = 0; i < piece.size(); ++i) {
+    if ((static_cast<unsigned char>(piece[i]) & 0xC0) == 0x80) continue;
+    if (++chars == kChipChars) cut = i;
+    if (chars > kChipChars) {
+      piece = piece.substr(0, cut) + "\u2026";
+      break;
+    }
+  }
   const ImVec2 piece_size = ImGui::CalcTextSize(piece.c_str());
   const ImVec2 small_text = f->CalcTextSizeA(small_size, FLT_MAX, 0.0f, small.c_str());
   const float pad = font * 0.3f;

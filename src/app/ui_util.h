@@ -4,6 +4,7 @@
 // chips, hatching, and small layout helpers.
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <imgui.h>
@@ -38,6 +39,13 @@ std::string fit_text(const std::string& s, float max_w);
 
 // Text that wraps at the window's edge, in the dim colour.
 void dim_text_wrapped(const char* fmt, ...) IM_FMTARGS(1);
+
+// Text from data (a lesson step, a prompt, generated text), of any length,
+// wrapped to the panel. Only the lines in view are drawn: Dear ImGui draws a
+// wrapped text in one call with 16-bit vertex indices and stops the window
+// when a call passes about 16,000 characters. `first_line_offset`: the width
+// already taken on the current line (after SameLine), which the first line leaves.
+void long_text_wrapped(std::string_view text, float first_line_offset = 0.0f);
 
 // Diagonal hatching inside a rectangle (masked / removed).
 void hatch_rect(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 color, float spacing);

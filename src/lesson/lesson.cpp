@@ -129,6 +129,8 @@ class Parser {
   }
 
   Lesson parse(std::string_view text) {
+    // A UTF-8 byte order mark (some Windows editors write one) is not text.
+    if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
     if (text.size() > kMaxLessonBytes)
       fail_file("larger than " + std::to_string(kMaxLessonBytes) + " bytes; is it a lesson file?");
     if (const auto nul = text.find('\0'); nul != std::string_view::npos)
@@ -198,11 +200,13 @@ class Parser {
         step->panel = value;
       } else if (key == "action") {
         step->action = parse_action(line_no, value);
-      } else if (key == "question") {
-        step->question = value;
-      } else if (key == "answer") {
-        if (step->question.empty()) fail(line_no, "an answer needs a question before it");
-        step->answer = value;
+      } else if (key == "question" || key == "answer") {
+        if (key == "answer" && step->question.empty())
+          fail(line_no, "an answer needs a question before it");
+        if (value.size() > kMaxQuestionBytes)
+          fail(line_no, "the " + key + " is " + std::to_string(value.size()) + " bytes; at most " +
+                            std::to_string(kMaxQuestionBytes) + " are shown (shorten it)");
+        (key == "question" ? step->question : step->answer) = value;
       } else if (key == "text") {
         if (value.empty()) {
           text_break = !step->text.empty();
@@ -216,9 +220,15 @@ class Parser {
     if (!any) fail_file("empty file (a lesson needs a title: line and at least one [step])");
     if (l.title.empty()) fail_file("no 'title:' line before the first [step]");
     if (l.steps.empty()) fail_file("no [step] section");
-    for (std::size_t i = 0; i < l.steps.size(); ++i)
+    for (std::size_t i = 0; i < l.steps.size(); ++i) {
       if (l.steps[i].text.empty())
         fail(l.steps[i].line, "step " + std::to_string(i + 1) + " has no text: line");
+      if (l.steps[i].text.size() > kMaxStepTextBytes)
+        fail(l.steps[i].line,
+             "step " + std::to_string(i + 1) + "'s text is " +
+                 std::to_string(l.steps[i].text.size()) + " bytes; the lesson bar shows at most " +
+                 std::to_string(kMaxStepTextBytes) + " (split it into several steps)");
+    }
     return l;
   }
 

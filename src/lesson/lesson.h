@@ -61,6 +61,11 @@ struct Vocabulary {
 
 // A lesson file is at most this large (a lesson is a few kilobytes).
 inline constexpr std::size_t kMaxLessonBytes = 64 * 1024;
+// A step's text (its text: lines joined) is at most this long: the bar at the
+// bottom of the window shows a few lines; a longer step belongs in several.
+inline constexpr std::size_t kMaxStepTextBytes = 4096;
+// A question, and an answer, each at most this long.
+inline constexpr std::size_t kMaxQuestionBytes = 1000;
 
 // Parses a lesson. Throws ts::Error with one line, "SOURCE:LINE: what is
 // wrong" (or "SOURCE: ..." for the file as a whole).

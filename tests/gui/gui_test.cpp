@@ -517,19 +517,7 @@ void expect_panels_inside(App& app, float w, float h) {
   }
 }
 
-// Resizes the (hidden) window and draws until ImGui sees the new size.
-void resize(App& app, int w, int h) {
-  glfwSetWindowSize(app.window().handle(), w, h);
-  for (int i = 0; i < 200; ++i) {
-    app.frame();
-    const ImVec2 size = ImGui::GetMainViewport()->Size;
-    if (size.x == w && size.y == h) break;
-  }
-  app.frame();
-  app.frame();
-  ASSERT_EQ(ImGui::GetMainViewport()->Size.x, w);
-  ASSERT_EQ(ImGui::GetMainViewport()->Size.y, h);
-}
+void resize(App& app, int w, int h) { test::resize_window(app, w, h); }
 
 TEST(Gui, PanelsFollowTheWindowSizeAndComeBackWhenItGrows) {
   REQUIRE_DISPLAY();

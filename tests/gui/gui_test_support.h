@@ -3,10 +3,14 @@
 // the fixture model, and window options for a hidden 1280x800 window on it.
 #include <gtest/gtest.h>
 
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 
+#include "app/app.h"
 #include "app/app_options.h"
 #include "app/window.h"
 
@@ -39,6 +43,21 @@ inline AppOptions fixture_options(const std::string& layout,
   o.layout = layout;
   o.prompt = prompt;
   return o;
+}
+
+// Resizes the window and waits until ImGui's viewport has the new size,
+// then two frames more.
+inline void resize_window(App& app, int w, int h) {
+  glfwSetWindowSize(app.window().handle(), w, h);
+  for (int i = 0; i < 200; ++i) {
+    app.frame();
+    const ImVec2 size = ImGui::GetMainViewport()->Size;
+    if (size.x == w && size.y == h) break;
+  }
+  app.frame();
+  app.frame();
+  ASSERT_EQ(ImGui::GetMainViewport()->Size.x, w);
+  ASSERT_EQ(ImGui::GetMainViewport()->Size.y, h);
 }
 
 }  // namespace ts::app::test

@@ -113,6 +113,58 @@ text: The end.
   EXPECT_EQ(app.last_frame().gl_errors, 0);
 }
 
+// The window made small mid-lesson (three panels fit), the lesson goes on,
+// the window grows back: the lesson's layout follows the size both ways, so
+// the panels it closed for the small window come back.
+TEST(LessonGui, AResizeMidLessonGivesThePanelsBack) {
+  REQUIRE_DISPLAY();
+  const auto dir = find_data("lessons");
+  ASSERT_FALSE(dir.empty());
+  App app(options());
+  app.load_model_blocking();
+  app.settle();
+  ASSERT_TRUE(app.start_lesson(dir / "2-how-sampling-chooses.lesson"));
+  app.settle(4, 100);
+  app.frame();
+  LessonPanel& lesson = app.lesson_panel();
+  ASSERT_TRUE(lesson.active());
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kAttention));
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kSampling));
+  test::resize_window(app, 1000, 560);
+  app.settle(3, 50);
+  app.frame();
+  EXPECT_FALSE(app.last_frame().was_drawn(PanelId::kAttention)) << "a short window shows three";
+  app.advance();  // the prefill
+  app.settle(2, 100);
+  ASSERT_TRUE(lesson.next());
+  app.frame();
+  app.advance();
+  app.settle(2, 100);
+  ASSERT_TRUE(lesson.next());
+  app.settle(3, 50);
+  ASSERT_TRUE(lesson.next());  // greedy: done
+  SamplingParams p;
+  p.do_sample = true;
+  p.temperature = 0.7f;
+  app.state().strategy = p;
+  app.frame();
+  ASSERT_TRUE(lesson.next());
+  app.state().strategy.top_p = 0.9f;
+  app.frame();
+  ASSERT_TRUE(lesson.next());  // the Logits panel's step
+  app.settle(3, 50);
+  app.frame();
+  EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kLogits));
+  EXPECT_FALSE(app.last_frame().was_drawn(PanelId::kSampling));
+  test::resize_window(app, 1280, 800);
+  app.settle(3, 50);
+  app.frame();
+  for (PanelId id : {PanelId::kPrompt, PanelId::kTransport, PanelId::kAttention, PanelId::kLogits})
+    EXPECT_TRUE(app.last_frame().was_drawn(id)) << panel_key(id);
+  EXPECT_EQ(lesson.outlined(), PanelId::kLogits);
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
 TEST(LessonGui, AMalformedLessonIsOneLineAndTheRunningLessonStays) {
   REQUIRE_DISPLAY();
   const auto good = write_file("good.lesson", "title: Good\n[step]\ntext: a\n[step]\ntext: b\n");
@@ -121,7 +173,8 @@ TEST(LessonGui, AMalformedLessonIsOneLineAndTheRunningLessonStays) {
   app.load_model_blocking();
   app.settle();
   ASSERT_TRUE(app.start_lesson(good));
-  app.frame();
+  app.frame();  // the session starts over
+  app.frame();  // the first step begins
   ASSERT_TRUE(app.lesson_panel().next());
   app.frame();
   EXPECT_FALSE(app.start_lesson(bad));

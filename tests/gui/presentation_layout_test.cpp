@@ -21,18 +21,7 @@ namespace {
 
 constexpr std::pair<int, int> kSizes[] = {{1280, 720}, {1920, 1080}};
 
-void resize(App& app, int w, int h) {
-  glfwSetWindowSize(app.window().handle(), w, h);
-  for (int i = 0; i < 200; ++i) {
-    app.frame();
-    const ImVec2 size = ImGui::GetMainViewport()->Size;
-    if (size.x == w && size.y == h) break;
-  }
-  app.frame();
-  app.frame();
-  ASSERT_EQ(ImGui::GetMainViewport()->Size.x, w);
-  ASSERT_EQ(ImGui::GetMainViewport()->Size.y, h);
-}
+void resize(App& app, int w, int h) { test::resize_window(app, w, h); }
 
 void step(App& app) {
   app.frame();

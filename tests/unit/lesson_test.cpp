@@ -152,11 +152,55 @@ TEST(Lesson, BinaryAndNonUtf8TextIsRefusedWithItsLine) {
   EXPECT_EQ(l.title, "Cafés ☕ 😀");
 }
 
+// Some editors (Notepad) start a UTF-8 file with a byte order mark: it is
+// skipped, not read as part of the first key.
+TEST(Lesson, AByteOrderMarkIsSkipped) {
+  const Lesson l =
+      parse_lesson("\xEF\xBB\xBFtitle: With a BOM\r\n[step]\r\ntext: a\r\n", "bom.lesson", kVocab);
+  EXPECT_EQ(l.title, "With a BOM");
+  ASSERT_EQ(l.steps.size(), 1u);
+  EXPECT_EQ(l.steps[0].line, 2);
+  // Only at the start: elsewhere it is refused like any stray text.
+  EXPECT_EQ(error_of("title: T\n\xEF\xBB\xBF[step]\ntext: a\n").rfind("x.lesson:2: ", 0), 0u);
+}
+
+TEST(Lesson, AtMost200Steps) {
+  std::string text = "title: T\n";
+  for (int i = 0; i < 200; ++i) text += "[step]\ntext: a\n";
+  EXPECT_EQ(parse_lesson(text, "x.lesson", kVocab).steps.size(), 200u);
+  const std::string e = error_of(text + "[step]\ntext: a\n");
+  EXPECT_EQ(e, "x.lesson:402: more than 200 steps") << e;
+}
+
 TEST(Lesson, AHugeFileIsRefusedBeforeItIsParsed) {
   std::string big = "title: T\n[step]\ntext: x\n";
   while (big.size() <= kMaxLessonBytes) big += "text: " + std::string(70, 'a') + "\n";
   const std::string e = error_of(big);
   EXPECT_EQ(e.rfind("x.lesson: larger than 65536 bytes", 0), 0u) << e;
+}
+
+// The bar shows a few lines: a step longer than it can show is refused at
+// its [step] line, as are a question or an answer longer than a paragraph.
+TEST(Lesson, AStepTooLongToShowIsRefusedWithItsLine) {
+  std::string text = "title: T\n[step]\ntext: a\n[step]\n";
+  for (int i = 0; i < 400; ++i) text += "text: " + std::string(57, 'w') + "\n";
+  std::string e = error_of(text);
+  EXPECT_EQ(e.rfind("x.lesson:4: step 2's text is 23199 bytes; the lesson bar shows at most 4096 "
+                    "(split it into several steps)",
+                    0),
+            0u)
+      << e;
+  const std::string head = "title: T\n[step]\ntext: x\n";
+  e = error_of(head + "question: " + std::string(1001, 'q') + "\n");
+  EXPECT_EQ(e.rfind("x.lesson:4: the question is 1001 bytes; at most 1000", 0), 0u) << e;
+  e = error_of(head + "question: q?\nanswer: " + std::string(1001, 'a') + "\n");
+  EXPECT_EQ(e.rfind("x.lesson:5: the answer is 1001 bytes; at most 1000", 0), 0u) << e;
+  // At the limits: accepted.
+  const Lesson l = parse_lesson("title: T\n[step]\ntext: " + std::string(kMaxStepTextBytes, 'w') +
+                                    "\nquestion: " + std::string(kMaxQuestionBytes, 'q') +
+                                    "\nanswer: " + std::string(kMaxQuestionBytes, 'a') + "\n",
+                                "x.lesson", kVocab);
+  EXPECT_EQ(l.steps[0].text.size(), kMaxStepTextBytes);
 }
 
 std::filesystem::path temp_dir() {
