@@ -49,6 +49,14 @@ shot presentation-guided-sampling-1280x720 --steps 3 \
 # prompt panel outlined, the question under the text.
 shot lesson-guided --steps -1 --lesson assets/lessons/1-prefill-decode-kv-cache.lesson --width 1600 --height 900
 
+# Each shipped lesson's first step as a class sees it: presentation mode (F11)
+# on a 720-line projector.
+for lesson in assets/lessons/*.lesson; do
+  n=$(basename "$lesson" | cut -d- -f1)
+  shot "lesson-$n-first-step-presentation-1280x720" --steps -1 --lesson "$lesson" --presentation \
+    --width 1280 --height 720
+done
+
 # One per panel (the panel alone, filling the window).
 shot panel-prompt --steps 3 --layout prompt --width 1100 --height 260
 # Characters the font cannot draw (CJK) and beyond U+FFFF (emoji): named, never damaged.
