@@ -50,8 +50,8 @@ TEST(GuiKvCache, CacheOffSaysWhatTheStepRanAndWhatTheNextRuns) {
   EXPECT_EQ(after->history.back()->recomputed_tokens, 4 * next);
   // No number of the panel is another one: every count it gives is the step's or the next's.
   const std::string now = app.kv_cache_panel().cache_off_text();
-  for (std::sregex_iterator it(now.begin(), now.end(), std::regex("(\\d+) tokens")), end; it != end;
-       ++it) {
+  const std::regex count("(\\d+) tokens");
+  for (std::sregex_iterator it(now.begin(), now.end(), count), end; it != end; ++it) {
     const int n = std::stoi((*it)[1]);
     EXPECT_TRUE(n == after->history.back()->recomputed_tokens || n == next + 1) << now;
   }

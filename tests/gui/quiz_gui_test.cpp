@@ -236,7 +236,7 @@ std::vector<std::vector<std::string>> cli_quiz_lists(const std::string& prompt, 
         texts.push_back((*it)[2]);
       lists.push_back(texts);
     }
-    next_is_list = line.rfind("quiz: which token comes after", 0) == 0;
+    next_is_list = line.find("quiz: which token comes after") != std::string::npos;
   }
   std::filesystem::remove_all(dir);
   return lists;
