@@ -92,6 +92,8 @@ KvSpecView kv_spec_view(const SessionSnapshot& snap, const StepView& v) {
 }
 
 void KvCachePanel::draw(PanelContext& ctx) {
+  cache_off_text_.clear();
+  sequence_labels_.clear();
   if (!begin_panel(ctx, PanelId::kKvCache)) return;
   if (!ctx.snap) {
     empty_hint(ctx, "No model loaded yet.");
@@ -109,10 +111,18 @@ void KvCachePanel::draw(PanelContext& ctx) {
   if (!cache_on) {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.warning), "KV cache off");
     panel_help_button(PanelId::kKvCache);
-    dim_text_wrapped(
-        "Nothing is kept between steps: each decode step runs all %d tokens through the "
-        "model again (see the timeline for what that costs).",
-        v.cached > 0 ? v.cached : static_cast<int>(snap.prompt_tokens.size()));
+    // What the viewed step ran, from its record, and what the next step runs
+    // in the session's own words (the Transport panel's "Next:" line), so
+    // that the two numbers a class sees cannot disagree.
+    cache_off_text_ =
+        "Nothing is kept between steps: every token of every sequence goes through the "
+        "model again at each step (see the timeline for what that costs).";
+    if (v.trace)
+      cache_off_text_ += " " + std::string(v.step == 0 ? "The prefill" : "This step") + " ran " +
+                         std::to_string(v.trace->recomputed_tokens) + " tokens.";
+    if (v.latest && (snap.state == SessionState::kReady || snap.state == SessionState::kPaused))
+      cache_off_text_ += " Next, " + snap.next_action + ".";
+    dim_text_wrapped("%s", cache_off_text_.c_str());
     end_panel();
     return;
   }
@@ -330,8 +340,9 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const Grid& g) {
   for (const SequenceOccupancy* sq : seqs) {
     const std::string owner = sequence_owner(snap, sq->id, g.draft);
     const size_t own = sq->block_table.size() - shared;
-    ImGui::Text("%s",
-                owner.empty() ? ("sequence " + std::to_string(sq->id)).c_str() : owner.c_str());
+    const std::string label = owner.empty() ? "sequence " + std::to_string(sq->id) : owner;
+    sequence_labels_.push_back(label);
+    ImGui::TextUnformatted(label.c_str());
     ImGui::SameLine();
     if (shared > 0)
       dim_text_wrapped("%d tokens: the %zu shared block%s + %zu of its own", sq->tokens, shared,

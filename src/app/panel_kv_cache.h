@@ -7,6 +7,7 @@
 // rejected drafts') are marked freed in both.
 #include <set>
 #include <string>
+#include <vector>
 
 #include "app/panel.h"
 
@@ -36,6 +37,11 @@ class KvCachePanel : public Panel {
   // physical blocks (-1: no section), and the freed slots marked in both.
   int draft_blocks_drawn() const { return draft_blocks_drawn_; }
   int freed_slots_drawn() const { return freed_slots_drawn_; }
+  // With the KV cache off: what the last frame said instead of the blocks
+  // (empty with the cache on).
+  const std::string& cache_off_text() const { return cache_off_text_; }
+  // The name of each sequence the last frame drew a row of blocks for.
+  const std::vector<std::string>& sequence_labels() const { return sequence_labels_; }
 
  private:
   struct Grid {
@@ -50,6 +56,8 @@ class KvCachePanel : public Panel {
   void draw_chart(PanelContext& ctx, float height);
   int draft_blocks_drawn_ = -1;
   int freed_slots_drawn_ = 0;
+  std::string cache_off_text_;
+  std::vector<std::string> sequence_labels_;
   std::set<int> drawn_blocks_;  // per grid while drawing
 };
 

@@ -29,29 +29,39 @@ void PromptPanel::draw_editor(PanelContext& ctx) {
   AppState& st = ctx.state;
   const float font = ImGui::GetFontSize();
   // Live token count of what is typed (the tokenizer is shared and const),
-  // and where the model's context ends in it.
-  if (ctx.snap && ctx.snap->tokenizer && preview_text_ != st.prompt_edit) {
+  // and where the model's context ends in it. The session's own prompt
+  // counts as the tokens it holds: a reopened session's tokenizer has the
+  // vocabulary but no merges, and would count it byte by byte.
+  const bool session_prompt = ctx.snap && st.prompt_edit == ctx.snap->prompt_text &&
+                              (!ctx.snap->prompt_tokens.empty() || ctx.ctl.replaying());
+  if (ctx.snap && ctx.snap->tokenizer &&
+      (preview_text_ != st.prompt_edit || preview_snapshot_ != ctx.snap)) {
     preview_text_ = st.prompt_edit;
+    preview_snapshot_ = ctx.snap;
     preview_error_.clear();
     over_context_.clear();
-    try {
-      const std::vector<TokenSpan> tokens = ctx.snap->tokenizer->encode(preview_text_);
-      preview_count_ = static_cast<int>(tokens.size());
-      const int n_ctx = ctx.snap->config.n_ctx;
-      if (n_ctx > 0 && preview_count_ > n_ctx) {
-        // The last words that fit, so the teacher knows where to cut.
-        const size_t end = tokens[n_ctx].byte_begin;
-        size_t begin = end > 40 ? end - 40 : 0;
-        while (begin > 0 && (static_cast<unsigned char>(preview_text_[begin]) & 0xC0) == 0x80)
-          --begin;
-        over_context_ = std::to_string(preview_count_) + " tokens: the model's context holds " +
-                        std::to_string(n_ctx) + ". It ends after \u201C" +
-                        (begin > 0 ? "\u2026" : "") + preview_text_.substr(begin, end - begin) +
-                        "\u201D; shorten the prompt.";
+    preview_count_ = -1;  // new text in a reopened session: no merges to count it with
+    if (session_prompt || !ctx.ctl.replaying()) {
+      try {
+        const std::vector<TokenSpan> tokens =
+            session_prompt ? ctx.snap->prompt_tokens : ctx.snap->tokenizer->encode(preview_text_);
+        preview_count_ = static_cast<int>(tokens.size());
+        const int n_ctx = ctx.snap->config.n_ctx;
+        if (n_ctx > 0 && preview_count_ > n_ctx) {
+          // The last words that fit, so the teacher knows where to cut.
+          const size_t end = tokens[n_ctx].byte_begin;
+          size_t begin = end > 40 ? end - 40 : 0;
+          while (begin > 0 && (static_cast<unsigned char>(preview_text_[begin]) & 0xC0) == 0x80)
+            --begin;
+          over_context_ = std::to_string(preview_count_) + " tokens: the model's context holds " +
+                          std::to_string(n_ctx) + ". It ends after \u201C" +
+                          (begin > 0 ? "\u2026" : "") + preview_text_.substr(begin, end - begin) +
+                          "\u201D; shorten the prompt.";
+        }
+      } catch (const std::exception& e) {
+        preview_count_ = -1;
+        preview_error_ = e.what();
       }
-    } catch (const std::exception& e) {
-      preview_count_ = -1;
-      preview_error_ = e.what();
     }
   }
   // Characters this Dear ImGui cannot hold (beyond U+FFFF: it keeps 16-bit

@@ -16,6 +16,8 @@ class PromptPanel : public Panel {
   // Empty, or why the typed prompt does not fit the model's context and
   // where the context ends in it (tests).
   const std::string& over_context() const { return over_context_; }
+  // The token count shown beside the field (-1: none shown).
+  int token_count() const { return preview_count_; }
   // The prompt field is read-only while its text has characters beyond
   // U+FFFF (editing would replace them); these say how many, and which
   // characters the font cannot draw (tests).
@@ -25,7 +27,8 @@ class PromptPanel : public Panel {
  private:
   void draw_editor(PanelContext& ctx);
   void draw_strip(PanelContext& ctx);
-  std::string preview_text_;  // the text preview_count_ was computed for
+  std::string preview_text_;                           // the text preview_count_ was computed for
+  const SessionSnapshot* preview_snapshot_ = nullptr;  // ... in this snapshot
   int preview_count_ = -1;
   std::string preview_error_;
   std::string over_context_;

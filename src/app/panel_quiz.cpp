@@ -155,8 +155,9 @@ void QuizPanel::poll(PanelContext& ctx) {
       return;
     }
     try {
-      shortlist_ = quiz_shortlist(pending_->logits, *ctx.snap->tokenizer,
-                                  static_cast<uint64_t>(ctx.snap->history.size()));
+      // The step about to run is history index size(), as in the CLI's --quiz.
+      shortlist_ =
+          quiz_shortlist_for_step(pending_->logits, *ctx.snap->tokenizer, ctx.snap->history.size());
       context_ = pending_->context;
       phase_ = Phase::kAsking;
     } catch (const Error& e) {

@@ -75,10 +75,11 @@ void ScorePanel::score(SessionWorker& worker, const std::string& prompt, const s
     std::lock_guard<std::mutex> lock(shared->mutex);
     shared->busy = false;
     shared->error = error;
-    if (error.empty()) {  // a refused text keeps the previous results on screen
-      shared->results[0] = std::move(ra);
-      shared->results[1] = std::move(rb);
-    }
+    // A refused text clears what was shown: figures of another text under
+    // its error would read as this one's. A first continuation scored before
+    // the second was refused is this text's, and stays.
+    shared->results[0] = std::move(ra);
+    shared->results[1] = error.empty() ? std::move(rb) : nullptr;
   });
 }
 

@@ -155,9 +155,10 @@ const ts::StepTrace& quiz_step(ts::Session& session, QuizRecord& record) {
   const ts::StepTrace& step = session.step();
   const ts::LaneStep& lane = step.lanes.front();
   const ts::Tokenizer& tok = session.tokenizer();
-  // Seeded by the step's index: the same step always offers the same list.
+  // The step just run is history index size() - 1: the window asks the same
+  // question before running it, at index size(), and offers the same list.
   const std::vector<ts::QuizOption> list =
-      ts::quiz_shortlist(lane.logits, tok, static_cast<uint64_t>(session.history().size()));
+      ts::quiz_shortlist_for_step(lane.logits, tok, session.history().size() - 1);
   const std::string context = tok.decode(lane.context_ids);
   std::cout << "quiz: which token comes after \"" << ts::cli::printable(context) << "\"?\n ";
   for (size_t i = 0; i < list.size(); ++i)

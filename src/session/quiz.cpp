@@ -72,6 +72,11 @@ std::vector<QuizOption> quiz_shortlist(const std::vector<float>& logits, const T
   return out;
 }
 
+std::vector<QuizOption> quiz_shortlist_for_step(const std::vector<float>& logits,
+                                                const Tokenizer& tokenizer, size_t step) {
+  return quiz_shortlist(logits, tokenizer, static_cast<uint64_t>(step));
+}
+
 QuizGuess score_guess(const std::vector<float>& logits, const Tokenizer& tokenizer, int token,
                       int chosen) {
   if (token < 0 || token >= static_cast<int>(logits.size()))

@@ -5,6 +5,7 @@
 // shuffled with a seed) or types a word; on reveal each guess is scored under
 // the model's raw distribution at that position: probability, rank and
 // surprisal in bits, and whether it is the token the step chose.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -29,6 +30,11 @@ struct QuizOption {
 std::vector<QuizOption> quiz_shortlist(const std::vector<float>& logits, const Tokenizer& tokenizer,
                                        uint64_t seed, int top = 5, int distractors = 3,
                                        int pool = 45);
+// The shortlist offered for the step at history index `step` (the number of
+// steps taken before it: 0 is the prefill), seeded by that index. The window
+// and the CLI both call this, so the same prompt and step offer the same list.
+std::vector<QuizOption> quiz_shortlist_for_step(const std::vector<float>& logits,
+                                                const Tokenizer& tokenizer, size_t step);
 
 struct QuizGuess {
   std::string typed;       // what the player typed (empty for a pick by number)

@@ -421,6 +421,23 @@ ImportedSession import_session_text(std::string_view text, const std::string& na
                                       static_cast<int>(snap.prompt_text.size())));
     snap.prompt_tokens.push_back(t);
   }
+  // The tokens must spell the prompt, span after span: a prompt edited in
+  // the file would otherwise be shown while the records replay another one.
+  size_t spelled = 0;
+  for (size_t i = 0; i < snap.prompt_tokens.size(); ++i) {
+    const TokenSpan& t = snap.prompt_tokens[i];
+    const std::string bytes = snap.tokenizer->token_bytes(t.id);
+    if (t.byte_begin != spelled ||
+        snap.prompt_text.compare(t.byte_begin, t.byte_end - t.byte_begin, bytes) != 0)
+      r.fail(at("prompt_tokens", i), "token " + std::to_string(t.id) +
+                                         " does not match the prompt at byte " +
+                                         std::to_string(spelled) + " (the prompt was changed?)");
+    spelled = t.byte_end;
+  }
+  if (spelled != snap.prompt_text.size())
+    r.fail("prompt_tokens", "the tokens spell " + std::to_string(spelled) + " of the prompt's " +
+                                std::to_string(snap.prompt_text.size()) +
+                                " bytes (the prompt was changed?)");
 
   const json& steps = r.array(doc, "", "steps", static_cast<size_t>(max_ctx) + 1);
   const json& lanes = r.array(doc, "", "lanes", kMaxReplayLanes);

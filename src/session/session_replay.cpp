@@ -1,5 +1,6 @@
 // Stepping through an imported session: the snapshot as of one history step.
 #include <algorithm>
+#include <string>
 
 #include "session/session_import.h"
 
@@ -13,6 +14,14 @@ SnapshotPtr replay_snapshot(const ImportedSession& session, int cursor, uint64_t
   s->busy = false;
   s->running = false;
   cursor = std::clamp(cursor, -1, n - 1);
+  if (cursor == n - 1 && n > 0) {
+    // The end of the recording is where a replay finishes, whatever the live
+    // session was doing when it was saved: nothing more can be stepped.
+    s->state = SessionState::kFinished;
+    s->next_action = "the end of the recorded session (step " + std::to_string(n) + " of " +
+                     std::to_string(n) + ")";
+    return s;
+  }
   if (cursor == n - 1) return s;
   s->history.resize(static_cast<size_t>(cursor + 1));
   if (cursor < 0) {

@@ -3,12 +3,17 @@
 // tally of guesses is scored on Reveal under the step's own logits (recomputed
 // here) against the token the step chose, and the panels come back.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <regex>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "app/app.h"
 #include "app/window.h"
@@ -200,6 +205,65 @@ TEST(GuiQuiz, ThePanelAloneShowsTheTextSoFarAndWhereTheGuessGoes) {
   EXPECT_EQ(quiz.shown_context(), so_far);
   EXPECT_GT(quiz.guess_marker().w, 0);
   EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
+// The window and the CLI's --quiz offer the same shortlist for the same
+// prompt and step (the docs promise it): the CLI's printed lists of the
+// first three steps, read back, are the window's.
+std::vector<std::vector<std::string>> cli_quiz_lists(const std::string& prompt, int steps) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("ts_quiz_cli_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream in(dir / "in");
+    for (int i = 0; i < steps; ++i) in << "\n\n";  // step, skip the guess
+    in << "q\n";
+  }
+  const std::string cmd = std::string("'") + TS_CLI_PATH + "' --model '" +
+                          test::fixture_model().string() + "' --threads 2 --prompt '" + prompt +
+                          "' --interactive --quiz <'" + (dir / "in").string() + "' >'" +
+                          (dir / "out").string() + "' 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream out(dir / "out");
+  std::vector<std::vector<std::string>> lists;
+  std::string line;
+  bool next_is_list = false;
+  const std::regex option(R"re( (\d+) "(.*?)"(?= \d+ "|$))re");
+  while (std::getline(out, line)) {
+    if (next_is_list) {
+      std::vector<std::string> texts;
+      for (std::sregex_iterator it(line.begin(), line.end(), option), end; it != end; ++it)
+        texts.push_back((*it)[2]);
+      lists.push_back(texts);
+    }
+    next_is_list = line.find("quiz: which token comes after") != std::string::npos;
+  }
+  std::filesystem::remove_all(dir);
+  return lists;
+}
+
+TEST(GuiQuiz, TheShortlistIsTheCliShortlistForTheSameStep) {
+  REQUIRE_DISPLAY();
+  constexpr int kSteps = 3;
+  const std::vector<std::vector<std::string>> cli = cli_quiz_lists("The cat sat on", kSteps);
+  ASSERT_EQ(cli.size(), static_cast<size_t>(kSteps));
+  App app(options());
+  app.load_model_blocking();
+  app.settle();
+  app.state().settings.panel_open(PanelId::kQuiz) = true;
+  app.settle(2, 50);
+  QuizPanel& quiz = app.quiz_panel();
+  for (int s = 0; s < kSteps; ++s) {
+    quiz.request_ask();
+    app.settle(3, 100);
+    ASSERT_TRUE(quiz.asking()) << quiz.error();
+    std::vector<std::string> window;
+    for (const QuizOption& o : quiz.shortlist()) window.push_back(o.text);
+    EXPECT_EQ(window, cli[s]) << "step " << s;
+    quiz.request_reveal();
+    app.settle(3, 100);
+    ASSERT_TRUE(quiz.revealed()) << quiz.error();
+  }
 }
 
 }  // namespace

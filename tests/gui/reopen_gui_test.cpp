@@ -12,6 +12,7 @@
 
 #include "app/app.h"
 #include "app/panel_lanes.h"
+#include "app/panel_transport.h"
 #include "app/view_model.h"
 #include "gui_test_support.h"
 #include "util/error.h"
@@ -148,7 +149,7 @@ TEST(GuiReopen, ExportedSessionShowsTheSameRecordsSteppingBothWays) {
     app.settle(2, 50);
     check(s);
   }
-  // Past the end: nothing changes, one line says why.
+  // Past the end: nothing changes (the replay has finished).
   app.advance();
   app.settle(2, 20);
   EXPECT_EQ(app.controller().snapshot()->history.size(), static_cast<size_t>(kSteps));
@@ -175,6 +176,71 @@ TEST(GuiReopen, ExportedSessionShowsTheSameRecordsSteppingBothWays) {
       << app.controller().error();
   EXPECT_NE(app.controller().needs_model_line().find(file.string()), std::string::npos);
   EXPECT_EQ(app.controller().snapshot(), before);
+  fs::remove(file);
+}
+
+// A reopened session's Prompt panel counts the tokens the file recorded (its
+// tokenizer has no merges: encoding the text again would count bytes), so a
+// prompt that fitted the model is not flagged as too long; the end of the
+// recording is a finished state with Step disabled, not an error.
+TEST(GuiReopen, ThePromptCountsItsRecordedTokensAndTheEndIsFinished) {
+  REQUIRE_DISPLAY();
+  const fs::path file =
+      fs::temp_directory_path() / ("ts-reopen-count-" + std::to_string(getpid()) + ".json");
+  const std::string prompt =
+      "The cat sat on the mat. The dog sat on the log. The bird sat on the tree.";
+  size_t live_tokens = 0;
+  int n_ctx = 0;
+  {
+    AppOptions o = test::fixture_options("classroom", prompt);
+    App app(o);
+    app.load_model_blocking();
+    app.settle();
+    for (int i = 0; i < 3; ++i) {
+      app.advance();
+      app.settle(2, 100);
+    }
+    const SnapshotPtr snap = app.controller().snapshot();
+    ASSERT_EQ(snap->history.size(), 3u);
+    ASSERT_EQ(snap->state, SessionState::kPaused);
+    live_tokens = snap->prompt_tokens.size();
+    n_ctx = snap->config.n_ctx;
+    // Fewer tokens than the context holds, more characters.
+    ASSERT_LT(live_tokens, static_cast<size_t>(n_ctx));
+    ASSERT_GT(prompt.size(), static_cast<size_t>(n_ctx));
+    EXPECT_EQ(app.prompt_panel().token_count(), static_cast<int>(live_tokens));
+    app.controller().analysis()->export_json(*app.controller().worker(), file.string());
+    app.controller().worker()->wait_idle();
+    ASSERT_EQ(app.controller().analysis()->export_message(), "wrote " + file.string());
+  }
+  App app(bare_options());
+  app.frame();
+  app.open_session(file);
+  app.settle();
+  ASSERT_TRUE(app.controller().replaying());
+  ASSERT_EQ(app.state().prompt_edit, prompt);
+  EXPECT_EQ(app.prompt_panel().token_count(), static_cast<int>(live_tokens));
+  EXPECT_EQ(app.prompt_panel().over_context(), "");
+  // Step to the end of the recording: finished, nothing to step, no error.
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(app.controller().snapshot()->state, SessionState::kPaused);
+    app.advance();
+    app.settle(2, 50);
+  }
+  const SnapshotPtr end = app.controller().snapshot();
+  ASSERT_EQ(end->history.size(), 3u);
+  EXPECT_EQ(end->state, SessionState::kFinished);
+  EXPECT_EQ(TransportPanel::where_text(*end), "Finished");
+  EXPECT_EQ(end->next_action, "the end of the recorded session (step 3 of 3)");
+  app.advance();  // Space at the end: nothing happens, and no error is shown
+  app.settle(2, 20);
+  EXPECT_EQ(app.controller().error(), "");
+  EXPECT_EQ(app.state().error_text, "");
+  EXPECT_EQ(app.controller().snapshot()->history.size(), 3u);
+  // Back leaves the end: stepping is possible again.
+  app.back();
+  app.settle(2, 20);
+  EXPECT_EQ(app.controller().snapshot()->state, SessionState::kPaused);
   fs::remove(file);
 }
 

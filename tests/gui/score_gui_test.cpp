@@ -97,8 +97,8 @@ TEST(GuiScore, CellsShowTheModelsProbabilitiesInTheColourMap) {
   std::filesystem::remove_all(dir);
   EXPECT_EQ(cells, expected[0].scored.size() + expected[1].scored.size());
 
-  // A text longer than the context: one line, the results on screen stay.
-  const auto before = panel.result(0);
+  // A text longer than the context: one line, and the results of the text
+  // before are gone (they are not this text's).
   std::string long_text;
   for (int i = 0; i < 40; ++i) long_text += " the cat";
   panel.score(*app.controller().worker(), prompt, long_text, "");
@@ -106,7 +106,16 @@ TEST(GuiScore, CellsShowTheModelsProbabilitiesInTheColourMap) {
   EXPECT_NE(panel.error().find("longer than the model's context"), std::string::npos)
       << panel.error();
   EXPECT_EQ(panel.error().find('\n'), std::string::npos);
-  EXPECT_EQ(panel.result(0), before);
+  EXPECT_EQ(panel.result(0), nullptr);
+  EXPECT_EQ(panel.result(1), nullptr);
+  EXPECT_TRUE(panel.cells().empty());
+  // A second continuation that is too long: the first, scored now, shows alone.
+  panel.score(*app.controller().worker(), prompt, a, long_text);
+  app.settle();
+  EXPECT_EQ(panel.error().rfind("continuation 2: ", 0), 0u) << panel.error();
+  ASSERT_NE(panel.result(0), nullptr);
+  EXPECT_EQ(panel.result(0)->continuation, a);
+  EXPECT_EQ(panel.result(1), nullptr);
   EXPECT_EQ(app.last_frame().gl_errors, 0);
 }
 

@@ -334,6 +334,13 @@ TEST(SessionImport, SteppingGivesTheLiveStateAtEachStep) {
       EXPECT_EQ(s->lanes[l].generated, rec.generated[c][l]) << "lane " << l;
   }
   EXPECT_EQ(replay_snapshot(got, n + 5, 9)->history.size(), static_cast<size_t>(n));
+  // Before the last step there is more to step through; at the last one the
+  // replay has finished (the live session was paused there, not finished).
+  EXPECT_EQ(rec.session->state(), SessionState::kPaused);
+  EXPECT_EQ(replay_snapshot(got, n - 2, 10)->state, SessionState::kPaused);
+  const SnapshotPtr end = replay_snapshot(got, n - 1, 11);
+  EXPECT_EQ(end->state, SessionState::kFinished);
+  EXPECT_EQ(end->next_action, "the end of the recorded session (step 6 of 6)");
 }
 
 TEST(SessionImport, LaneSummariesFromTheRecordsAreTheLiveOnes) {
@@ -438,6 +445,15 @@ TEST(SessionImport, CorruptFieldsAreRefused) {
                    ls["attention"][1] = replay::pack_f16(v);
                  }),
                  "steps[1].replay.lanes[0].attention[1]: weight 0 is outside [0, 1]");
+  // A prompt that no longer matches its tokens (edited after the export).
+  expect_refused(with([](json& d) { d["prompt"] = "The dog sat on the mat."; }),
+                 "prompt_tokens[1]: token ");
+  expect_refused(with([](json& d) { d["prompt"] = d["prompt"].get<std::string>() + " Then"; }),
+                 "prompt_tokens: the tokens spell 23 of the prompt's 28 bytes");
+  expect_refused(with([](json& d) {
+                   d["prompt_tokens"][0]["id"] = (d["prompt_tokens"][0]["id"].get<int>() + 1) % 50;
+                 }),
+                 "prompt_tokens[0]: token ");
   // A branch's record before the branch existed.
   expect_refused(with([](json& d) { d["lanes"][4]["first_step"] = 5; }),
                  "lane 4 has no record before its first step 5");

@@ -1,0 +1,61 @@
+// The KV cache panel's words against the session's records: with the cache
+// off it says what the viewed step ran and what the next one runs in the same
+// numbers as the Transport panel; every row of blocks is named after the lane
+// (and beam) that holds it, live and in a reopened session.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "app/app.h"
+#include "app/panel_kv_cache.h"
+#include "gui_test_support.h"
+
+namespace ts::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(GuiKvCache, CacheOffSaysWhatTheStepRanAndWhatTheNextRuns) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test::fixture_options("classroom", "The cat sat on");
+  o.strategy = "contrastive=4,alpha=0.6";  // 4 candidate sequences per step
+  o.kv_cache = false;
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  app.state().settings.panel_open(PanelId::kKvCache) = true;
+  for (int i = 0; i < 3; ++i) {
+    app.advance();
+    app.settle(2, 100);
+  }
+  const SnapshotPtr snap = app.controller().snapshot();
+  ASSERT_EQ(snap->history.size(), 3u);
+  const std::string text = app.kv_cache_panel().cache_off_text();
+  const int ran = snap->history.back()->recomputed_tokens;
+  EXPECT_NE(text.find("This step ran " + std::to_string(ran) + " tokens."), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(snap->next_action), std::string::npos) << text;
+  // The next step's count is right: each of the 4 candidates runs that many.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(snap->next_action, m, std::regex("recomputes all (\\d+) tokens")))
+      << snap->next_action;
+  const int next = std::stoi(m[1]);
+  app.advance();
+  app.settle(2, 100);
+  const SnapshotPtr after = app.controller().snapshot();
+  ASSERT_EQ(after->history.size(), 4u);
+  EXPECT_EQ(after->history.back()->recomputed_tokens, 4 * next);
+  // No number of the panel is another one: every count it gives is the step's or the next's.
+  const std::string now = app.kv_cache_panel().cache_off_text();
+  const std::regex count("(\\d+) tokens");
+  for (std::sregex_iterator it(now.begin(), now.end(), count), end; it != end; ++it) {
+    const int n = std::stoi((*it)[1]);
+    EXPECT_TRUE(n == after->history.back()->recomputed_tokens || n == next + 1) << now;
+  }
+}
+
+}  // namespace
+}  // namespace ts::app
