@@ -570,6 +570,36 @@ TEST(Cli, NonFiniteWeightsAreRefusedAtLoadNamingTheTensor) {
       "tokenscope-bench", "draft model: " + says, "bench draft");
 }
 
+// The window (tokenscope, built beside the CLI) treats bad input as the CLI
+// does: a DoLa layer the model lacks is refused with one line and exit 2
+// before any window opens (no display is needed to see it); a model that
+// cannot load (NaN weights) is shown in the window and still exits 2.
+TEST(Cli, WindowExitsTwoOnBadInput) {
+  const fs::path window = fs::path(TS_CLI_PATH).parent_path() / "tokenscope";
+  if (!fs::exists(window)) GTEST_SKIP() << window << " is not built";
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  expect_one_error_line(
+      run_program("env", {"-u", "DISPLAY", "-u", "WAYLAND_DISPLAY", window.string(), "--model",
+                          tiny, "--compare", "greedy", "dola=9"}),
+      "tokenscope", "--compare \"dola=9\": dola: layer 9 is not a premature layer", "compare");
+  expect_one_error_line(
+      run_program("env", {"-u", "DISPLAY", "-u", "WAYLAND_DISPLAY", window.string(), "--model",
+                          tiny, "--strategy", "dola=5"}),
+      "tokenscope", "--strategy \"dola=5\": dola: layer 5", "strategy");
+  if (std::getenv("DISPLAY") == nullptr) GTEST_SKIP() << "no display for the window";
+  const fs::path nan_model = tiny_variant("nan", 64, true);
+  const std::string says = "tensor wpe.weight holds 4096 NaN values";
+  expect_one_error_line(
+      run_program(window.string(), {"--model", nan_model.string(), "--screenshot",
+                                    (scratch_dir() / "s.png").string(), "--hidden"}),
+      "tokenscope", says, "screenshot");
+  // The window runs until SIGTERM closes it, then says why the model is missing.
+  expect_one_error_line(
+      run_program("timeout", {"--preserve-status", "-s", "TERM", "4", window.string(), "--model",
+                              nan_model.string(), "--hidden", "--no-save-layout"}),
+      "tokenscope", says, "window");
+}
+
 // A step whose logits are NaN although every weight is finite (sums that
 // overflow) ends the run like Ctrl-C: the steps before it are printed and
 // written to --json FILE, marked interrupted; one line names the step; exit 2.
