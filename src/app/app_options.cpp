@@ -2,10 +2,13 @@
 
 #include <cstdlib>
 #include <string_view>
+#include <system_error>
 
 #include "app/app_state.h"
 #include "app/colormap.h"
+#include "model/config_json.h"
 #include "sampling/sampling_params.h"
+#include "session/dola_lane.h"
 #include "session/model_flags.h"
 #include "session/session.h"
 #include "util/error.h"
@@ -38,6 +41,31 @@ void check_spec_flags(const AppOptions& o) {
 }
 
 }  // namespace
+
+void check_lanes_for_model(const AppOptions& o) {
+  namespace fs = std::filesystem;
+  if (!o.open.empty()) return;
+  const fs::path model = o.setup.model.empty() ? default_model_path() : o.setup.model;
+  std::error_code ec;
+  fs::path config;
+  if (fs::is_directory(model, ec))
+    config = model / "config.json";
+  else if (model.filename() == "config.json" || model.filename() == "model.safetensors")
+    config = model.parent_path() / "config.json";
+  if (config.empty() || !fs::is_regular_file(config, ec)) return;  // loading says why
+  const ModelConfig cfg = load_config_json(config);
+  const bool compare = !o.compare.empty();
+  for (const std::string& lane : compare ? o.compare : std::vector<std::string>{o.strategy}) {
+    const SamplingParams p = parse_strategy(lane);
+    if (!p.dola()) continue;
+    try {
+      dola_layers_for(p, cfg);
+    } catch (const Error& e) {
+      throw Error(std::string(compare ? "--compare" : "--strategy") + " \"" + lane +
+                  "\": " + e.what());
+    }
+  }
+}
 
 AppOptions parse_app_options(int argc, const char* const* argv) {
   AppOptions o;
@@ -270,7 +298,10 @@ settings
   -h, --help             this help (wins over every other flag)
 
 Every flag is written "--flag value" or "--flag=value"; a value that itself
-starts with "--" needs the second form.
+starts with "--" needs the second form. Exit codes as tokenscope-cli's: 0 done,
+2 bad input (one line on stderr; a lane the model cannot run, such as a DoLa
+layer it lacks, is refused before any window opens; a model that cannot load is
+shown in the window and still exits 2), 3 internal error.
 )");
 }
 

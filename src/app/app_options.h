@@ -60,6 +60,11 @@ struct AppOptions {
 AppOptions parse_app_options(int argc, const char* const* argv);
 std::string app_help();
 
+// Before any window opens: the lanes checked against the model's config.json
+// (a DoLa layer the model lacks), so that bad input exits 2 with one line as
+// in tokenscope-cli. Throws ts::Error; an llm.c file is checked once loaded.
+void check_lanes_for_model(const AppOptions& options);
+
 // $XDG_CONFIG_HOME/tokenscope, else ~/.config/tokenscope; empty when neither is known.
 std::filesystem::path default_config_dir();
 

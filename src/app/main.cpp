@@ -16,13 +16,23 @@ int main(int argc, char** argv) {
       throw ts::Error("--layout: unknown layout '" + o.layout + "' (see --help)");
     if (o.bench_frames > 0) return ts::app::run_frame_benchmark(o);
     if (!o.screenshot.empty()) return ts::app::run_screenshot(o);
+    ts::app::check_lanes_for_model(o);  // before any window opens
     ts::app::install_signal_handlers();
     ts::app::App app(o);
     if (!o.open.empty())
       app.open_session(o.open);  // a file it cannot read: one line, exit 2
     else
       app.load_model_async();
-    return app.run();
+    const int status = app.run();
+    // A model that never loaded (a broken file: NaN weights, a bad config)
+    // was shown in the window; it is bad input all the same: said, exit 2.
+    ts::app::Controller& ctl = app.controller();
+    if (status == 0 && o.open.empty() && ctl.worker() == nullptr && !ctl.loading() &&
+        !ctl.error().empty()) {
+      std::fprintf(stderr, "tokenscope: %s\n", ctl.error().c_str());
+      return 2;
+    }
+    return status;
   } catch (const ts::Error& e) {
     std::fprintf(stderr, "tokenscope: %s\n", e.what());
     return 2;

@@ -203,6 +203,10 @@ a spec=N lane. Exit codes: 0 done, 2 bad input (one line on stderr), 3 internal
 error, 130 / 143 / 129 stopped by Ctrl-C / SIGTERM / SIGHUP. A reader that
 closes standard output (e.g. "| head -1") stops generation quietly: exit 0,
 nothing on stderr, and --json FILE is still written, marked "interrupted": true.
+A model whose weights hold a NaN or an infinity is refused when it loads, naming
+the tensor. A step whose logits are NaN all the same (sums that overflow) ends
+the run like Ctrl-C, with exit 2: one line names the step, and --json FILE keeps
+the steps before it, marked "interrupted": true.
 )");
 }
 

@@ -67,6 +67,30 @@ bool output_closed() {
 }
 bool stopped() { return g_interrupted != 0 || output_closed(); }
 
+// A step that fails (logits that are NaN although every weight is finite,
+// e.g. from values that overflow) ends the run the way a signal does: the
+// steps before it are kept and --json FILE is still written, marked
+// "interrupted"; one line names the step and the cause; exit code 2.
+std::string g_step_error;
+
+// What the next step is called in that line: "the prefill", "decode step 3".
+std::string next_step_name(const ts::Session& session) {
+  const size_t done = session.history().size();
+  return done == 0 ? "the prefill" : "decode step " + std::to_string(done);
+}
+
+// session.step(), or nullptr when it failed (the reason in g_step_error).
+template <typename StepFn>
+const ts::StepTrace* checked_step(ts::Session& session, StepFn&& take_step) {
+  const std::string name = next_step_name(session);
+  try {
+    return &take_step();
+  } catch (const ts::Error& e) {
+    g_step_error = "stopped at " + name + ": " + e.what();
+    return nullptr;
+  }
+}
+
 std::string read_eval_text(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -237,7 +261,13 @@ bool interactive_command(ts::Session& session, const ts::cli::CliOptions& o) {
         std::cout << "cannot step: " << session.next_action() << "\n";
         continue;
       }
-      const ts::StepTrace& step = o.quiz ? quiz_step(session, quiz) : session.step();
+      // A failed step ends the session (said once, by the caller): the
+      // next one would fail the same way.
+      const ts::StepTrace* taken = checked_step(session, [&]() -> const ts::StepTrace& {
+        return o.quiz ? quiz_step(session, quiz) : session.step();
+      });
+      if (taken == nullptr) return false;
+      const ts::StepTrace& step = *taken;
       ts::cli::print_step(std::cout, session, step, o.top);
       if (o.logit_lens) ts::cli::print_logit_lens(std::cout, session, step);
       ts::cli::print_lanes_text(std::cout, session);
@@ -327,7 +357,10 @@ int run(int argc, char** argv) {
     // --compare: lanes as columns, then how they compare.
     ts::cli::ComparePrinter printer(session);
     for (int i = 0; i <= steps && session.can_step() && !stopped(); ++i) {
-      const ts::StepTrace& step = session.step();
+      const ts::StepTrace* taken =
+          checked_step(session, [&]() -> const ts::StepTrace& { return session.step(); });
+      if (taken == nullptr) break;
+      const ts::StepTrace& step = *taken;
       printer.print_row(std::cout, step);
       if (o.logit_lens) ts::cli::print_logit_lens(std::cout, session, step);
     }
@@ -336,7 +369,10 @@ int run(int argc, char** argv) {
     ts::cli::print_lanes_text(std::cout, session);
   } else {
     for (int i = 0; i <= steps && session.can_step() && !stopped(); ++i) {
-      const ts::StepTrace& step = session.step();
+      const ts::StepTrace* taken =
+          checked_step(session, [&]() -> const ts::StepTrace& { return session.step(); });
+      if (taken == nullptr) break;
+      const ts::StepTrace& step = *taken;
       if (!o.quiet) ts::cli::print_step(std::cout, session, step, o.top);
       if (o.logit_lens) ts::cli::print_logit_lens(std::cout, session, step);
     }
@@ -344,8 +380,9 @@ int run(int argc, char** argv) {
   }
   if (o.memory) print_memory(std::cout, "after the run", ts::memory_report(session));
   const int stop_signal = g_interrupted;
-  // Stopped early by a signal or by the reader of standard output.
-  const bool interrupted = stop_signal != 0 || output_closed();
+  // Stopped early by a signal, by the reader of standard output or by a
+  // step that failed.
+  const bool interrupted = stop_signal != 0 || output_closed() || !g_step_error.empty();
   if (!o.json_file.empty()) {
     ts::JsonExportOptions jo;
     jo.full_logits = o.json_full_logits;
@@ -373,6 +410,14 @@ int run(int argc, char** argv) {
   if (stop_signal != 0) {
     std::cerr << "tokenscope-cli: interrupted (" << signal_name(stop_signal) << ")\n";
     return 128 + stop_signal;
+  }
+  if (!g_step_error.empty()) {
+    std::cerr << "tokenscope-cli: " << g_step_error;
+    if (!o.json_file.empty())
+      std::cerr << "; " << o.json_file << " keeps the " << session.history().size()
+                << " steps before it, marked \"interrupted\"";
+    std::cerr << "\n";
+    return 2;
   }
   // A reader that stopped reading ends the run without a word; any other
   // failure to write standard output (a full disk) is said.

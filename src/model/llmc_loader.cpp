@@ -10,6 +10,7 @@
 #include "model/config_json.h"  // size limits
 #include "model/half_float.h"
 #include "model/mapped_file.h"
+#include "model/model_loader.h"  // check_weights_finite
 #include "util/anonymous_memory.h"
 #include "util/error.h"
 
@@ -212,6 +213,7 @@ ModelWeights load_llmc_image(const uint8_t* data, size_t size, const std::string
   in.read(C, lnfb);
   w.ln_f_bias = lnfb;
 
+  check_weights_finite(w, file);
   w.source = file;
   w.storage_dtype = bf16 ? "BF16" : "F32";
   w.storage = std::move(buffer);

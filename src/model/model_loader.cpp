@@ -1,5 +1,7 @@
 #include "model/model_loader.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -92,7 +94,84 @@ std::string tokenizer_file_name(const fs::path& dir) {
   return "the tokenizer";
 }
 
+// Index of the first NaN or infinity in p[0, n); n when there is none. An
+// exponent of all ones is a NaN or an infinity: the largest magnitude's bits
+// (a max reduction the compiler vectorises) find a block that holds one.
+size_t first_non_finite(const float* p, size_t n) {
+  constexpr size_t kBlock = 4096;
+  constexpr uint32_t kExponent = 0x7F800000u;
+  for (size_t begin = 0; begin < n; begin += kBlock) {
+    const size_t end = std::min(n, begin + kBlock);
+    uint32_t largest = 0;
+    for (size_t i = begin; i < end; ++i) {
+      uint32_t u;
+      std::memcpy(&u, p + i, 4);
+      largest = std::max(largest, u & 0x7FFFFFFFu);
+    }
+    if (largest < kExponent) continue;
+    for (size_t i = begin; i < end; ++i)
+      if (!std::isfinite(p[i])) return i;
+  }
+  return n;
+}
+
+// Throws the loaders' error for a tensor holding a NaN or an infinity at
+// `first` (counted from there to the end of the tensor).
+[[noreturn]] void fail_non_finite(const std::string& file, const std::string& name, const float* p,
+                                  size_t n, size_t first) {
+  size_t nan = 0, inf = 0;
+  for (size_t i = first; i < n; ++i) {
+    nan += std::isnan(p[i]) ? 1 : 0;
+    inf += std::isinf(p[i]) ? 1 : 0;
+  }
+  std::string what;
+  if (nan > 0) what = std::to_string(nan) + " NaN";
+  if (inf > 0) what += (what.empty() ? "" : " and ") + std::to_string(inf) + " infinite";
+  what += nan + inf == 1 ? " value" : " values";
+  fail(file, "tensor " + printable(name) + " holds " + what + " (the first at element " +
+                 std::to_string(first) + " of " + std::to_string(n) +
+                 "); a model with non-finite weights gives NaN logits");
+}
+
+void check_finite(const std::string& file, const std::string& name, const float* p, size_t n) {
+  if (const size_t first = first_non_finite(p, n); first < n)
+    fail_non_finite(file, name, p, n, first);
+}
+
 }  // namespace
+
+void check_weights_finite(const ModelWeights& w, const std::string& file,
+                          std::string_view name_prefix) {
+  const ModelConfig& c = w.config;
+  const size_t V = static_cast<size_t>(c.vocab_size), T = static_cast<size_t>(c.n_ctx),
+               C = static_cast<size_t>(c.n_embd);
+  struct Tensor {
+    std::string name;
+    const float* data;
+    size_t count;
+  };
+  std::vector<Tensor> tensors = {{"wte.weight", w.wte, V * C}, {"wpe.weight", w.wpe, T * C}};
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& lw = w.layers[l];
+    const std::string h = "h." + std::to_string(l) + ".";
+    tensors.push_back({h + "ln_1.weight", lw.ln_1_weight, C});
+    tensors.push_back({h + "ln_1.bias", lw.ln_1_bias, C});
+    tensors.push_back({h + "attn.c_attn.weight", lw.attn_qkv_weight, C * 3 * C});
+    tensors.push_back({h + "attn.c_attn.bias", lw.attn_qkv_bias, 3 * C});
+    tensors.push_back({h + "attn.c_proj.weight", lw.attn_proj_weight, C * C});
+    tensors.push_back({h + "attn.c_proj.bias", lw.attn_proj_bias, C});
+    tensors.push_back({h + "ln_2.weight", lw.ln_2_weight, C});
+    tensors.push_back({h + "ln_2.bias", lw.ln_2_bias, C});
+    tensors.push_back({h + "mlp.c_fc.weight", lw.mlp_fc_weight, C * 4 * C});
+    tensors.push_back({h + "mlp.c_fc.bias", lw.mlp_fc_bias, 4 * C});
+    tensors.push_back({h + "mlp.c_proj.weight", lw.mlp_proj_weight, 4 * C * C});
+    tensors.push_back({h + "mlp.c_proj.bias", lw.mlp_proj_bias, C});
+  }
+  tensors.push_back({"ln_f.weight", w.ln_f_weight, C});
+  tensors.push_back({"ln_f.bias", w.ln_f_bias, C});
+  for (const Tensor& t : tensors)
+    if (t.data != nullptr) check_finite(file, std::string(name_prefix) + t.name, t.data, t.count);
+}
 
 bool copies_weights(WeightPlacement placement, int64_t available_bytes, int64_t weight_bytes) {
   switch (placement) {
@@ -274,17 +353,32 @@ ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size,
   if (copy) reader = std::make_unique<FileReader>(st_path);
   for (size_t i = 0; i < wants.size(); ++i) {
     const TensorInfo& t = *by_name.find(wants[i].name)->second;
+    const size_t count = static_cast<size_t>(t.numel());
     if (offsets[i] == SIZE_MAX) {
       *wants[i].dst = SafetensorsFile::f32_in_place(t);
+      check_finite(file, t.name, *wants[i].dst, count);
       continue;
     }
     float* dst = storage->buffer->data() + offsets[i];
     *wants[i].dst = dst;
     if (copy && t.dtype == DType::F32) {
-      reader->read(st.header().data_offset + t.begin, dst, static_cast<size_t>(t.nbytes()));
+      // Read in pieces that stay in the cache while they are scanned for
+      // NaN and infinity: the check then costs almost nothing.
+      // (One that holds one: the rest is read, and the whole tensor counted.)
+      constexpr size_t kPiece = size_t{64} << 10;  // floats: 256 KiB
+      const uint64_t begin = st.header().data_offset + t.begin;
+      for (size_t at = 0; at < count; at += kPiece) {
+        const size_t n = std::min(kPiece, count - at);
+        reader->read(begin + at * sizeof(float), dst + at, n * sizeof(float));
+        if (first_non_finite(dst + at, n) == n) continue;
+        reader->read(begin + (at + n) * sizeof(float), dst + at + n,
+                     (count - at - n) * sizeof(float));
+        check_finite(file, t.name, dst, count);
+      }
       continue;
     }
     SafetensorsFile::to_f32(t, dst);
+    check_finite(file, t.name, dst, count);
     // Converted through the map: its pages leave as they are read, so the
     // weights are never resident twice (peak memory stays about one copy).
     if (copy) st.file().release(t.data, static_cast<size_t>(t.nbytes()));

@@ -16,6 +16,8 @@
 // throw ts::Error with one line naming the file and the tensor or field.
 #include <cstdint>
 #include <filesystem>
+#include <string>
+#include <string_view>
 
 #include "model/weights.h"
 
@@ -42,5 +44,14 @@ bool copies_weights(WeightPlacement placement, int64_t available_bytes, int64_t 
 // with llm.c's magic (gpt2_*.bin) -> load_llmc_checkpoint; a model.safetensors
 // or config.json file -> its directory. tokenizer_vocab_size as above.
 ModelWeights load_model(const std::filesystem::path& path, int tokenizer_vocab_size = -1);
+
+// Both loaders refuse weights that hold a NaN or an infinity (every logit
+// would be NaN): this throws ts::Error with one line naming `file`, the
+// first such tensor (its HF name after `name_prefix`, e.g. "transformer."),
+// what it holds and where. load_model_dir checks each tensor as it is copied
+// (F32 in 256 KiB pieces, scanned while in the cache) or converted;
+// load_llmc_image calls this after its copy (one pass at memory speed).
+void check_weights_finite(const ModelWeights& weights, const std::string& file,
+                          std::string_view name_prefix = {});
 
 }  // namespace ts

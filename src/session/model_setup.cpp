@@ -132,7 +132,12 @@ LoadedModel load_draft_model(const ModelSetupOptions& target, const fs::path& pa
   o.device = target.device;
   o.cpu_threads = target.cpu_threads;
   o.cache_sequences = std::max(2, sequences);
-  return load_model_setup(o);
+  try {
+    return load_model_setup(o);
+  } catch (const Error& e) {
+    // Said of the draft: the target loaded, so a broken file is the draft's.
+    throw Error(std::string("draft model: ") + e.what());
+  }
 }
 
 KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int block_size,

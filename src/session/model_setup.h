@@ -69,7 +69,8 @@ LoadedModel load_model_setup(const ModelSetupOptions& options);
 
 // The draft model of speculative lanes: `path` loaded like the target of
 // `target` (device, threads), its KV cache sized for `sequences` full
-// contexts. Throws ts::Error with one line naming the file at fault.
+// contexts. Throws ts::Error with one line, "draft model: " and the file at
+// fault (a broken draft is never mistaken for the target).
 LoadedModel load_draft_model(const ModelSetupOptions& target, const std::filesystem::path& path,
                              int sequences);
 

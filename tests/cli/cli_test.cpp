@@ -280,8 +280,10 @@ TEST(Cli, EvalLossPrintsOneJsonRecord) {
 
 // The tiny fixture with its context cut to n_ctx (wpe keeps its first n_ctx
 // rows), and optionally every position embedding set to NaN (a model whose
-// every logit is NaN).
-fs::path tiny_variant(const std::string& name, int n_ctx, bool nan_positions = false) {
+// every logit is NaN), or the position embeddings from row huge_from on set
+// to 3e38 (finite weights whose sums overflow: NaN logits from that position).
+fs::path tiny_variant(const std::string& name, int n_ctx, bool nan_positions = false,
+                      int huge_from = -1) {
   const fs::path src = fs::path(TS_FIXTURE_DIR) / "tiny";
   const fs::path dir = scratch_dir() / name;
   fs::create_directories(dir);
@@ -315,6 +317,12 @@ fs::path tiny_variant(const std::string& name, int n_ctx, bool nan_positions = f
       if (nan_positions) {
         const float nan = std::nanf("");
         for (size_t i = 0; i + 4 <= bytes.size(); i += 4) std::memcpy(&bytes[i], &nan, 4);
+      }
+      if (huge_from >= 0) {
+        const float huge = 3e38f;
+        const size_t row_bytes = bytes.size() / static_cast<size_t>(n_ctx);
+        for (size_t i = row_bytes * static_cast<size_t>(huge_from); i + 4 <= bytes.size(); i += 4)
+          std::memcpy(&bytes[i], &huge, 4);
       }
     }
     t["data_offsets"] = {out_data.size(), out_data.size() + bytes.size()};
@@ -538,6 +546,94 @@ TEST(Cli, EvalLossRefusesNaNAndEscapesTheFileName) {
                         "is a directory", "directory");
   expect_one_error_line(run_cli(with_tiny({"--eval-loss", "/dev/zero"})), "tokenscope-cli",
                         "larger than the 64 MiB", "/dev/zero");
+}
+
+// Non-finite weights are refused when the model loads, naming the file and
+// the tensor (and the draft, when it is the draft), in the CLI and the bench.
+TEST(Cli, NonFiniteWeightsAreRefusedAtLoadNamingTheTensor) {
+  const fs::path nan_model = tiny_variant("nan", 64, true);
+  const std::string st = (nan_model / "model.safetensors").string();
+  const std::string says = st + ": tensor wpe.weight holds 4096 NaN values";
+  expect_one_error_line(run_cli({"--model", nan_model.string(), "--steps", "1"}), "tokenscope-cli",
+                        says, "model");
+  expect_one_error_line(run_cli({"--model", nan_model.string(), "--interactive"}), "tokenscope-cli",
+                        says, "interactive");
+  expect_one_error_line(run_cli(with_tiny({"--strategy", "spec=2", "--draft-model",
+                                           nan_model.string(), "--steps", "1"})),
+                        "tokenscope-cli", "draft model: " + says, "draft");
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  expect_one_error_line(run_program(bench_path().string(), {"--model", nan_model.string()}),
+                        "tokenscope-bench", says, "bench");
+  expect_one_error_line(
+      run_program(bench_path().string(), {"--model", std::string(TS_FIXTURE_DIR) + "/tiny",
+                                          "--draft-model", nan_model.string(), "--spec-only"}),
+      "tokenscope-bench", "draft model: " + says, "bench draft");
+}
+
+// The window (tokenscope, built beside the CLI) treats bad input as the CLI
+// does: a DoLa layer the model lacks is refused with one line and exit 2
+// before any window opens (no display is needed to see it); a model that
+// cannot load (NaN weights) is shown in the window and still exits 2.
+TEST(Cli, WindowExitsTwoOnBadInput) {
+  const fs::path window = fs::path(TS_CLI_PATH).parent_path() / "tokenscope";
+  if (!fs::exists(window)) GTEST_SKIP() << window << " is not built";
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  expect_one_error_line(
+      run_program("env", {"-u", "DISPLAY", "-u", "WAYLAND_DISPLAY", window.string(), "--model",
+                          tiny, "--compare", "greedy", "dola=9"}),
+      "tokenscope", "--compare \"dola=9\": dola: layer 9 is not a premature layer", "compare");
+  expect_one_error_line(
+      run_program("env", {"-u", "DISPLAY", "-u", "WAYLAND_DISPLAY", window.string(), "--model",
+                          tiny, "--strategy", "dola=5"}),
+      "tokenscope", "--strategy \"dola=5\": dola: layer 5", "strategy");
+  if (std::getenv("DISPLAY") == nullptr) GTEST_SKIP() << "no display for the window";
+  const fs::path nan_model = tiny_variant("nan", 64, true);
+  const std::string says = "tensor wpe.weight holds 4096 NaN values";
+  expect_one_error_line(
+      run_program(window.string(), {"--model", nan_model.string(), "--screenshot",
+                                    (scratch_dir() / "s.png").string(), "--hidden"}),
+      "tokenscope", says, "screenshot");
+  // The window runs until SIGTERM closes it, then says why the model is missing.
+  expect_one_error_line(
+      run_program("timeout", {"--preserve-status", "-s", "TERM", "4", window.string(), "--model",
+                              nan_model.string(), "--hidden", "--no-save-layout"}),
+      "tokenscope", says, "window");
+}
+
+// A step whose logits are NaN although every weight is finite (sums that
+// overflow) ends the run like Ctrl-C: the steps before it are printed and
+// written to --json FILE, marked interrupted; one line names the step; exit 2.
+// --interactive says it once and ends too.
+TEST(Cli, StepWithNaNLogitsKeepsTheTraceSoFar) {
+  const fs::path model = tiny_variant("huge", 64, false, 6);
+  const std::string json_file = (scratch_dir() / "t.json").string();
+  const CliRun r =
+      run_cli({"--model", model.string(), "--prompt", "The", "--steps", "20", "--json", json_file});
+  expect_one_error_line(r, "tokenscope-cli", "stopped at decode step ", "run");
+  const std::string err = error_lines(r).at(0);
+  EXPECT_NE(err.find("NaN"), std::string::npos) << err;
+  const size_t at = err.find("decode step ") + 12;
+  const int failed = std::atoi(err.c_str() + at);
+  EXPECT_GE(failed, 1) << err;
+  EXPECT_NE(err.find(json_file + " keeps the " + std::to_string(failed) + " steps before it"),
+            std::string::npos)
+      << err;
+  ASSERT_TRUE(fs::exists(json_file));
+  const nlohmann::json doc = nlohmann::json::parse(read_file(json_file));
+  EXPECT_TRUE(doc["interrupted"].get<bool>());
+  EXPECT_EQ(doc["steps"].size(), static_cast<size_t>(failed));
+  EXPECT_NE(r.out.find("wrote " + json_file + " (marked interrupted)"), std::string::npos) << r.out;
+
+  const std::string enters(30, '\n');
+  const CliRun i = run_program(
+      TS_CLI_PATH, {"--model", model.string(), "--prompt", "The", "--interactive"}, &enters);
+  expect_one_error_line(i, "tokenscope-cli", "stopped at decode step " + std::to_string(failed),
+                        "interactive");
+  EXPECT_EQ(i.out.find("NaN"), std::string::npos) << i.out;
+
+  const CliRun c = run_cli({"--model", model.string(), "--prompt", "The", "--steps", "20",
+                            "--compare", "greedy", "top_k=5,seed=1"});
+  expect_one_error_line(c, "tokenscope-cli", "stopped at decode step", "compare");
 }
 
 // --json: complete JSON marked not interrupted; a directory or a missing

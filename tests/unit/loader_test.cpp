@@ -777,6 +777,57 @@ TEST_F(LoaderTest, ConfigNotJson) {
   EXPECT_LOAD_ERROR(parse_config_json("{}", "cfg"), "cfg: missing field vocab_size");
 }
 
+// A NaN or an infinity in any tensor is refused at load, naming the file,
+// the tensor (as the file spells it) and what it holds, in every dtype and
+// placement; llm.c names the tensor by its Hugging Face name.
+TEST_F(LoaderTest, NonFiniteWeightsAreRefusedNamingTheTensor) {
+  std::vector<float> fc = model_.at("h.1.mlp.c_fc.weight");
+  fc[100] = std::nanf("");
+  fc[101] = std::nanf("");
+  HfWriteOptions o;
+  o.replace["h.1.mlp.c_fc.weight"] = fc;
+  const fs::path nan_dir = hf(o, "nan");
+  const std::string st = (nan_dir / "model.safetensors").string();
+  for (WeightPlacement placement : {WeightPlacement::kCopy, WeightPlacement::kInPlace})
+    EXPECT_LOAD_ERROR(load_model_dir(nan_dir, -1, placement), st + ": tensor h.1.mlp.c_fc.weight",
+                      "2 NaN values", "element 100 of 2304");
+  EXPECT_LOAD_ERROR(load_model(nan_dir), "h.1.mlp.c_fc.weight");
+
+  // An infinity in F16, with the "transformer." prefix the file uses.
+  std::vector<float> ln = model_.at("ln_f.bias");
+  ln[3] = -INFINITY;
+  HfWriteOptions f16;
+  f16.dtype = DType::F16;
+  f16.transformer_prefix = true;
+  f16.replace["ln_f.bias"] = ln;
+  EXPECT_LOAD_ERROR(load_model_dir(hf(f16, "inf16")), "tensor transformer.ln_f.bias",
+                    "1 infinite value", "element 3 of 24");
+  // A finite value F16 cannot hold becomes an infinity: refused too.
+  ln[3] = 1e6f;
+  f16.replace["ln_f.bias"] = ln;
+  EXPECT_LOAD_ERROR(load_model_dir(hf(f16, "big16")), "tensor transformer.ln_f.bias", "infinite");
+
+  // llm.c, fp32 and bf16: the first tensor with one, in the HF names.
+  std::vector<float> wpe = model_.at("wpe.weight");
+  wpe[5] = INFINITY;
+  RandomGpt2 broken = model_;
+  broken.tensors["wpe.weight"] = wpe;
+  broken.tensors["h.0.attn.c_attn.bias"][0] = std::nanf("");
+  for (int version : {3, 5}) {
+    LlmcWriteOptions lo;
+    lo.version = version;
+    const fs::path bin = tmp_ / ("broken" + std::to_string(version) + ".bin");
+    test::write_llmc_bin(broken, bin, lo);
+    EXPECT_LOAD_ERROR(load_llmc_checkpoint(bin), bin.string() + ": tensor wpe.weight",
+                      "1 infinite value");
+    EXPECT_LOAD_ERROR(load_model(bin), "tensor wpe.weight");
+  }
+  // The padding rows of an llm.c wte are never used: anything there is fine.
+  LlmcWriteOptions pad;
+  pad.pad_value = std::nanf("");
+  expect_weights(load_llmc_checkpoint(llmc(pad)), model_, DType::F32);
+}
+
 // ---------------------------------------------------------------- llm.c
 
 TEST_F(LoaderTest, LlmcV3TransposesAndDropsPadding) {
