@@ -4,12 +4,13 @@
 // the CSV values against the step's logits and an independent softmax;
 // hostile token text (quotes, <, &, control bytes, partial UTF-8) escaped;
 // the file written atomically, with one-line errors; every fill and stroke
-// of every SVG export a colour a viewer reads.
+// of every SVG export a colour a viewer reads; byte sizes in the CLI's units.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -460,6 +461,27 @@ TEST(ExportSvg, PaintCheckRefusesWhatIsNotAColour) {
   EXPECT_EQ(test::bad_paints("<svg><rect fill=\"8,192 k\" stroke=\"none\"/></svg>"),
             (std::vector<std::string>{"<rect> fill=\"8,192 k\""}));
   EXPECT_EQ(test::bad_paints("<svg><rect fill=\"#fff\"/>").size(), 1u);  // not well-formed
+}
+
+// Sizes read as the CLI prints them (binary units: its KV cache line says
+// "32.0 KiB per layer" where the window said "32.8 kB"); bytes moved stay
+// decimal, as the CLI's "MB moved".
+TEST(ByteFormat, SizesInTheClisBinaryUnitsTrafficInDecimal) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(812), "812 B");
+  EXPECT_EQ(format_bytes(32768), "32.0 KiB");
+  EXPECT_EQ(format_bytes(131072), "128.0 KiB");
+  EXPECT_EQ(format_bytes(474.7 * 1024 * 1024), "474.7 MiB");
+  EXPECT_EQ(format_bytes(5.8 * 1024 * 1024 * 1024), "5.80 GiB");
+  EXPECT_EQ(format_bytes_moved(21.1e6), "21.1 MB");
+  EXPECT_EQ(format_bytes_moved(812), "812 B");
+  // A real session's KV cache per layer: the CLI's figure, "%.1f KiB".
+  Fixture f;
+  const double per_layer = f.session->history().back()->kv_after.bytes_per_layer_used;
+  ASSERT_GE(per_layer, 1024.0);
+  char cli[48];
+  std::snprintf(cli, sizeof cli, "%.1f KiB", per_layer / 1024.0);
+  EXPECT_EQ(format_bytes(per_layer), cli);
 }
 
 TEST(ExportFile, WrittenAtomicallyWithOneLineErrors) {
