@@ -453,10 +453,11 @@ TEST(ExportSvg, EveryFillAndStrokeIsAColour) {
 TEST(ExportSvg, PaintCheckRefusesWhatIsNotAColour) {
   const std::set<std::string> ids = {"masked"};
   for (const char* ok : {"none", "#fff", "#d55e00", "#D55E00", "rgb(1, 2, 255)", "rgb(10%,0%,5%)",
-                         "url(#masked)", "white", "currentColor"})
+                         "rgb( 0 ,0, 0 )", "url(#masked)", "white", "currentColor"})
     EXPECT_TRUE(test::valid_paint(ok, ids)) << ok;
-  for (const char* bad : {"", "8,192 k", "#d55e0", "#d55e00 ", "d55e00", "url(#other)",
-                          "\xEF\xBF\xBD\xEF\xBF\xBD", "rgb(1,2)", "nonee", "#gggggg"})
+  for (const char* bad :
+       {"", "8,192 k", "#d55e0", "#d55e00 ", "d55e00", "url(#other)", "\xEF\xBF\xBD\xEF\xBF\xBD",
+        "rgb(1,2)", "rgb(1,2,3,4)", "rgb(256,0,0)", "rgb(1,,2)", "nonee", "#gggggg", "url(#)"})
     EXPECT_FALSE(test::valid_paint(bad, ids)) << bad;
   EXPECT_EQ(test::bad_paints("<svg><rect fill=\"8,192 k\" stroke=\"none\"/></svg>"),
             (std::vector<std::string>{"<rect> fill=\"8,192 k\""}));

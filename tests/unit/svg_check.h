@@ -9,9 +9,10 @@
 #include <expat.h>
 
 #include <array>
+#include <cctype>
 #include <map>
 #include <memory>
-#include <regex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -96,18 +97,40 @@ inline ParseResult parse_xml(const std::string& doc) {
 // (numbers or percentages), one of CSS's basic colour keywords, or
 // url(#id) naming an element of the same document.
 inline bool valid_paint(const std::string& v, const std::set<std::string>& ids) {
-  static const std::regex hex("#([0-9a-fA-F]{3}|[0-9a-fA-F]{6})");
-  static const std::regex rgb(
-      R"(rgb\(\s*\d{1,3}(\.\d+)?%?\s*,\s*\d{1,3}(\.\d+)?%?\s*,\s*\d{1,3}(\.\d+)?%?\s*\))");
-  static const std::regex url(R"(url\(#([A-Za-z_][A-Za-z0-9_.:-]*)\))");
   static const std::array<const char*, 18> named = {
       "none",    "currentColor", "black", "silver", "gray",   "white", "maroon", "red",  "purple",
       "fuchsia", "green",        "lime",  "olive",  "yellow", "navy",  "blue",   "teal", "aqua"};
   for (const char* n : named)
     if (v == n) return true;
-  std::smatch m;
-  if (std::regex_match(v, m, url)) return ids.count(m[1].str()) > 0;
-  return std::regex_match(v, hex) || std::regex_match(v, rgb);
+  auto inside = [&](const char* open) -> std::optional<std::string> {
+    const std::string o = open;
+    if (v.size() <= o.size() || v.compare(0, o.size(), o) != 0 || v.back() != ')') return {};
+    return v.substr(o.size(), v.size() - o.size() - 1);
+  };
+  if (const auto id = inside("url(#")) return ids.count(*id) > 0;
+  if (const auto args = inside("rgb(")) {
+    // Three numbers 0-255 (or percentages), comma-separated, spaces allowed.
+    int numbers = 0;
+    size_t i = 0;
+    const std::string& a = *args;
+    auto skip_spaces = [&] {
+      while (i < a.size() && a[i] == ' ') ++i;
+    };
+    for (; numbers < 3; ++numbers) {
+      skip_spaces();
+      const size_t start = i;
+      while (i < a.size() && std::isdigit(static_cast<unsigned char>(a[i]))) ++i;
+      if (i == start || i - start > 3 || std::stoi(a.substr(start, i - start)) > 255) return false;
+      if (i < a.size() && a[i] == '%') ++i;
+      skip_spaces();
+      if (numbers < 2 && (i >= a.size() || a[i++] != ',')) return false;
+    }
+    return i == a.size();
+  }
+  if (v.empty() || v[0] != '#' || (v.size() != 4 && v.size() != 7)) return false;
+  for (size_t i = 1; i < v.size(); ++i)
+    if (!std::isxdigit(static_cast<unsigned char>(v[i]))) return false;
+  return true;
 }
 
 // One line per attribute that is not a valid paint, e.g.
