@@ -3,8 +3,9 @@
 #   scripts/build.sh [release|asan|tsan] [extra cmake args...]
 # release: optimised, CUDA backend when nvcc is present, GUI when its
 #          libraries are present.  -> build/
-# asan:    AddressSanitizer + UndefinedBehaviorSanitizer, CPU only, -O1 with
-#          line tables (-g1: enough for the reports' stack traces). -> build-asan/
+# asan:    AddressSanitizer + UndefinedBehaviorSanitizer, CPU only, GUI
+#          included (its tests run under Xvfb), -O1 with line tables (-g1:
+#          enough for the reports' stack traces). -> build-asan/
 # tsan:    ThreadSanitizer, CPU only, GUI included, -O2 with line tables. -> build-tsan/
 # The sanitizer configurations use -g1 and ASan -O1 (the optimisation level
 # ASan's documentation recommends) because they are compile-bound on a
@@ -32,7 +33,7 @@ case "$config" in
   asan)
     dir=build-asan
     args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
-          -DTS_SANITIZE=ON -DTS_ENABLE_CUDA=OFF -DTS_ENABLE_GUI=OFF)
+          -DTS_SANITIZE=ON -DTS_ENABLE_CUDA=OFF -DTS_ENABLE_GUI=ON)
     ;;
   tsan)
     dir=build-tsan

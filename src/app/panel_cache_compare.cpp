@@ -29,7 +29,7 @@ void totals_row(const char* name, const CacheRun& run, ImU32 color) {
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(format_flops(run.flops()).c_str());
   ImGui::TableNextColumn();
-  ImGui::TextUnformatted(format_bytes(run.bytes()).c_str());
+  ImGui::TextUnformatted(format_bytes_moved(run.bytes()).c_str());
 }
 
 }  // namespace

@@ -348,10 +348,10 @@ void SpeculativePanel::draw_round(PanelContext& ctx) {
   // Cost: draft passes vs the verify pass.
   ImGui::Text("cost: draft %d pass%s %s, %s, %s", r.draft_passes, r.draft_passes == 1 ? "" : "es",
               format_seconds(r.draft_seconds).c_str(), format_flops(r.draft_cost.flops).c_str(),
-              format_bytes(r.draft_cost.bytes()).c_str());
+              format_bytes_moved(r.draft_cost.bytes()).c_str());
   ImGui::Text("      verify 1 pass of %d tokens %s, %s, %s", ctx.view.record->rows(),
               format_seconds(r.verify_seconds).c_str(), format_flops(r.verify_cost.flops).c_str(),
-              format_bytes(r.verify_cost.bytes()).c_str());
+              format_bytes_moved(r.verify_cost.bytes()).c_str());
 
   // The lane so far.
   const SpecTotals& t = v.totals;

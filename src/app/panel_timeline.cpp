@@ -129,7 +129,7 @@ void TimelinePanel::draw(PanelContext& ctx) {
         t.phase == Phase::kPrefill ? "prefill" : ("decode " + std::to_string(t.index)).c_str());
     ImGui::SameLine();
     ImGui::Text("%s · %s · %s · %.2f FLOP/byte · %s", format_seconds(t.seconds).c_str(),
-                format_flops(t.cost.flops).c_str(), format_bytes(t.cost.bytes()).c_str(),
+                format_flops(t.cost.flops).c_str(), format_bytes_moved(t.cost.bytes()).c_str(),
                 t.cost.intensity(), fs > 0 ? format_rate(fs, "FLOP").c_str() : "-");
     // A speculative step: what its one bar is made of.
     const TimelineBar b = timeline_bar(t);
@@ -196,7 +196,7 @@ void TimelinePanel::draw(PanelContext& ctx) {
       [](double v) { return format_flops(v); }, true);
   chart(
       "bytes", "bytes moved", with_rounds(bytes, bytes_draft, bytes_verify),
-      [](double v) { return format_bytes(v); }, !grid);
+      [](double v) { return format_bytes_moved(v); }, !grid);
   chart(
       "intensity", "FLOPs per byte", {intensity},
       [](double v) {
@@ -243,7 +243,7 @@ void TimelinePanel::draw_table(PanelContext& ctx, float table_h) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(format_flops(t.cost.flops).c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(format_bytes(t.cost.bytes()).c_str());
+      ImGui::TextUnformatted(format_bytes_moved(t.cost.bytes()).c_str());
       ImGui::TableNextColumn();
       ImGui::Text("%.2f", t.cost.intensity());
       ImGui::TableNextColumn();

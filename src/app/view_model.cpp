@@ -104,7 +104,22 @@ std::string scaled(double v, const char* unit, double base, const char* const* p
 const char* const kDecimal[] = {"", "k", "M", "G", "T", "P"};
 }  // namespace
 
-std::string format_bytes(double bytes) { return scaled(bytes, "B", 1000.0, kDecimal, 6); }
+std::string format_bytes(double bytes) {
+  // Binary units with the CLI's digits (its KV cache line, its memory
+  // report): the same quantity reads the same in the window and the terminal.
+  const double a = std::fabs(bytes);
+  char buf[48];
+  if (a < 1024.0)
+    std::snprintf(buf, sizeof(buf), "%.0f B", bytes);
+  else if (a < 1024.0 * 1024)
+    std::snprintf(buf, sizeof(buf), "%.1f KiB", bytes / 1024);
+  else if (a < 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024));
+  else
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  return buf;
+}
+std::string format_bytes_moved(double bytes) { return scaled(bytes, "B", 1000.0, kDecimal, 6); }
 std::string format_flops(double flops) { return scaled(flops, "FLOP", 1000.0, kDecimal, 6); }
 std::string format_rate(double per_second, const char* unit) {
   return scaled(per_second, (std::string(unit) + "/s").c_str(), 1000.0, kDecimal, 6);

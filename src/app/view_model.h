@@ -49,7 +49,12 @@ std::string context_piece(const SessionSnapshot& snap, int id);
 // visible (␣ ↵ →): a prompt of spaces is not an empty line.
 std::string visible_edges(std::string_view text);
 
-std::string format_bytes(double bytes);                        // "12.5 MB"
+// Bytes held (the KV cache, weights, a file): binary units as the CLI
+// prints them, "812 B", "32.0 KiB", "474.7 MiB", "5.80 GiB".
+std::string format_bytes(double bytes);
+// Bytes a step moves (memory traffic): decimal units, as the CLI's "MB
+// moved" and as bandwidth is quoted (GB/s): "21.1 MB".
+std::string format_bytes_moved(double bytes);
 std::string format_flops(double flops);                        // "1.23 GFLOP"
 std::string format_seconds(double seconds);                    // "12.3 ms"
 std::string format_rate(double per_second, const char* unit);  // "3.1 G" + unit + "/s"

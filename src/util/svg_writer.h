@@ -54,9 +54,11 @@ class SvgWriter {
   void polygon(std::string_view points, std::string_view fill);
 
   enum class Anchor { kStart, kMiddle, kEnd };
+  // The style owns its colour: a view could outlive the string it was set
+  // from (`style.fill = cond ? some_string : "#..."` makes a temporary).
   struct TextStyle {
     double size = 14;
-    std::string_view fill = "#1a1a1a";
+    std::string fill = "#1a1a1a";
     Anchor anchor = Anchor::kStart;
     bool bold = false;
     double rotate = 0;  // degrees, about (x, y)

@@ -1,8 +1,8 @@
 // File > Export for slides under Xvfb: the attention SVG's cell colours are
 // the colours the window draws (sampled at the cell centres of the panel's
 // PNG, at 1x and at 2x), the 2x PNG is twice the panel's size on screen and
-// drawn again (not magnified), and a bad path leaves everything as it was.
-#include <expat.h>
+// drawn again (not magnified), a bad path leaves everything as it was, and
+// every fill and stroke of every SVG the window writes is a colour.
 #include <gtest/gtest.h>
 #include <stb_image.h>
 #include <unistd.h>
@@ -10,11 +10,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "../unit/svg_check.h"
 #include "app/app.h"
 #include "gui_test_support.h"
 #include "util/error.h"
@@ -52,37 +52,15 @@ std::string read_file(const fs::path& p) {
 }
 
 // The fills of the rectangles inside <g id="cells">, in document order
-// (row-major), read with expat; empty when the file is not well-formed XML.
+// (row-major); empty when the file is not well-formed XML.
 std::vector<std::string> cell_fills(const std::string& svg, std::string& error) {
-  struct State {
-    int depth_in_cells = 0;  // > 0 inside the cells group
-    std::vector<std::string> fills;
-  } st;
-  XML_Parser p = XML_ParserCreate("UTF-8");
-  XML_SetUserData(p, &st);
-  XML_SetElementHandler(
-      p,
-      [](void* ud, const XML_Char* name, const XML_Char** atts) {
-        auto& s = *static_cast<State*>(ud);
-        std::map<std::string, std::string> a;
-        for (int i = 0; atts[i]; i += 2) a[atts[i]] = atts[i + 1];
-        if (s.depth_in_cells > 0) {
-          ++s.depth_in_cells;
-          if (std::string(name) == "rect") s.fills.push_back(a["fill"]);
-        } else if (std::string(name) == "g" && a["id"] == "cells") {
-          s.depth_in_cells = 1;
-        }
-      },
-      [](void* ud, const XML_Char*) {
-        auto& s = *static_cast<State*>(ud);
-        if (s.depth_in_cells > 0) --s.depth_in_cells;
-      });
-  if (XML_Parse(p, svg.data(), static_cast<int>(svg.size()), 1) == XML_STATUS_ERROR) {
-    error = XML_ErrorString(XML_GetErrorCode(p));
-    st.fills.clear();
-  }
-  XML_ParserFree(p);
-  return st.fills;
+  const ts::test::ParseResult doc = ts::test::parse_xml(svg);
+  error = doc.error;
+  std::vector<std::string> fills;
+  const ts::test::Element* cells = doc.root ? doc.root->by_id("cells") : nullptr;
+  if (!error.empty() || !cells) return fills;
+  for (const ts::test::Element* r : cells->all("rect")) fills.push_back(r->attr("fill"));
+  return fills;
 }
 
 // Every unmasked cell's centre in `img` (the heatmap at `box`, n x n cells)
@@ -131,6 +109,8 @@ TEST(GuiExport, AttentionSvgCellColoursEqualThePanelsPngAt1xAnd2x) {
   ASSERT_TRUE(app.export_to(ExportKind::kAttentionSvg, svg_path.string()))
       << app.state().error_text;
   EXPECT_EQ(app.state().notice, "wrote " + svg_path.string());
+  const std::vector<std::string> bad = ts::test::bad_paints(read_file(svg_path));
+  EXPECT_TRUE(bad.empty()) << "attributes that are not colours:\n" << ts::test::paint_report(bad);
   std::string error;
   const std::vector<std::string> fills = cell_fills(read_file(svg_path), error);
   ASSERT_TRUE(error.empty()) << "the SVG is not well-formed XML: " << error;
@@ -212,7 +192,54 @@ TEST(GuiExport, BadPathsGiveOneLineAndChangeNothing) {
     const fs::path p = dir / default_export_name(k, 0);
     EXPECT_TRUE(app.export_to(k, p.string())) << app.state().error_text;
     EXPECT_GT(fs::file_size(p), 100u);
+    if (k != ExportKind::kAttentionCsv) {
+      const std::vector<std::string> bad = ts::test::bad_paints(read_file(p));
+      EXPECT_TRUE(bad.empty()) << export_label(k) << ": attributes that are not colours:\n"
+                               << ts::test::paint_report(bad);
+    }
   }
+  fs::remove_all(dir);
+}
+
+// Every SVG export of every lane, as a class would make them for slides:
+// three lanes sharing the prompt's blocks, two of them sampling with a rule
+// that removes tokens, so that each highlighted colour (the chosen token,
+// a stage that removed tokens, a shared block, a generated token's label)
+// is written. Each fill and stroke must be a colour; the export of a style
+// whose colour pointed at a string already gone wrote "8,192 k" there.
+TEST(GuiExport, EverySvgOfEveryLaneHasOnlyColours) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test::fixture_options("lesson", "Once upon a time there was a cat");
+  o.compare = {"greedy", "top_k=5,seed=2", "top_p=0.6,temperature=0.9,seed=3"};
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < 3; ++i) {
+    app.advance();  // prefill, then two decode steps
+    app.settle(2, 100);
+  }
+  ASSERT_EQ(app.controller().snapshot()->lanes.size(), 3u);
+  ASSERT_EQ(app.controller().snapshot()->history.size(), 3u);
+  const fs::path dir =
+      fs::temp_directory_path() / ("ts-export-paint-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  int written = 0;
+  for (int lane = 0; lane < 3; ++lane) {
+    app.state().lane = lane;
+    app.settle(3, 100);
+    for (ExportKind k : {ExportKind::kAttentionSvg, ExportKind::kLogitsSvg,
+                         ExportKind::kSamplingSvg, ExportKind::kKvBlocksSvg}) {
+      const fs::path p = dir / ("lane" + std::to_string(lane) + "-" + default_export_name(k, 2));
+      ASSERT_TRUE(app.export_to(k, p.string()))
+          << export_label(k) << ", lane " << lane << ": " << app.state().error_text;
+      const std::vector<std::string> bad = ts::test::bad_paints(read_file(p));
+      EXPECT_TRUE(bad.empty()) << export_label(k) << ", lane " << lane
+                               << ": attributes that are not colours:\n"
+                               << ts::test::paint_report(bad);
+      ++written;
+    }
+  }
+  EXPECT_EQ(written, 12);
   fs::remove_all(dir);
 }
 

@@ -3,17 +3,18 @@
 // cell's fill is checked against the colour map of the recorded weight;
 // the CSV values against the step's logits and an independent softmax;
 // hostile token text (quotes, <, &, control bytes, partial UTF-8) escaped;
-// the file written atomically, with one-line errors.
-#include <expat.h>
+// the file written atomically, with one-line errors; every fill and stroke
+// of every SVG export a colour a viewer reads; byte sizes in the CLI's units.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -25,6 +26,7 @@
 #include "model/token_display.h"
 #include "session/session.h"
 #include "session/session_worker.h"
+#include "svg_check.h"
 #include "test_models.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -33,81 +35,9 @@
 namespace ts::app {
 namespace {
 
-// ---- a small DOM from expat ----
-
-struct Element {
-  std::string name;
-  std::map<std::string, std::string> attrs;
-  std::string text;  // character data directly inside
-  std::vector<std::unique_ptr<Element>> children;
-  Element* parent = nullptr;
-
-  std::string attr(const std::string& k) const {
-    const auto it = attrs.find(k);
-    return it == attrs.end() ? std::string() : it->second;
-  }
-  // Every descendant (and this) named `n`, document order.
-  void collect(const std::string& n, std::vector<const Element*>& out) const {
-    if (name == n) out.push_back(this);
-    for (const auto& c : children) c->collect(n, out);
-  }
-  std::vector<const Element*> all(const std::string& n) const {
-    std::vector<const Element*> out;
-    collect(n, out);
-    return out;
-  }
-  const Element* by_id(const std::string& id) const {
-    if (attr("id") == id) return this;
-    for (const auto& c : children)
-      if (const Element* e = c->by_id(id)) return e;
-    return nullptr;
-  }
-};
-
-struct ParseResult {
-  std::unique_ptr<Element> root;
-  std::string error;  // empty: well-formed
-};
-
-ParseResult parse_xml(const std::string& doc) {
-  struct State {
-    std::unique_ptr<Element> root;
-    Element* cur = nullptr;
-  } st;
-  XML_Parser p = XML_ParserCreate("UTF-8");
-  XML_SetUserData(p, &st);
-  XML_SetElementHandler(
-      p,
-      [](void* ud, const XML_Char* name, const XML_Char** atts) {
-        auto& s = *static_cast<State*>(ud);
-        auto e = std::make_unique<Element>();
-        e->name = name;
-        for (int i = 0; atts[i]; i += 2) e->attrs[atts[i]] = atts[i + 1];
-        Element* raw = e.get();
-        if (!s.cur) {
-          s.root = std::move(e);
-        } else {
-          raw->parent = s.cur;
-          s.cur->children.push_back(std::move(e));
-        }
-        s.cur = raw;
-      },
-      [](void* ud, const XML_Char*) {
-        auto& s = *static_cast<State*>(ud);
-        s.cur = s.cur->parent;
-      });
-  XML_SetCharacterDataHandler(p, [](void* ud, const XML_Char* text, int len) {
-    auto& s = *static_cast<State*>(ud);
-    if (s.cur) s.cur->text.append(text, len);
-  });
-  ParseResult r;
-  if (XML_Parse(p, doc.data(), static_cast<int>(doc.size()), 1) == XML_STATUS_ERROR)
-    r.error = std::string(XML_ErrorString(XML_GetErrorCode(p))) + " at line " +
-              std::to_string(XML_GetCurrentLineNumber(p));
-  XML_ParserFree(p);
-  r.root = std::move(st.root);
-  return r;
-}
+using test::Element;
+using test::parse_xml;
+using test::ParseResult;
 
 // ---- a small RFC 4180 reader ----
 
@@ -444,6 +374,115 @@ TEST(ExportSvg, SamplingStagesAndKvBlocksFromAWorkerSnapshot) {
     for (int id : cands)
       if (t->text == token_piece(*snap, id)) ++token_rows;
   EXPECT_GE(token_rows, static_cast<int>(cands.size()));
+}
+
+// Every colour of every SVG export, at a step that draws each highlighted
+// case: generated tokens among the attention labels, the chosen logit, a
+// sampled lane's stages that remove tokens, blocks two lanes share. The
+// highlight colours are chosen by a condition at each of these places; a
+// style that kept a view of the chosen string after it was gone wrote
+// garbage such as fill="8,192 k" there.
+TEST(ExportSvg, EveryFillAndStrokeIsAColour) {
+  LoadedModel model = test::load_tiny();
+  SessionWorker worker(std::make_unique<Session>(model.tokenizer, model.engine, SessionOptions{}),
+                       "tiny");
+  SamplingParams top_k = test::sampled(1.3f, 7);
+  top_k.top_k = 5;
+  SamplingParams top_p = test::sampled(0.9f, 11);
+  top_p.top_p = 0.6f;
+  worker.set_strategies({SamplingParams{}, top_k, top_p});
+  worker.set_prompt("Once upon a time there was a cat");
+  worker.prefill();
+  worker.step();
+  worker.step();
+  worker.wait_idle();
+  SnapshotPtr snap = worker.snapshot();
+  ASSERT_EQ(snap->history.size(), 3u);
+  auto piece = [&](int id) { return token_piece(*snap, id); };
+  auto check = [](const std::string& what, const std::string& doc) {
+    const std::vector<std::string> bad = test::bad_paints(doc);
+    EXPECT_TRUE(bad.empty()) << what << ": " << bad.size() << " attributes are not colours:\n"
+                             << test::paint_report(bad);
+  };
+  int removing_stages = 0;
+  for (int lane = 0; lane < 3; ++lane) {
+    const StepView v = make_step_view(*snap, -1, snap->lanes[lane].id);
+    ASSERT_NE(v.record, nullptr);
+    const std::string at = " (lane " + std::to_string(lane) + ")";
+    check("sampling stages" + at, sampling_svg(*v.record, false, piece, "S", "step"));
+    check("KV blocks" + at, kv_blocks_svg(*snap, v, "KV"));
+    for (LogitView lv : {LogitView::kProbability, LogitView::kLogit, LogitView::kLogProb})
+      check("logits" + at, logits_svg(*v.record, piece, lv, 12, "L", "step"));
+    // A top_n that leaves the chosen token off the bars: its own line.
+    check("logits, top 1" + at, logits_svg(*v.record, piece, LogitView::kProbability, 1, "L", ""));
+    const SamplingRecord r = sample_next(v.record->logits, v.record->context_ids, v.record->params,
+                                         v.record->step_index, v.record->banned_words.get());
+    for (const StageRecord& st : r.stages) removing_stages += st.removed_here > 0;
+  }
+  EXPECT_GE(removing_stages, 2) << "no stage removed a token: the highlighted case is not drawn";
+  EXPECT_GT(snap->kv.blocks_shared, 0) << "no shared block: the highlighted case is not drawn";
+  // Attention with generated tokens among the labels (coloured as such), in
+  // every colour map and both scales, with and without token labels.
+  Fixture f;
+  for (int layer = 0; layer < 2; ++layer) {
+    AttentionMatrix m = prefill_matrix(*f.session, layer, 1);
+    m.prompt_len = m.n - 3;  // the last three as generated tokens
+    m.first_new_row = m.n - 1;
+    AttentionSvgInput in;
+    in.matrix = &m;
+    for (int t : m.tokens) in.labels.push_back(f.piece(t));
+    in.title = "A";
+    in.subtitle = "s";
+    in.colormap = layer == 0 ? Colormap::kViridis : Colormap::kMagma;
+    in.range.scale = layer == 0 ? HeatScale::kLinear : HeatScale::kLog;
+    check("attention", attention_svg(in));
+  }
+  // Too many positions for a label on each row: the numbered axis.
+  AttentionMatrix big;
+  big.n = 120;
+  big.prompt_len = 100;
+  big.first_new_row = 119;
+  big.complete = true;
+  big.values.assign(static_cast<size_t>(big.n) * big.n, 0.5f);
+  AttentionSvgInput in;
+  in.matrix = &big;
+  check("attention, 120 positions", attention_svg(in));
+}
+
+// The check itself: what it accepts and what it refuses.
+TEST(ExportSvg, PaintCheckRefusesWhatIsNotAColour) {
+  const std::set<std::string> ids = {"masked"};
+  for (const char* ok : {"none", "#fff", "#d55e00", "#D55E00", "rgb(1, 2, 255)", "rgb(10%,0%,5%)",
+                         "rgb( 0 ,0, 0 )", "url(#masked)", "white", "currentColor"})
+    EXPECT_TRUE(test::valid_paint(ok, ids)) << ok;
+  for (const char* bad :
+       {"", "8,192 k", "#d55e0", "#d55e00 ", "d55e00", "url(#other)", "\xEF\xBF\xBD\xEF\xBF\xBD",
+        "rgb(1,2)", "rgb(1,2,3,4)", "rgb(256,0,0)", "rgb(1,,2)", "nonee", "#gggggg", "url(#)"})
+    EXPECT_FALSE(test::valid_paint(bad, ids)) << bad;
+  EXPECT_EQ(test::bad_paints("<svg><rect fill=\"8,192 k\" stroke=\"none\"/></svg>"),
+            (std::vector<std::string>{"<rect> fill=\"8,192 k\""}));
+  EXPECT_EQ(test::bad_paints("<svg><rect fill=\"#fff\"/>").size(), 1u);  // not well-formed
+}
+
+// Sizes read as the CLI prints them (binary units: its KV cache line says
+// "32.0 KiB per layer" where the window said "32.8 kB"); bytes moved stay
+// decimal, as the CLI's "MB moved".
+TEST(ByteFormat, SizesInTheClisBinaryUnitsTrafficInDecimal) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(812), "812 B");
+  EXPECT_EQ(format_bytes(32768), "32.0 KiB");
+  EXPECT_EQ(format_bytes(131072), "128.0 KiB");
+  EXPECT_EQ(format_bytes(474.7 * 1024 * 1024), "474.7 MiB");
+  EXPECT_EQ(format_bytes(5.8 * 1024 * 1024 * 1024), "5.80 GiB");
+  EXPECT_EQ(format_bytes_moved(21.1e6), "21.1 MB");
+  EXPECT_EQ(format_bytes_moved(812), "812 B");
+  // A real session's KV cache per layer: the CLI's figure, "%.1f KiB".
+  Fixture f;
+  const double per_layer = f.session->history().back()->kv_after.bytes_per_layer_used;
+  ASSERT_GE(per_layer, 1024.0);
+  char cli[48];
+  std::snprintf(cli, sizeof cli, "%.1f KiB", per_layer / 1024.0);
+  EXPECT_EQ(format_bytes(per_layer), cli);
 }
 
 TEST(ExportFile, WrittenAtomicallyWithOneLineErrors) {
