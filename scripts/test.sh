@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
-# The one test command: installs what is missing, builds the release and the
-# two sanitizer configurations (ASan + UBSan, TSan), runs every test (GUI
-# tests under Xvfb), then every fuzz target for 20 s (TS_FUZZ_SECONDS).
+# The test command.
+#   scripts/test.sh          installs what is missing, builds the release
+#                            configuration and runs every test (GUI tests under
+#                            Xvfb; each fuzz target over its corpus, ctest
+#                            label fuzz): whether a change is safe, in minutes
+#   scripts/test.sh --full   also builds and runs the two sanitizer
+#                            configurations (ASan + UBSan with the window, TSan)
+#                            and runs every fuzz target under libFuzzer for
+#                            20 s (TS_FUZZ_SECONDS); what CI runs (.ci/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${TS_JOBS:-$(nproc)}"
+full=0
+case "${1:-}" in
+  "") ;;
+  --full) full=1 ;;
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  *) echo "usage: scripts/test.sh [--full]" >&2; exit 2 ;;
+esac
 
 bash scripts/install-deps.sh
 
@@ -21,8 +34,10 @@ fi
 # build/ keeps this choice for a later scripts/run.sh: it still runs on every
 # GPU the default covers, the driver compiling the PTX on first use.
 bash scripts/build.sh release -DCMAKE_CUDA_ARCHITECTURES="${TS_TEST_CUDA_ARCHITECTURES:-75}"
-bash scripts/build.sh asan
-bash scripts/build.sh tsan
+if [ "$full" = 1 ]; then
+  bash scripts/build.sh asan
+  bash scripts/build.sh tsan
+fi
 
 status=0
 # The GUI tests need a display: Xvfb gives them one. -noreset: by default the
@@ -38,6 +53,10 @@ with_display() {
 }
 echo "== release tests"
 with_display ctest --test-dir build -j"$jobs" --output-on-failure || status=1
+if [ "$full" = 0 ]; then
+  echo "test: release tests done; scripts/test.sh --full adds the sanitizer configurations and libFuzzer"
+  exit $status
+fi
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer tests"
 # The validation-loss check runs the whole held-out text through the model
 # (~300 full-context forward passes): it runs in the release configuration
