@@ -225,7 +225,7 @@ void LanesPanel::draw_setup(PanelContext& ctx) {
       ImGui::PushID(i);
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      char name[16];
+      char name[24];
       std::snprintf(name, sizeof(name), "lane %d", i);
       if (ImGui::RadioButton(name, st.lane == i)) select_lane(st, ctx.snap, i);
       ImGui::TableNextColumn();

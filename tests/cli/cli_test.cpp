@@ -401,8 +401,8 @@ TEST(Cli, ConflictingFlagsAreRefusedNamingBoth) {
 TEST(Cli, SeedWithoutSamplingIsRefusedAlike) {
   const std::string why = "greedy decoding draws nothing";
   expect_one_error_line(run_cli(with_tiny({"--seed", "1"})), "tokenscope-cli", why, "--seed");
-  for (const std::string& s : {"greedy,seed=1", "seed=1", "contrastive=4,alpha=0.6, seed=2",
-                               "beams=2,seed=1", "spec=2,seed=1", "dola=low,seed=0"})
+  for (const std::string s : {"greedy,seed=1", "seed=1", "contrastive=4,alpha=0.6, seed=2",
+                              "beams=2,seed=1", "spec=2,seed=1", "dola=low,seed=0"})
     expect_one_error_line(run_cli(with_tiny({"--strategy", s})), "tokenscope-cli", why, s);
   expect_one_error_line(run_cli(with_tiny({"--compare", "top_p=0.9,seed=1", "greedy,seed=1"})),
                         "tokenscope-cli", "--compare \"greedy,seed=1\": seed needs", "compare");

@@ -71,7 +71,9 @@ void expect_state(App& app, const State& want) {
     EXPECT_NEAR(lanes[0].temperature, want.temperature, 1e-4);
     EXPECT_NEAR(lanes[0].top_p, want.top_p, 1e-4);
   }
-  if (want.lanes > 1) EXPECT_EQ(lanes[1].contrastive(), want.lane1_contrastive);
+  if (want.lanes > 1) {
+    EXPECT_EQ(lanes[1].contrastive(), want.lane1_contrastive);
+  }
   EXPECT_EQ(snap->kv_cache, want.kv);
 }
 
@@ -181,8 +183,9 @@ TEST_P(LessonsInOrder, EveryStepShowsItsPanelAndTheStateItsTextDescribes) {
       EXPECT_EQ(app.state().error_text, "");
       // A step that asks for an action is not done before the class does it.
       if (step.action.kind != lesson::ActionKind::kNext &&
-          step.action.kind != lesson::ActionKind::kGreedy)
+          step.action.kind != lesson::ActionKind::kGreedy) {
         EXPECT_FALSE(lesson.action_done()) << "done before: " << lesson::action_text(step.action);
+      }
       PanelId id;
       if (!step.panel.empty() && parse_panel_key(step.panel, id)) {
         EXPECT_TRUE(app.state().settings.panel_open(id)) << step.panel;
