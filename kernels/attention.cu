@@ -1,4 +1,5 @@
-// Causal multi-head attention of new query rows over the paged KV cache.
+// Causal multi-head attention of new query rows over the paged KV cache (or
+// over a multi-branch pass's mask: row kernel only).
 // CPU twin: cpu::attention (src/engine/cpu/attention.cpp).
 //
 // Two kernels with one contract (AttentionParams in kernels.cuh):
@@ -40,7 +41,10 @@ __global__ void __launch_bounds__(kThreads) attention_row_kernel(const Attention
   const int h = blockIdx.y;
   const int hd = p.head_dim, c = p.n_head * hd, bs = p.block_size;
   const int e = p.row_entry[r];
-  const int visible = p.row_pos[r] + 1;
+  const int visible = p.row_key[r] + 1;
+  // A masked row: the new keys from first_new on count only where its mask says.
+  const int* mask = p.row_mask[r] >= 0 ? p.masks + p.row_mask[r] : nullptr;
+  const int first_new = p.row_key[r] - p.row_local[r];
   const int* bt = p.block_tables + p.entry_bt_offset[e];
   float* q_s = smem;
   float* scores = q_s + hd;
@@ -65,6 +69,7 @@ __global__ void __launch_bounds__(kThreads) attention_row_kernel(const Attention
       s += q_s[4 * d4 + 3] * k.w;
     }
     s *= scale;
+    if (mask && j >= first_new && !mask[j - first_new]) s = -INFINITY;
     scores[j] = s;
     mx = fmaxf(mx, s);
   }
@@ -123,7 +128,7 @@ __global__ void __launch_bounds__(kThreads) attention_tile_kernel(const Attentio
   const int h = blockIdx.y;
   const int hd = p.head_dim, c = p.n_head * hd, bs = p.block_size, per_key = hd / 4;
   const int e = p.row_entry[r0];
-  const int pos0 = p.row_pos[r0];  // rows of a tile have positions pos0, pos0+1, ...
+  const int pos0 = p.row_key[r0];  // rows of a tile (causal) have keys pos0, pos0+1, ...
   const int visible_max = pos0 + nr;
   const int* bt = p.block_tables + p.entry_bt_offset[e];
   const int kv_stride = hd + 1;  // +1: a warp reading one dimension of 32 keys hits 32 banks

@@ -50,11 +50,16 @@ struct AttentionParams {
   const float* qkv = nullptr;     // [rows][3C]; the query of head h at columns h*head_dim
   const float* k_pool = nullptr;  // [slot][C] of this layer
   const float* v_pool = nullptr;
-  float* out = nullptr;                     // [rows][C]
-  float* probs = nullptr;                   // nullptr, or this layer's probability region
-  const int* row_entry = nullptr;           // [rows] entry of each row
-  const int* row_local = nullptr;           // [rows] index of the row inside its entry
-  const int* row_pos = nullptr;             // [rows] position (the row sees keys 0..pos)
+  float* out = nullptr;            // [rows][C]
+  float* probs = nullptr;          // nullptr, or this layer's probability region
+  const int* row_entry = nullptr;  // [rows] entry of each row
+  const int* row_local = nullptr;  // [rows] index of the row inside its entry
+  const int* row_key = nullptr;    // [rows] its key's index (the row sees keys 0..key)
+  // Multi-branch passes: row_mask[r] >= 0 is the offset in masks of row r's
+  // mask over its entry's new tokens (1 = attends); -1 = causal. A masked
+  // row sees every cached key and the new keys its mask names.
+  const int* row_mask = nullptr;
+  const int* masks = nullptr;
   const int* entry_context = nullptr;       // [entries] start_pos + new tokens
   const int* entry_rows = nullptr;          // [entries] new tokens
   const int* entry_bt_offset = nullptr;     // [entries] start of its block table in block_tables
@@ -75,7 +80,8 @@ struct AttentionParams {
   int max_context = 0;  // >= every entry's context (sizes shared memory)
 };
 // probs[entry_probs_offset[e] + (h * entry_rows[e] + local) * stride + j]
-// holds the probability of key j for j < context (0 beyond the causal limit).
+// holds the probability of key j for j < context (0 beyond the causal limit
+// and where a pass mask hides the key).
 
 // Largest tile (query rows per block) the tile kernel can use for this
 // context and head size on the current device; 0 when even one row does not

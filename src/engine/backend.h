@@ -20,8 +20,32 @@ struct BatchEntry {
   int start_pos = 0;             // position of tokens[0] (= cached tokens before)
   std::vector<int> slots;        // physical KV slot for each new token
   std::vector<int> block_table;  // covers start_pos + tokens.size() tokens
+  // A pass that feeds several branches at once (lookahead decoding's window
+  // and candidates). The new tokens' keys sit at context indices start_pos +
+  // i whatever their positions; each new token attends to the whole cached
+  // context plus the new tokens its mask row names. Empty = the causal pass.
+  //   positions[i]: the position token i is embedded at (wpe); may repeat.
+  //   mask[i * n + j] (n = tokens.size()): 1 if token i attends to new token
+  //   j. Lower triangular with a full diagonal (j <= i, mask[i * n + i] = 1):
+  //   a token attends to itself and to tokens fed before it.
+  std::vector<int> positions;
+  std::vector<uint8_t> mask;
+  bool masked() const { return !mask.empty(); }
+  int position(int i) const { return positions.empty() ? start_pos + i : positions[i]; }
   int context() const { return start_pos + static_cast<int>(tokens.size()); }
 };
+
+// One KV row moved inside the pools, every layer, K and V: what keeps a
+// lookahead pass's accepted rows and lets the rest be truncated.
+struct SlotMove {
+  int src_slot = 0;
+  int dst_slot = 0;
+};
+
+// Throws ts::Error naming the first problem of an entry's positions or mask
+// (sizes, a position outside [0, n_ctx), a mask that is not lower triangular
+// with a full diagonal). Empty ones are the causal pass and always pass.
+void check_pass_layout(const BatchEntry& entry, int n_ctx);
 
 struct ForwardOptions {
   bool record_attention = false;
@@ -116,6 +140,9 @@ class Backend {
   // and contents as they were.
   virtual void init_cache(const KvCacheShape& shape) = 0;
   virtual void copy_blocks(const std::vector<BlockCopy>& copies) = 0;
+  // Copies each move's source row to its destination, in order (a move may
+  // read a row an earlier move wrote). Slots must lie inside the pools.
+  virtual void move_slots(const std::vector<SlotMove>& moves) = 0;
   virtual void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
                        std::vector<EntryOutput>& outputs) = 0;
 };

@@ -20,6 +20,31 @@ KvCacheShape make_shape(const ModelConfig& cfg, int cache_tokens, int block_size
 
 }  // namespace
 
+void check_pass_layout(const BatchEntry& b, int n_ctx) {
+  const size_t n = b.tokens.size();
+  if (!b.positions.empty()) {
+    if (b.positions.size() != n)
+      throw Error("forward: " + std::to_string(b.positions.size()) + " positions for " +
+                  std::to_string(n) + " new tokens");
+    for (int p : b.positions)
+      if (p < 0 || p >= n_ctx)
+        throw Error("forward: position " + std::to_string(p) + " outside the model's context (0.." +
+                    std::to_string(n_ctx - 1) + ")");
+  }
+  if (b.mask.empty()) return;
+  if (b.mask.size() != n * n)
+    throw Error("forward: a pass mask needs " + std::to_string(n) + " x " + std::to_string(n) +
+                " entries, got " + std::to_string(b.mask.size()));
+  for (size_t i = 0; i < n; ++i) {
+    if (!b.mask[i * n + i])
+      throw Error("forward: pass mask row " + std::to_string(i) + " does not attend to itself");
+    for (size_t j = i + 1; j < n; ++j)
+      if (b.mask[i * n + j])
+        throw Error("forward: pass mask row " + std::to_string(i) + " attends to a later token (" +
+                    std::to_string(j) + ")");
+  }
+}
+
 Engine::Engine(std::shared_ptr<const ModelWeights> weights, std::unique_ptr<Backend> backend,
                int cache_tokens, int block_size)
     : weights_(std::move(weights)),
@@ -49,6 +74,13 @@ ForwardResult Engine::forward(const std::vector<ForwardRequest>& requests,
   for (size_t i = 0; i < requests.size(); ++i)
     for (size_t j = i + 1; j < requests.size(); ++j)
       if (requests[i].seq == requests[j].seq) throw Error("forward: sequence given twice");
+  for (const ForwardRequest& r : requests) {  // before any slot is taken
+    BatchEntry probe;
+    probe.tokens = r.tokens;
+    probe.positions = r.positions;
+    probe.mask = r.mask;
+    check_pass_layout(probe, cfg.n_ctx);
+  }
 
   ForwardResult result;
   std::vector<BatchEntry> batch(requests.size());
@@ -60,6 +92,8 @@ ForwardResult Engine::forward(const std::vector<ForwardRequest>& requests,
       BatchEntry& b = batch[reserved];
       b.seq = r.seq;
       b.tokens = r.tokens;
+      b.positions = r.positions;
+      b.mask = r.mask;
       b.start_pos = cache_.length(r.seq);
       result.plans.push_back(cache_.append(r.seq, static_cast<int>(r.tokens.size())));
       ++reserved;
@@ -119,6 +153,27 @@ ForwardResult Engine::forward_uncached(const std::vector<int>& context,
     layer = std::move(row);
   }
   return r;
+}
+
+void Engine::keep_rows(SeqId seq, int start_pos, const std::vector<int>& kept) {
+  const int length = cache_.length(seq);
+  const int fed = length - start_pos;
+  if (start_pos < 0 || fed < 0) throw Error("keep_rows: start beyond the sequence");
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (kept[i] < 0 || kept[i] >= fed || (i > 0 && kept[i] <= kept[i - 1]))
+      throw Error("keep_rows: kept rows must increase and lie inside the pass");
+  }
+  // Each kept row moves down (kept[i] >= i), in increasing order: a move
+  // never overwrites a row a later move still reads.
+  const std::vector<int>& table = cache_.block_table(seq);
+  const int bs = cache_.shape().block_size;
+  const auto slot = [&](int index) { return table[index / bs] * bs + index % bs; };
+  std::vector<SlotMove> moves;
+  for (size_t i = 0; i < kept.size(); ++i)
+    if (kept[i] != static_cast<int>(i))
+      moves.push_back({slot(start_pos + kept[i]), slot(start_pos + static_cast<int>(i))});
+  backend_->move_slots(moves);
+  cache_.truncate(seq, start_pos + static_cast<int>(kept.size()));
 }
 
 }  // namespace ts

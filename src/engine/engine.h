@@ -6,6 +6,7 @@
 // refused step leaves every sequence exactly as it was.
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend.h"
@@ -16,8 +17,13 @@
 namespace ts {
 
 struct ForwardRequest {
+  ForwardRequest() = default;
+  ForwardRequest(SeqId s, std::vector<int> t) : seq(s), tokens(std::move(t)) {}
   SeqId seq = -1;
   std::vector<int> tokens;
+  // A multi-branch pass (BatchEntry::positions / mask): empty = causal.
+  std::vector<int> positions;
+  std::vector<uint8_t> mask;
 };
 
 struct ForwardResult {
@@ -54,6 +60,13 @@ class Engine {
   // are the whole recomputation's.
   // The session's cache-off steps and the cache on/off comparison use it.
   ForwardResult forward_uncached(const std::vector<int>& context, const ForwardOptions& options);
+
+  // After a multi-branch pass on seq that started at start_pos: keeps the
+  // new tokens at indices `kept` (increasing) as the tokens right after
+  // start_pos, moving their K/V rows into place, and truncates the rest.
+  // kept = {0, 1, ..., k-1} is a plain truncation. Throws ts::Error and
+  // changes nothing for indices out of order or beyond the sequence.
+  void keep_rows(SeqId seq, int start_pos, const std::vector<int>& kept);
 
  private:
   std::shared_ptr<const ModelWeights> weights_;

@@ -994,6 +994,16 @@ TEST(CudaBackend, OutOfMemoryIsAClearMessage) {
 
 // A KV cache the device refuses leaves the old one intact: its pools and
 // contents (the decode after the refusal gives the bits it gave before).
+// The three-token prompt of a fresh cache, in block 0.
+BatchEntry prompt_entry() {
+  BatchEntry e;
+  e.seq = 0;
+  e.tokens = {5, 17, 42};
+  e.slots = {0, 1, 2};
+  e.block_table = {0};
+  return e;
+}
+
 TEST(CudaBackend, RefusedInitCacheKeepsTheOldCache) {
   TS_REQUIRE_CUDA();
   auto w = tiny_weights();
@@ -1002,8 +1012,11 @@ TEST(CudaBackend, RefusedInitCacheKeepsTheOldCache) {
   backend->init_cache(shape);
   const int64_t reserved = backend->memory().kv_reserved_bytes;
   std::vector<EntryOutput> out, expected, again;
-  backend->forward({BatchEntry{0, {5, 17, 42}, 0, {0, 1, 2}, {0}}}, {}, out);
-  const BatchEntry next{0, {7}, 3, {3}, {0}};
+  backend->forward({prompt_entry()}, {}, out);
+  BatchEntry next = prompt_entry();
+  next.tokens = {7};
+  next.start_pos = 3;
+  next.slots = {3};
   backend->forward({next}, {}, expected);
   KvCacheShape huge = shape;
   huge.num_blocks = 1 << 30;  // terabytes

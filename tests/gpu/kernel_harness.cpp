@@ -145,7 +145,9 @@ AttentionResult paged_attention(const std::vector<BatchEntry>& batch, const std:
   ap.probs = want_probs ? probs.get() : nullptr;
   ap.row_entry = m + plan.at.row_entry;
   ap.row_local = m + plan.at.row_local;
-  ap.row_pos = m + plan.at.positions;
+  ap.row_key = m + plan.at.row_key;
+  ap.row_mask = m + plan.at.row_mask;
+  ap.masks = m + plan.at.masks;
   ap.entry_context = m + plan.at.entry_context;
   ap.entry_rows = m + plan.at.entry_rows;
   ap.entry_bt_offset = m + plan.at.entry_bt_offset;

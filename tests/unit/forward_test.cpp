@@ -257,10 +257,17 @@ TEST(Forward, RefusedInitCacheKeepsTheOldCache) {
   const KvCacheShape shape = test::cache_shape(cfg, 8);
   cpu->init_cache(shape);
   const BackendMemory before = cpu->memory();
-  BatchEntry prompt{0, {5, 17, 42}, 0, {0, 1, 2}, {0}};
+  BatchEntry prompt;
+  prompt.seq = 0;
+  prompt.tokens = {5, 17, 42};
+  prompt.slots = {0, 1, 2};
+  prompt.block_table = {0};
   std::vector<EntryOutput> out;
   cpu->forward({prompt}, {}, out);
-  const BatchEntry next{0, {7}, 3, {3}, {0}};
+  BatchEntry next = prompt;
+  next.tokens = {7};
+  next.start_pos = 3;
+  next.slots = {3};
   std::vector<EntryOutput> expected;
   cpu->forward({next}, {}, expected);
 

@@ -27,6 +27,7 @@ class WrappedBackend : public Backend {
   }
   void init_cache(const KvCacheShape& shape) override { inner_->init_cache(shape); }
   void copy_blocks(const std::vector<BlockCopy>& copies) override { inner_->copy_blocks(copies); }
+  void move_slots(const std::vector<SlotMove>& moves) override { inner_->move_slots(moves); }
   void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
                std::vector<EntryOutput>& outputs) override {
     inner_->forward(batch, options, outputs);

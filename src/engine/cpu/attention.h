@@ -5,6 +5,10 @@
 //     p_j = softmax_j(q_h . k_h[j] / sqrt(head_dim))  over keys j = 0..pos
 //     out_h[r] = sum_j p_j v_h[j]
 // Key j of an entry lives at pool slot context_slots[j] (from its block table).
+// With a pass mask (a multi-branch pass), row r sees the cached keys
+// 0..start_pos-1 and the new keys start_pos + j with mask[r * rows + j] set,
+// in increasing order: the same sums, in the same order, as running the row's
+// branch alone (bit for bit).
 namespace ts::cpu {
 
 struct AttentionArgs {
@@ -20,6 +24,7 @@ struct AttentionArgs {
   float* out = nullptr;    // [rows][n_head*head_dim]
   float* probs = nullptr;  // optional [n_head][rows][context], 0 beyond the causal limit
   int context = 0;         // start_pos + rows
+  const unsigned char* mask = nullptr;  // optional [rows][rows]; null = causal
 };
 
 // Computes one (head range, row range) piece of one entry; the backend

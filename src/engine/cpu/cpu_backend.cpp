@@ -102,6 +102,7 @@ class CpuBackend final : public Backend {
   double measure_bandwidth(int cpu_threads) const override;
   void init_cache(const KvCacheShape& shape) override;
   void copy_blocks(const std::vector<BlockCopy>& copies) override;
+  void move_slots(const std::vector<SlotMove>& moves) override;
   void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
                std::vector<EntryOutput>& outputs) override;
 
@@ -192,7 +193,7 @@ BatchRows CpuBackend::lay_out(const std::vector<BatchEntry>& batch) const {
     in.row_begin[e + 1] = in.row_begin[e] + static_cast<int>(b.tokens.size());
     for (size_t i = 0; i < b.tokens.size(); ++i) {
       in.tokens.push_back(b.tokens[i]);
-      in.positions.push_back(b.start_pos + static_cast<int>(i));
+      in.positions.push_back(b.position(static_cast<int>(i)));
       in.slots.push_back(b.slots[i]);
     }
     std::vector<int>& slots = in.context_slots[e];
@@ -247,6 +248,7 @@ void CpuBackend::attention(int layer, const std::vector<BatchEntry>& batch, cons
     args.out = a.attn.data() + row0 * c;
     args.probs = record ? outputs[p.entry].attention[layer].data() : nullptr;
     args.context = b.context();
+    args.mask = b.masked() ? b.mask.data() : nullptr;
     cpu::attention(args, p.h0, p.h1, p.r0, p.r1);
   });
 }
@@ -346,6 +348,21 @@ void CpuBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
       std::memcpy(v_pool_[l].data() + dst, v_pool_[l].data() + src, n * sizeof(float));
     }
   }
+}
+
+void CpuBackend::move_slots(const std::vector<SlotMove>& moves) {
+  const size_t c = weights_->config.n_embd;
+  const long long slots = static_cast<long long>(shape_.num_blocks) * shape_.block_size;
+  for (const SlotMove& m : moves)
+    if (m.src_slot < 0 || m.dst_slot < 0 || m.src_slot >= slots || m.dst_slot >= slots)
+      throw Error("move_slots: slot outside the KV pool");
+  for (const SlotMove& m : moves)
+    for (size_t l = 0; l < k_pool_.size(); ++l) {
+      std::memmove(k_pool_[l].data() + m.dst_slot * c, k_pool_[l].data() + m.src_slot * c,
+                   c * sizeof(float));
+      std::memmove(v_pool_[l].data() + m.dst_slot * c, v_pool_[l].data() + m.src_slot * c,
+                   c * sizeof(float));
+    }
 }
 
 BackendMemory CpuBackend::memory() const {

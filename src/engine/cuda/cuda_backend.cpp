@@ -113,6 +113,9 @@ class CudaBackend final : public Backend {
   double measure_bandwidth(int cpu_threads) const override;
   void init_cache(const KvCacheShape& shape) override;
   void copy_blocks(const std::vector<BlockCopy>& copies) override;
+  void move_slots(const std::vector<SlotMove>& moves) override;
+  template <typename Item, typename Ranges>
+  void copy_in_pools(const std::vector<Item>& items, Ranges ranges_of, const char* what);
   void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
                std::vector<EntryOutput>& outputs) override;
 
@@ -374,20 +377,32 @@ void CudaBackend::init_cache(const KvCacheShape& shape) {
   pool_layer_stride_ = layer_stride;
 }
 
-void CudaBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
-  if (copies.empty()) return;
+// Every copy is checked (by the range functions, which throw) before any is
+// queued; they run in order on one stream, so a copy may read what an
+// earlier one wrote.
+template <typename Item, typename Ranges>
+void CudaBackend::copy_in_pools(const std::vector<Item>& items, Ranges ranges_of,
+                                const char* what) {
+  if (items.empty()) return;
   check(cudaSetDevice(device_), "cudaSetDevice");
-  // Every copy is checked before any is queued.
   std::vector<cuda_detail::PoolCopy> ranges;
-  for (const BlockCopy& cp : copies) {
-    const auto r = cuda_detail::block_copy_ranges(cp, shape_, cfg_.n_embd);
+  for (const Item& item : items) {
+    const auto r = ranges_of(item, shape_, cfg_.n_embd);
     ranges.insert(ranges.end(), r.begin(), r.end());
   }
   for (const cuda_detail::PoolCopy& r : ranges)
     check(cudaMemcpyAsync(pools_.get() + r.dst, pools_.get() + r.src, r.count * sizeof(float),
                           cudaMemcpyDeviceToDevice, stream_),
-          "copying a KV block (copy-on-write)");
-  if (sync_) check(cudaStreamSynchronize(stream_), "copying a KV block (copy-on-write)");
+          what);
+  if (sync_) check(cudaStreamSynchronize(stream_), what);
+}
+
+void CudaBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
+  copy_in_pools(copies, cuda_detail::block_copy_ranges, "copying a KV block (copy-on-write)");
+}
+
+void CudaBackend::move_slots(const std::vector<SlotMove>& moves) {
+  copy_in_pools(moves, cuda_detail::slot_move_ranges, "moving a KV row");
 }
 
 ResultsLayout CudaBackend::ensure_buffers(const ForwardPlan& plan, int recorded_layers,
@@ -513,7 +528,9 @@ kernels::AttentionParams CudaBackend::attention_params(const LaunchShape& s) con
   ap.out = attn_.get();
   ap.row_entry = meta(at.row_entry);
   ap.row_local = meta(at.row_local);
-  ap.row_pos = meta(at.positions);
+  ap.row_key = meta(at.row_key);
+  ap.row_mask = meta(at.row_mask);
+  ap.masks = meta(at.masks);
   ap.entry_context = meta(at.entry_context);
   ap.entry_rows = meta(at.entry_rows);
   ap.entry_bt_offset = meta(at.entry_bt_offset);

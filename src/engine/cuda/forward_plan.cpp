@@ -42,6 +42,11 @@ ForwardPlan make_forward_plan(const std::vector<BatchEntry>& batch, const PlanOp
     const int n = static_cast<int>(b.tokens.size());
     if (n == 0) fail(e, "no new tokens");
     if (b.start_pos < 0) fail(e, "negative start position");
+    try {
+      check_pass_layout(b, o.n_ctx > 0 ? o.n_ctx : INT_MAX);
+    } catch (const Error& err) {
+      fail(e, err.what());
+    }
     if (static_cast<int>(b.slots.size()) != n) fail(e, "one KV slot per new token is required");
     const long long ctx = static_cast<long long>(b.start_pos) + n;
     if (o.n_ctx > 0 && ctx > o.n_ctx)
@@ -88,7 +93,7 @@ ForwardPlan make_forward_plan(const std::vector<BatchEntry>& batch, const PlanOp
   std::vector<int> row_list, tile_row0, tile_rows;
   for (int e = 0; e < p.entries; ++e) {
     const int n = p.row_begin[e + 1] - p.row_begin[e];
-    if (o.tile_size > 0 && n >= o.tile_min_rows) {
+    if (o.tile_size > 0 && n >= o.tile_min_rows && !batch[e].masked()) {
       for (int r = 0; r < n; r += o.tile_size) {
         tile_row0.push_back(p.row_begin[e] + r);
         tile_rows.push_back(std::min(o.tile_size, n - r));
@@ -124,6 +129,8 @@ ForwardPlan make_forward_plan(const std::vector<BatchEntry>& batch, const PlanOp
   reserve(at.slots, p.rows);
   reserve(at.row_entry, p.rows);
   reserve(at.row_local, p.rows);
+  reserve(at.row_key, p.rows);
+  reserve(at.row_mask, p.rows);
   reserve(at.entry_context, p.entries);
   reserve(at.entry_rows, p.entries);
   reserve(at.entry_bt_offset, p.entries);
@@ -134,21 +141,29 @@ ForwardPlan make_forward_plan(const std::vector<BatchEntry>& batch, const PlanOp
   reserve(at.row_list, p.row_list_size);
   reserve(at.tile_row0, p.tiles);
   reserve(at.tile_rows, p.tiles);
+  long long mask_ints = 0;
+  for (const BatchEntry& b : batch) mask_ints += static_cast<long long>(b.mask.size());
+  if (mask_ints > INT_MAX / 2) throw Error("cuda forward: pass masks too large");
+  reserve(at.masks, mask_ints);
   reserve(at.block_tables, total_blocks);
   p.packed.assign(size, 0);
   int* m = p.packed.data();
-  int bt = 0, lr = 0;
+  int bt = 0, lr = 0, mk = 0;
   for (int e = 0; e < p.entries; ++e) {
     const BatchEntry& b = batch[e];
     const int n = static_cast<int>(b.tokens.size());
     for (int i = 0; i < n; ++i) {
       const int r = p.row_begin[e] + i;
       m[at.tokens + r] = b.tokens[i];
-      m[at.positions + r] = b.start_pos + i;
+      m[at.positions + r] = b.position(i);
       m[at.slots + r] = b.slots[i];
       m[at.row_entry + r] = e;
       m[at.row_local + r] = i;
+      m[at.row_key + r] = b.start_pos + i;
+      m[at.row_mask + r] = b.masked() ? mk + i * n : -1;
     }
+    for (size_t i = 0; i < b.mask.size(); ++i) m[at.masks + mk + static_cast<int>(i)] = b.mask[i];
+    mk += static_cast<int>(b.mask.size());
     m[at.entry_context + e] = p.context[e];
     m[at.entry_rows + e] = n;
     m[at.entry_bt_offset + e] = bt;
@@ -181,6 +196,20 @@ std::vector<PoolCopy> block_copy_ranges(const BlockCopy& copy, const KvCacheShap
   for (size_t p = 0; p < static_cast<size_t>(2) * shape.n_layer; ++p)
     out.push_back({p * pool + copy.dst_block * bs * c, p * pool + copy.src_block * bs * c,
                    static_cast<size_t>(copy.num_slots) * c});
+  return out;
+}
+
+std::vector<PoolCopy> slot_move_ranges(const SlotMove& move, const KvCacheShape& shape,
+                                       int n_embd) {
+  const long long slots = static_cast<long long>(shape.num_blocks) * shape.block_size;
+  if (move.src_slot < 0 || move.dst_slot < 0 || move.src_slot >= slots || move.dst_slot >= slots)
+    throw Error("cuda move_slots: slot outside the KV pool");
+  const size_t c = static_cast<size_t>(n_embd);
+  const size_t pool = static_cast<size_t>(slots) * c;  // one K or V pool
+  std::vector<PoolCopy> out;
+  out.reserve(static_cast<size_t>(2) * shape.n_layer);
+  for (size_t p = 0; p < static_cast<size_t>(2) * shape.n_layer; ++p)
+    out.push_back({p * pool + move.dst_slot * c, p * pool + move.src_slot * c, c});
   return out;
 }
 

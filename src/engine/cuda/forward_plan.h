@@ -29,10 +29,11 @@ struct PlanOptions {
 };
 
 struct MetaOffsets {
-  int tokens = 0, positions = 0, slots = 0, row_entry = 0, row_local = 0;
+  int tokens = 0, positions = 0, slots = 0, row_entry = 0, row_local = 0, row_key = 0, row_mask = 0;
   int entry_context = 0, entry_rows = 0, entry_bt_offset = 0, entry_probs_offset = 0,
       entry_probs_stride = 0;
   int logit_rows = 0, last_rows = 0, row_list = 0, tile_row0 = 0, tile_rows = 0;
+  int masks = 0;  // the masked entries' [rows][rows] masks (none: empty)
   int block_tables = 0;
 };
 
@@ -84,6 +85,10 @@ struct PoolCopy {
 // [layer][K|V][slot][n_embd]. Throws when the block lies outside the pool.
 std::vector<PoolCopy> block_copy_ranges(const BlockCopy& copy, const KvCacheShape& shape,
                                         int n_embd);
+
+// The copies that move one KV row (a slot) in every layer's K and V pool.
+// Throws when either slot lies outside the pool.
+std::vector<PoolCopy> slot_move_ranges(const SlotMove& move, const KvCacheShape& shape, int n_embd);
 
 // The pinned staging buffer grows to the largest step's results; after a
 // step that needed far less it is given back (and reserved again at the new
