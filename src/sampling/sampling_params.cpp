@@ -134,6 +134,67 @@ bool dola_more_layers(std::string_view item, const std::string& previous_key, Sa
   return true;
 }
 
+// lookahead[=W[,N[,G]]] and prompt_lookup[=K[,M]]: the first number after
+// '=', then bare numbers continue the list. Returns false for other keys.
+bool parse_draft_free_item(const std::string& key, std::string_view value, SamplingParams& p) {
+  if (key == "lookahead") {
+    p.lookahead_on = true;
+    if (!value.empty())
+      p.lookahead.window = parse_int<int>(key, value, "W,N,G: window, n-gram size, candidates");
+    return true;
+  }
+  if (key == "prompt_lookup") {
+    p.prompt_lookup_on = true;
+    if (!value.empty())
+      p.prompt_lookup.tokens = parse_int<int>(key, value, "K,M: draft tokens, n-gram size");
+    return true;
+  }
+  return false;
+}
+
+// A bare number right after lookahead=W or prompt_lookup=K: the next field
+// of its list (*index counts the numbers given so far).
+bool draft_free_more(std::string_view item, const std::string& previous_key, int* index,
+                     SamplingParams& p) {
+  if (previous_key != "lookahead" && previous_key != "prompt_lookup") return false;
+  if (item.empty() || item.find_first_not_of("0123456789") != std::string_view::npos) return false;
+  const int fields = previous_key == "lookahead" ? 3 : 2;
+  if (*index == 0)
+    throw Error("strategy: " + previous_key + "'s numbers follow '=' (" + previous_key +
+                (fields == 3 ? "=W,N,G)" : "=K,M)"));
+  if (*index >= fields)
+    throw Error("strategy: " + previous_key + " takes at most " + std::to_string(fields) +
+                " numbers (" + (fields == 3 ? "W,N,G" : "K,M") + ")");
+  const int v = parse_int<int>(previous_key, item, "a whole number");
+  if (previous_key == "lookahead")
+    (*index == 1 ? p.lookahead.ngram : p.lookahead.verify) = v;
+  else
+    p.prompt_lookup.max_ngram = v;
+  ++*index;
+  return true;
+}
+
+void validate_draft_free(const SamplingParams& p) {
+  if (p.lookahead_on) validate(p.lookahead);
+  if (p.prompt_lookup_on) validate(p.prompt_lookup);
+  if (!p.draft_free()) return;
+  const char* name = p.lookahead_on ? "lookahead" : "prompt_lookup";
+  if (p.lookahead_on && p.prompt_lookup_on)
+    throw Error("lookahead cannot be combined with prompt_lookup");
+  if (p.beam_search()) throw Error(std::string(name) + " cannot be combined with beams");
+  if (p.contrastive()) throw Error(std::string(name) + " cannot be combined with contrastive");
+  if (p.speculative()) throw Error(std::string(name) + " cannot be combined with spec");
+  if (p.dola()) throw Error(std::string(name) + " cannot be combined with dola");
+}
+
+std::string format_draft_free(const SamplingParams& p, const char* sep, bool words) {
+  if (p.lookahead_on)
+    return std::string(words ? "lookahead " : "lookahead=") + std::to_string(p.lookahead.window) +
+           sep + std::to_string(p.lookahead.ngram) + sep + std::to_string(p.lookahead.verify);
+  return std::string(words ? "prompt lookup " : "prompt_lookup=") +
+         std::to_string(p.prompt_lookup.tokens) + sep + std::to_string(p.prompt_lookup.max_ngram);
+}
+
 // What DoLa cannot be combined with (its contrast replaces the logits of
 // one sequence; beams and contrastive search choose otherwise).
 void validate_dola(const SamplingParams& p) {
@@ -235,6 +296,7 @@ void SamplingParams::validate() const {
   validate_contrastive(*this);
   validate_spec(*this);
   validate_dola(*this);
+  validate_draft_free(*this);
 }
 
 SamplingParams parse_strategy(std::string_view text) {
@@ -246,7 +308,8 @@ SamplingParams parse_strategy(std::string_view text) {
   std::string sampling_item;  // first item that asked for sampling, for the error message
   std::string beam_key;       // first beam-only item, for the error message
   std::vector<std::string> seen;
-  std::string previous_key;  // for DoLa's layer list
+  std::string previous_key;  // for DoLa's layer list and lookahead's numbers
+  int list_index = 0;        // numbers given so far in lookahead's / prompt_lookup's list
   size_t pos = 0;
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
@@ -255,6 +318,7 @@ SamplingParams parse_strategy(std::string_view text) {
     pos = comma + 1;
     if (item.empty()) throw Error("strategy: empty item in \"" + std::string(text) + "\"");
     if (dola_more_layers(item, previous_key, p)) continue;
+    if (draft_free_more(item, previous_key, &list_index, p)) continue;
 
     size_t eq = item.find('=');
     std::string key(trim(item.substr(0, eq)));
@@ -265,6 +329,7 @@ SamplingParams parse_strategy(std::string_view text) {
     }
     seen.push_back(key);
     previous_key = key;
+    list_index = eq == std::string_view::npos ? 0 : 1;
 
     if (eq == std::string_view::npos) {
       if (key == "greedy") {
@@ -272,6 +337,7 @@ SamplingParams parse_strategy(std::string_view text) {
       } else if (key == "sample") {
         p.do_sample = true;
         if (sampling_item.empty()) sampling_item = key;
+      } else if (parse_draft_free_item(key, value, p)) {
       } else if (key == "temperature" || key == "top_k" || key == "top_p" || key == "min_p" ||
                  key == "repetition_penalty" || key == "seed" || key == "beams" ||
                  key == "length_penalty" || key == "early_stopping" || key == "contrastive" ||
@@ -281,10 +347,11 @@ SamplingParams parse_strategy(std::string_view text) {
         throw Error("strategy: unknown item '" + key +
                     "' (expected greedy, sample, temperature=, top_k=, top_p=, min_p=, "
                     "repetition_penalty=, seed=, beams=, length_penalty=, early_stopping=, "
-                    "contrastive=, alpha=, spec=, dola=)");
+                    "contrastive=, alpha=, spec=, dola=, lookahead, prompt_lookup)");
       }
       continue;
     }
+    if (parse_draft_free_item(key, value, p)) continue;
     if (parse_contrastive_item(key, value, p)) continue;
     if (parse_spec_item(key, value, p)) continue;
     if (parse_dola_item(key, value, p)) continue;
@@ -312,7 +379,8 @@ SamplingParams parse_strategy(std::string_view text) {
     } else {
       throw Error("strategy: unknown key '" + key +
                   "' (expected temperature, top_k, top_p, min_p, repetition_penalty, seed, "
-                  "beams, length_penalty, early_stopping, contrastive, alpha, spec, dola)");
+                  "beams, length_penalty, early_stopping, contrastive, alpha, spec, dola, "
+                  "lookahead, prompt_lookup)");
     }
     if (key == "length_penalty" || key == "early_stopping") {
       if (beam_key.empty()) beam_key = key;
@@ -348,6 +416,7 @@ std::string format_strategy(const SamplingParams& p) {
   };
   // A speculative lane: spec=N first, then its warping ("spec=4" alone is greedy).
   if (p.speculative()) add(format_spec(p));
+  if (p.draft_free()) add(format_draft_free(p, ",", false));
   if (p.beam_search()) {
     add("beams=" + std::to_string(p.num_beams));
     if (p.length_penalty != 1.0f) add("length_penalty=" + num(p.length_penalty));
@@ -358,7 +427,7 @@ std::string format_strategy(const SamplingParams& p) {
   } else if (!p.do_sample) {
     if (p.dola())
       add(format_dola(p));
-    else if (!p.speculative())
+    else if (!p.speculative() && !p.draft_free())
       add("greedy");
   } else {
     if (p.dola()) add(format_dola(p));
@@ -381,6 +450,7 @@ std::string describe(const SamplingParams& p) {
   if (p.speculative())
     parts.push_back(p.spec_gamma == kSpecGammaAuto ? std::string("spec auto")
                                                    : "spec " + std::to_string(p.spec_gamma));
+  if (p.draft_free()) parts.push_back(format_draft_free(p, ",", true));
   if (p.beam_search()) {
     parts.push_back("beams " + std::to_string(p.num_beams));
     if (p.length_penalty != 1.0f) parts.push_back("lp " + num(p.length_penalty));

@@ -9,6 +9,7 @@
 
 #include "sampling/beam_search.h"
 #include "sampling/dola.h"
+#include "sampling/lookahead.h"
 
 namespace ts {
 
@@ -47,6 +48,15 @@ struct SamplingParams {
   // Whether the layers exist is checked against the model (session).
   DolaMode dola_mode = DolaMode::kOff;
   std::vector<int> dola_layers;  // kLayers only, in the order given
+  // Lookahead decoding (lookahead=W,N,G) and prompt lookup decoding
+  // (prompt_lookup=K,M): no draft model; a pass may commit several tokens,
+  // each exactly as the lane's greedy or sampled choice would be
+  // (sampling/lookahead.h). They combine with greedy, sampling and the
+  // repetition penalty, not with beams, contrastive, spec or dola.
+  bool lookahead_on = false;
+  LookaheadConfig lookahead;
+  bool prompt_lookup_on = false;
+  PromptLookupConfig prompt_lookup;
 
   // Throws ts::Error naming the parameter when a value is out of range.
   void validate() const;
@@ -55,6 +65,9 @@ struct SamplingParams {
   bool contrastive() const { return contrastive_k > 0; }
   bool speculative() const { return spec_gamma != 0; }
   bool dola() const { return dola_mode != DolaMode::kOff; }
+  bool draft_free() const {
+    return lookahead_on || prompt_lookup_on;
+  }  // lookahead or prompt lookup
 
   bool operator==(const SamplingParams&) const = default;
 };
@@ -68,8 +81,10 @@ inline constexpr int kSpecGammaAuto = -1;  // spec=auto
 // contrastive (the number of candidates), alpha, spec (1..16 or auto:
 // speculative decoding's draft tokens per round; spec alone is greedy) and dola
 // (low, high or a layer list: "dola=2,4", the bare numbers after dola=
-// continuing its list). Any item except greedy / seed / repetition_penalty
-// turns sampling on. The result is validated. Unknown keys, bad numbers,
+// continuing its list), lookahead (alone for the defaults, or lookahead=W,N,G,
+// the bare numbers continuing it) and prompt_lookup (alone, or
+// prompt_lookup=K,M). Any item except greedy / seed / repetition_penalty /
+// lookahead / prompt_lookup turns sampling on. The result is validated. Unknown keys, bad numbers,
 // duplicates and "greedy" mixed with sampling keys throw ts::Error naming the
 // item.
 SamplingParams parse_strategy(std::string_view text);
@@ -79,7 +94,8 @@ std::string format_strategy(const SamplingParams& params);
 
 // A short human label: "greedy", "greedy · rep 1.3", "top-p 0.9 · T 0.8",
 // "sample · T 0.7 · seed 7", "beams 4 · lp 0.8 · early true",
-// "contrastive 4 · α 0.6", "spec 4 · greedy", "DoLa low", "DoLa 2,4 · top-p 0.9". The seed is
+// "contrastive 4 · α 0.6", "spec 4 · greedy", "DoLa low", "DoLa 2,4 · top-p 0.9",
+// "lookahead 4,3,4 · greedy", "prompt lookup 10,2 · top-p 0.9". The seed is
 // shown when sampling and not 0.
 std::string describe(const SamplingParams& params);
 
