@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "app/window.h"
+#include "app/render/window.h"
 
 namespace ts::app {
 
