@@ -13,10 +13,10 @@
 #include <vector>
 
 #include <imgui.h>
-#include <imgui_stdlib.h>
 #include <stb_image_write.h>
 
 #include "app/app.h"
+#include "app/menus.h"
 #include "app/render/gl.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -126,45 +126,36 @@ void App::run_pending_capture() {
 void App::draw_slides_export_popup() {
   const bool png = slides_choice_ >= kNumExportKinds;
   if (open_slides_popup_) {
-    ImGui::OpenPopup("Export for slides");
-    open_slides_popup_ = false;
     const int step = std::max(0, view_.step);
     slides_path_ = png ? std::string("tokenscope-") +
                              panel_key(static_cast<PanelId>(slides_choice_ - kNumExportKinds)) +
                              "-step" + std::to_string(step) + "@2x.png"
                        : default_export_name(static_cast<ExportKind>(slides_choice_), step);
   }
-  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34, 0), ImGuiCond_Appearing);
-  if (!ImGui::BeginPopupModal("Export for slides", nullptr)) return;
-  if (png)
-    ImGui::TextWrapped(
-        "The %s panel as PNG at twice its size on screen (drawn again at 2x, not magnified).",
-        panel_title(static_cast<PanelId>(slides_choice_ - kNumExportKinds)));
-  else if (slides_choice_ >= 0)
-    ImGui::TextWrapped("%s, from the step on show.",
-                       export_label(static_cast<ExportKind>(slides_choice_)));
-  // Every cell is one rectangle: a long context makes a file slide tools
-  // struggle with (1024 positions: about 66 MB, a few seconds to write).
-  const int n = attention_panel().matrix().n;
-  if (slides_choice_ == static_cast<int>(ExportKind::kAttentionSvg) && n > 256)
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(palette(window_->light_theme()).warning),
-                       "%d x %d cells: about %s of SVG. For a slide, the 2x PNG or a shorter "
-                       "prompt may serve better.",
-                       n, n, format_bytes(static_cast<double>(n) * n * 63.0).c_str());
-  ImGui::SetNextItemWidth(-FLT_MIN);
-  ImGui::InputText("##path", &slides_path_);
-  if (ImGui::Button("Export")) {
-    if (png) {
-      capture_panel_ = slides_choice_ - kNumExportKinds;  // after this frame
-      capture_path_ = slides_path_;
-    } else if (slides_choice_ >= 0) {
-      export_to(static_cast<ExportKind>(slides_choice_), slides_path_);
-    }
-    ImGui::CloseCurrentPopup();
+  const auto explain = [&] {
+    if (png)
+      ImGui::TextWrapped(
+          "The %s panel as PNG at twice its size on screen (drawn again at 2x, not magnified).",
+          panel_title(static_cast<PanelId>(slides_choice_ - kNumExportKinds)));
+    else if (slides_choice_ >= 0)
+      ImGui::TextWrapped("%s, from the step on show.",
+                         export_label(static_cast<ExportKind>(slides_choice_)));
+    // Every cell is one rectangle: a long context makes a file slide tools
+    // struggle with (1024 positions: about 66 MB, a few seconds to write).
+    const int n = attention_panel().matrix().n;
+    if (slides_choice_ == static_cast<int>(ExportKind::kAttentionSvg) && n > 256)
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(palette(window_->light_theme()).warning),
+                         "%d x %d cells: about %s of SVG. For a slide, the 2x PNG or a shorter "
+                         "prompt may serve better.",
+                         n, n, format_bytes(static_cast<double>(n) * n * 63.0).c_str());
+  };
+  if (!path_popup("Export for slides", open_slides_popup_, slides_path_, "Export", explain)) return;
+  if (png) {
+    capture_panel_ = slides_choice_ - kNumExportKinds;  // after this frame
+    capture_path_ = slides_path_;
+  } else if (slides_choice_ >= 0) {
+    export_to(static_cast<ExportKind>(slides_choice_), slides_path_);
   }
-  ImGui::SameLine();
-  if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
-  ImGui::EndPopup();
 }
 
 }  // namespace ts::app
