@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/app.h"
+#include "app/render/gl.h"
 #include "util/error.h"
 
 namespace ts::app {
@@ -60,7 +61,7 @@ std::vector<Sample> measure(App& app, int frames) {
   for (int i = 0; i < frames; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     app.frame();
-    glFinish();  // count the GPU's (here: llvmpipe's) work, not only the submission
+    gl::finish();  // count the GPU's (here: llvmpipe's) work, not only the submission
     const FrameRecord& r = app.last_frame();
     out.push_back(
         {std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),

@@ -52,10 +52,7 @@ App::PanelCapture App::write_panel_png_scaled(PanelId id, const std::string& pat
   // 7680 x 4320).
   int fb_w = 0, fb_h = 0;
   window_->framebuffer_size(fb_w, fb_h);
-  GLint max_tex = 0, max_view[2] = {0, 0};
-  glGetIntegerv(GL_MAX_TEXTURE_SIZE, &max_tex);
-  glGetIntegerv(GL_MAX_VIEWPORT_DIMS, max_view);
-  const int limit = std::min<int>(max_tex, std::min(max_view[0], max_view[1]));
+  const int limit = gl::max_render_side();
   if (fb_w * scale > limit || fb_h * scale > limit)
     throw Error("the window is too large for a " + std::to_string(scale) +
                 "x picture on this GPU (at most " + std::to_string(limit) +

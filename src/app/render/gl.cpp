@@ -1,5 +1,6 @@
 #include "app/render/gl.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -335,6 +336,21 @@ StateGuard::~StateGuard() {
     glEnable(GL_DEPTH_TEST);
   else
     glDisable(GL_DEPTH_TEST);
+}
+
+int max_render_side() {
+  GLint max_tex = 0, max_view[2] = {0, 0};
+  glGetIntegerv(GL_MAX_TEXTURE_SIZE, &max_tex);
+  glGetIntegerv(GL_MAX_VIEWPORT_DIMS, max_view);
+  return std::min<int>(max_tex, std::min(max_view[0], max_view[1]));
+}
+
+void finish() { glFinish(); }
+
+void bind_texture(int unit, const Texture& texture) {
+  glActiveTexture(GL_TEXTURE0 + unit);
+  glBindTexture(GL_TEXTURE_2D, texture.id());
+  glActiveTexture(GL_TEXTURE0);
 }
 
 }  // namespace ts::app::gl

@@ -2,7 +2,8 @@
 // The thin OpenGL layer the panels use (in the spirit of Tracy's TracyTexture):
 // a texture, a shader program, a framebuffer that renders into a texture, and
 // an error counter. Everything is RAII and move-only; every call expects the
-// window's GL 3.3 core context to be current. GL types stay inside src/app/.
+// window's GL 3.3 core context to be current. GL types stay inside src/app/;
+// GL calls stay inside src/app/render/ (the rest of the window calls these).
 #define GL_GLEXT_PROTOTYPES 1
 #include <GL/gl.h>
 #include <GL/glext.h>
@@ -19,6 +20,12 @@ namespace ts::app::gl {
 int check_errors(const char* where);
 int64_t error_count();
 const std::string& last_error_text();
+
+// The largest width or height an off-screen picture may have on this GPU:
+// the smaller of its largest texture and its largest viewport.
+int max_render_side();
+// Waits until the GPU has done everything submitted so far (glFinish).
+void finish();
 
 class Texture {
  public:
@@ -114,6 +121,10 @@ class Framebuffer {
   GLuint fbo_ = 0;
   Texture color_;
 };
+
+// Binds `texture` to texture unit `unit` (a sampler uniform set to `unit`
+// reads it); unit 0 is the active one afterwards.
+void bind_texture(int unit, const Texture& texture);
 
 // An empty vertex array: the shaders in shaders/ generate a full-screen
 // triangle from gl_VertexID, so there is no vertex buffer.

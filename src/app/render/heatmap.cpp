@@ -41,10 +41,8 @@ void HeatmapRenderer::render(const float* values, int cols, int rows, int px,
 
   image.target_.bind();
   program_.use();
-  glActiveTexture(GL_TEXTURE0);
-  glBindTexture(GL_TEXTURE_2D, image.values_.id());
-  glActiveTexture(GL_TEXTURE1);
-  glBindTexture(GL_TEXTURE_2D, luts_[static_cast<int>(style.colormap)].id());
+  gl::bind_texture(0, image.values_);
+  gl::bind_texture(1, luts_[static_cast<int>(style.colormap)]);
   program_.set("u_values", 0);
   program_.set("u_lut", 1);
   program_.set("u_px", px);
@@ -58,7 +56,6 @@ void HeatmapRenderer::render(const float* values, int cols, int rows, int px,
   program_.set("u_mask_a", t.mask_a[0], t.mask_a[1], t.mask_a[2], t.mask_a[3]);
   program_.set("u_mask_b", t.mask_b[0], t.mask_b[1], t.mask_b[2], t.mask_b[3]);
   pass_.draw();
-  glActiveTexture(GL_TEXTURE0);
 
   // Drawn at its own size (large maps were max-pooled above), so plain
   // nearest sampling: one texel per pixel, crisp cells.
