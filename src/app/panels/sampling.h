@@ -43,7 +43,8 @@ class SamplingPanel : public Panel {
   // earlier token and score, a bar pair each, the alpha slider, and the
   // similarity strip of the hovered candidate over the context.
   void draw_contrastive_step(PanelContext& ctx, const LaneStep& record);
-  // The headline and the stage table, leaving `below` pixels for the strip.
+  // The headline and the stage table, leaving `below` pixels for the strip
+  // (these two in sampling_stages.cpp).
   void draw_stages(PanelContext& ctx, float below);
   void draw_strip(PanelContext& ctx);
   void update(PanelContext& ctx);
