@@ -213,23 +213,14 @@ std::string attention_svg(const AttentionSvgInput& in) {
   const double lx = 20 + 110;
   svg.begin_group("id=\"legend\"");
   svg.rect(lx, ly, lw, 14, "url(#scale)", "#8a8c94", 0.5);
-  const std::vector<std::pair<float, const char*>> ticks =
-      in.range.scale == HeatScale::kLog
-          ? std::vector<std::pair<float, const char*>>{{1e-4f, "\u22640.0001"},
-                                                       {1e-3f, "0.001"},
-                                                       {1e-2f, "0.01"},
-                                                       {0.1f, "0.1"},
-                                                       {1.0f, "1"}}
-          : std::vector<std::pair<float, const char*>>{
-                {0.0f, "0"}, {0.25f, "0.25"}, {0.5f, "0.5"}, {0.75f, "0.75"}, {1.0f, "1"}};
   TextStyle tick;
   tick.size = kFont - 3;
   tick.fill = kDim;
   tick.anchor = Anchor::kMiddle;
-  for (const auto& [v, s] : ticks) {
-    const double x = lx + heat_position(v, in.range) * lw;
+  for (const LegendTick& t : legend_ticks(in.range)) {
+    const double x = lx + t.position * lw;
     svg.line(x, ly + 14, x, ly + 19, kDim, 1);
-    svg.text(x, ly + 31, s, tick);
+    svg.text(x, ly + 31, t.label, tick);
   }
   svg.end_group();
   svg.rect(lx + lw + 24, ly, 14, 14, "url(#masked)", "#8a8c94", 0.5);
@@ -497,36 +488,20 @@ std::string kv_blocks_svg(const SessionSnapshot& snap, const StepView& view,
   const KvOccupancy& kv = view.trace ? view.trace->kv_after : snap.kv;
   const bool cache_on = view.trace ? view.trace->kv_cache : snap.kv_cache;
   if (!cache_on) throw Error("the KV cache is off: no blocks to export");
-  std::vector<const SequenceOccupancy*> seqs;
-  for (const SequenceOccupancy& sq : kv.sequences)
-    if (!sq.block_table.empty()) seqs.push_back(&sq);
+  const KvBlockRows block_rows = kv_block_rows(kv);
+  const std::vector<const SequenceOccupancy*>& seqs = block_rows.seqs;
   if (seqs.empty()) throw Error("the KV cache holds nothing yet: run prefill first");
-  std::set<int> written;
-  if (view.trace)
-    for (const LaneStep& ls : view.trace->lanes)
-      written.insert(ls.slots_written.begin(), ls.slots_written.end());
+  const std::set<int> written = written_slots(view);
   const int bs = std::max(1, kv.block_size);
   // The blocks every sequence starts with (the prompt's, after a fork) are
   // drawn once, as the panel draws them.
-  size_t shared = 0;
-  if (seqs.size() > 1) {
-    shared = seqs[0]->block_table.size();
-    for (const SequenceOccupancy* sq : seqs) {
-      size_t i = 0;
-      while (i < shared && i < sq->block_table.size() &&
-             sq->block_table[i] == seqs[0]->block_table[i])
-        ++i;
-      shared = i;
-    }
-  }
+  const size_t shared = block_rows.shared;
   const int slot_cols = bs >= 8 ? (bs + 1) / 2 : bs;
   const int slot_rows = (bs + slot_cols - 1) / slot_cols;
   const double slot = 14, gap = 10, label_h = 14;
   const double block_w = slot_cols * slot + 4, block_h = slot_rows * slot + 4;
   // As wide as the longest row of blocks needs (at most 900 units).
-  size_t most_blocks = shared;
-  for (const SequenceOccupancy* sq : seqs)
-    most_blocks = std::max(most_blocks, sq->block_table.size() - shared);
+  const size_t most_blocks = block_rows.most_blocks;
   const double content_w =
       std::clamp(static_cast<double>(most_blocks) * (block_w + gap), 640.0, 900.0);
   const int per_row = std::max(1, static_cast<int>((content_w + gap) / (block_w + gap)));

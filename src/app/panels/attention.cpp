@@ -445,24 +445,17 @@ void AttentionPanel::draw_legend(PanelContext& ctx, float width) {
   const ImVec2 p = ImGui::GetCursorScreenPos();
   ImGui::Image(legend_.imgui_id(), ImVec2(bar_w, font * 0.9f));
   // Ticks under the bar.
-  const std::vector<std::pair<float, const char*>> ticks =
-      range.scale == HeatScale::kLog
-          ? std::vector<std::pair<float, const char*>>{{1e-4f, "\u22640.0001"},
-                                                       {1e-3f, "0.001"},
-                                                       {1e-2f, "0.01"},
-                                                       {0.1f, "0.1"},
-                                                       {1.0f, "1"}}
-          : std::vector<std::pair<float, const char*>>{
-                {0.0f, "0"}, {0.25f, "0.25"}, {0.5f, "0.5"}, {0.75f, "0.75"}, {1.0f, "1"}};
   float last_end = -1e9f;
-  for (const auto& [v, s] : ticks) {
-    const float x = p.x + heat_position(v, range) * bar_w;
-    const float tw = ImGui::CalcTextSize(s).x;
+  legend_ticks_drawn_.clear();
+  for (const LegendTick& t : legend_ticks(range)) {
+    const float x = p.x + t.position * bar_w;
+    const float tw = ImGui::CalcTextSize(t.label).x;
     const float tx = std::clamp(x - tw * 0.5f, p.x, p.x + bar_w - tw);
     if (tx < last_end + font * 0.4f) continue;
     last_end = tx + tw;
     dl->AddLine(ImVec2(x, p.y + font * 0.9f), ImVec2(x, p.y + font * 1.15f), dim);
-    dl->AddText(ImVec2(tx, p.y + font * 1.15f), dim, s);
+    dl->AddText(ImVec2(tx, p.y + font * 1.15f), dim, t.label);
+    legend_ticks_drawn_.push_back(t);
   }
   ImGui::SameLine(0, font * 0.8f);
   ImGui::Image(mask_swatch_.imgui_id(), ImVec2(font, font));

@@ -35,6 +35,9 @@ class AttentionPanel : public Panel {
   // A speculative round viewed: the caption drawn over the frame of its
   // verify rows (empty otherwise).
   const std::string& verify_caption_text() const { return verify_caption_; }
+  // The ticks the last frame drew under the colour legend (those with room
+  // for their label), each at its position along the legend.
+  const std::vector<LegendTick>& legend_ticks_drawn() const { return legend_ticks_drawn_; }
   // True when every attention row the view needs has arrived.
   bool settled() const { return matrix_.complete && (atlas_.complete || atlas_.layers == 0); }
   // Benchmark: show this matrix instead of the session's; rerender_every_frame
@@ -65,6 +68,7 @@ class AttentionPanel : public Panel {
 
   HeatmapStyle style_;
   HeatmapImage image_, thumbs_, legend_, mask_swatch_;
+  std::vector<LegendTick> legend_ticks_drawn_;
   uint64_t image_key_ = 0, thumbs_key_ = 0, legend_key_ = 0, swatch_key_ = 0;
 
   PanelBox heatmap_box_, new_rows_box_;

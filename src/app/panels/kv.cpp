@@ -18,15 +18,6 @@ const char* const KvCachePanel::kHelp =
 
 namespace {
 
-// Physical slots the viewed step wrote, for every lane.
-std::set<int> written_slots(const StepView& v) {
-  std::set<int> out;
-  if (!v.trace) return out;
-  for (const LaneStep& ls : v.trace->lanes)
-    out.insert(ls.slots_written.begin(), ls.slots_written.end());
-  return out;
-}
-
 std::string plural(int n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
@@ -94,6 +85,7 @@ KvSpecView kv_spec_view(const SessionSnapshot& snap, const StepView& v) {
 void KvCachePanel::draw(PanelContext& ctx) {
   cache_off_text_.clear();
   sequence_labels_.clear();
+  shared_blocks_drawn_ = 0;
   if (!begin_panel(ctx, PanelId::kKvCache)) return;
   if (!ctx.snap) {
     empty_hint(ctx, "No model loaded yet.");
@@ -224,34 +216,21 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const Grid& g) {
   const int bs = std::max(1, kv.block_size);
   const int slot_cols = bs >= 8 ? (bs + 1) / 2 : bs;
   const int slot_rows = (bs + slot_cols - 1) / slot_cols;
-  std::vector<const SequenceOccupancy*> seqs;
-  for (const SequenceOccupancy& sq : kv.sequences)
-    if (!sq.block_table.empty()) seqs.push_back(&sq);
+  const KvBlockRows block_rows = kv_block_rows(kv);
+  const std::vector<const SequenceOccupancy*>& seqs = block_rows.seqs;
   if (seqs.empty()) {
     dim_text_wrapped("No sequences yet: prefill creates the first one.");
     return;
   }
   // The blocks every sequence starts with (the prompt's, after a fork) are
   // drawn once; each sequence then shows only the blocks after them.
-  size_t shared = 0;
-  if (seqs.size() > 1) {
-    shared = seqs[0]->block_table.size();
-    for (const SequenceOccupancy* sq : seqs) {
-      size_t i = 0;
-      while (i < shared && i < sq->block_table.size() &&
-             sq->block_table[i] == seqs[0]->block_table[i])
-        ++i;
-      shared = i;
-    }
-  }
+  const size_t shared = block_rows.shared;
+  if (!g.draft) shared_blocks_drawn_ = shared;
   int shared_tokens = static_cast<int>(shared) * bs;
   for (const SequenceOccupancy* sq : seqs) shared_tokens = std::min(shared_tokens, sq->tokens);
   const int rows_of_blocks = static_cast<int>(seqs.size()) + (shared > 0 ? 1 : 0);
   // Slots as large as the panel allows (up to a generous size for a projector).
-  int most_blocks = static_cast<int>(shared);
-  for (const SequenceOccupancy* sq : seqs)
-    most_blocks = std::max(most_blocks, static_cast<int>(sq->block_table.size() - shared));
-  most_blocks = std::max(most_blocks, 1);
+  const int most_blocks = std::max(static_cast<int>(block_rows.most_blocks), 1);
   const ImVec2 area = ImGui::GetContentRegionAvail();
   float cell = std::max(5.0f, font * 0.55f);
   for (float c = font * 1.4f; c > font * 0.55f; c -= 1.0f) {

@@ -42,6 +42,9 @@ class KvCachePanel : public Panel {
   const std::string& cache_off_text() const { return cache_off_text_; }
   // The name of each sequence the last frame drew a row of blocks for.
   const std::vector<std::string>& sequence_labels() const { return sequence_labels_; }
+  // The blocks of the target model's "shared by all" row as last drawn
+  // (0: no such row).
+  size_t shared_blocks_drawn() const { return shared_blocks_drawn_; }
 
  private:
   struct Grid {
@@ -58,6 +61,7 @@ class KvCachePanel : public Panel {
   int freed_slots_drawn_ = 0;
   std::string cache_off_text_;
   std::vector<std::string> sequence_labels_;
+  size_t shared_blocks_drawn_ = 0;
   std::set<int> drawn_blocks_;  // per grid while drawing
 };
 
