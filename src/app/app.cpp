@@ -2,20 +2,17 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 
 #define GLFW_INCLUDE_NONE
 #include <GLFW/glfw3.h>
 #include <imgui.h>
-#include <imgui_internal.h>
-#include <imgui_stdlib.h>
+#include <imgui_internal.h>  // MarkIniSettingsDirty
 #include <stb_image_write.h>
 
+#include "app/settings.h"
 #include "lesson/lesson.h"
 #include "util/error.h"
 #include "util/paths.h"
@@ -36,83 +33,12 @@ void on_signal(int) { g_stop_requested = true; }
 
 std::filesystem::path font_path() { return find_font(); }
 
-// ---- [TokenScope][Settings] in imgui.ini ----
-
-void* settings_open(ImGuiContext*, ImGuiSettingsHandler* h, const char* name) {
-  return std::strcmp(name, "Settings") == 0 ? h->UserData : nullptr;
-}
-
-void settings_read_line(ImGuiContext*, ImGuiSettingsHandler*, void* entry, const char* line) {
-  Settings& s = *static_cast<Settings*>(entry);
-  int i = 0;
-  float f = 0;
-  char name[64] = {0};
-  if (std::sscanf(line, "Presentation=%d", &i) == 1)
-    s.presentation = i != 0;
-  else if (std::sscanf(line, "LightTheme=%d", &i) == 1)
-    s.light_theme = i != 0;
-  else if (std::sscanf(line, "Colormap=%63s", name) == 1)
-    parse_colormap(name, s.colormap);
-  else if (std::sscanf(line, "LogScale=%d", &i) == 1)
-    s.scale = i ? HeatScale::kLog : HeatScale::kLinear;
-  else if (std::sscanf(line, "Thumbnails=%d", &i) == 1)
-    s.show_thumbnails = i != 0;
-  else if (std::sscanf(line, "LogitView=%d", &i) == 1)
-    s.logit_view = static_cast<LogitView>(std::clamp(i, 0, 2));
-  else if (std::sscanf(line, "TopN=%d", &i) == 1)
-    s.top_n = std::clamp(i, 3, 40);
-  else if (float w = 0, h = 0; std::sscanf(line, "WorkArea=%fx%f", &w, &h) == 2) {
-    s.work_w = w;
-    s.work_h = h;
-  } else if (std::sscanf(line, "RunSpeed=%f", &f) == 1)
-    s.run_speed = std::clamp(f, 0.25f, 20.0f);
-  else if (std::sscanf(line, "Open.%63[^=]=%d", name, &i) == 2) {
-    // One line per panel, by its stable key: the order of panels in the
-    // code does not matter, and a key this build does not know is skipped.
-    PanelId id;
-    if (parse_panel_key(name, id) && static_cast<int>(id) < kNumWindowPanels)
-      s.panel_open(id) = i != 0;
-  } else if (std::sscanf(line, "Open=%63s", name) == 1) {
-    // Earlier versions saved one digit per panel in this order.
-    static constexpr const char* kLegacyOrder[] = {"prompt", "transport", "attention", "kv",
-                                                   "logits", "sampling",  "timeline",  "roofline",
-                                                   "lens",   "cache",     "lanes",     "help"};
-    PanelId id;
-    for (int p = 0; p < 12 && name[p]; ++p)
-      if (parse_panel_key(kLegacyOrder[p], id)) s.panel_open(id) = name[p] == '1';
-  }
-}
-
-void settings_write(ImGuiContext*, ImGuiSettingsHandler* h, ImGuiTextBuffer* buf) {
-  const Settings& s = *static_cast<const Settings*>(h->UserData);
-  buf->appendf("[%s][Settings]\n", h->TypeName);
-  buf->appendf("Presentation=%d\n", s.presentation ? 1 : 0);
-  buf->appendf("LightTheme=%d\n", s.light_theme ? 1 : 0);
-  buf->appendf("Colormap=%s\n", colormap_name(s.colormap));
-  buf->appendf("LogScale=%d\n", s.scale == HeatScale::kLog ? 1 : 0);
-  buf->appendf("Thumbnails=%d\n", s.show_thumbnails ? 1 : 0);
-  buf->appendf("LogitView=%d\n", static_cast<int>(s.logit_view));
-  buf->appendf("TopN=%d\n", s.top_n);
-  buf->appendf("RunSpeed=%.3g\n", s.run_speed);
-  buf->appendf("WorkArea=%.0fx%.0f\n", s.work_w, s.work_h);
-  for (int p = 0; p < kNumWindowPanels; ++p)
-    buf->appendf("Open.%s=%d\n", panel_key(static_cast<PanelId>(p)), s.open[p] ? 1 : 0);
-  buf->append("\n");
-}
-
 // The session explains a refused step at length (every lane's stop reason,
 // which the Step control already lists); the status bar gets one short line.
 std::string short_error(const std::string& e) {
   if (e.rfind("cannot step: finished", 0) == 0)
     return "finished: no step left (Back steps back, Reset starts over)";
   return e;
-}
-
-bool settings_equal(const Settings& a, const Settings& b) {
-  return a.presentation == b.presentation && a.light_theme == b.light_theme &&
-         a.colormap == b.colormap && a.scale == b.scale && a.show_thumbnails == b.show_thumbnails &&
-         a.logit_view == b.logit_view && a.top_n == b.top_n && a.run_speed == b.run_speed &&
-         a.open == b.open && a.work_w == b.work_w && a.work_h == b.work_h;
 }
 
 }  // namespace
@@ -149,7 +75,7 @@ App::App(const AppOptions& options) : options_(options) {
   }
   attention_panel().set_renderer(renderer_.get());
 
-  register_settings_handler();
+  register_settings_handler(state_.settings);
   std::error_code ec;
   const bool have_ini = !ini_path_.empty() && std::filesystem::exists(ini_path_, ec);
   if (have_ini) ImGui::LoadIniSettingsFromDisk(ini_path_.c_str());
@@ -189,17 +115,6 @@ App::~App() {
   if (!ini_path_.empty()) ImGui::SaveIniSettingsToDisk(ini_path_.c_str());
   panels_ = {};  // their GL textures go before the renderer and the context
   renderer_.reset();
-}
-
-void App::register_settings_handler() {
-  ImGuiSettingsHandler h;
-  h.TypeName = "TokenScope";
-  h.TypeHash = ImHashStr("TokenScope");
-  h.ReadOpenFn = settings_open;
-  h.ReadLineFn = settings_read_line;
-  h.WriteAllFn = settings_write;
-  h.UserData = &state_.settings;
-  GImGui->SettingsHandlers.push_back(h);
 }
 
 void App::apply_options_to_state(const AppOptions& o) {
@@ -331,356 +246,6 @@ void App::handle_keys() {
   }
 }
 
-bool App::request_panel_save(PanelId id) {
-  if (!saveable_[static_cast<int>(id)]) return false;
-  save_panel_ = static_cast<int>(id);
-  return true;
-}
-
-void App::draw_menu_bar() {
-  // The panels are drawn after the menu bar: offer those the previous frame drew.
-  for (int i = 0; i < kNumWindowPanels; ++i) saveable_[i] = shown_.drawn[i];
-  if (!ImGui::BeginMainMenuBar()) return;
-  if (ImGui::BeginMenu("File")) {
-    if (ImGui::MenuItem("Load model...", nullptr, false, !ctl_.loading())) open_load_popup_ = true;
-    if (ImGui::MenuItem("Open session...")) open_session_popup_ = true;
-    if (ImGui::MenuItem("Export session as JSON...", nullptr, false, ctl_.analysis() != nullptr))
-      open_export_popup_ = true;
-    if (ImGui::BeginMenu("Save panel as PNG")) {
-      for (int i = 0; i < kNumWindowPanels; ++i)
-        if (ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, false, saveable_[i]) &&
-            request_panel_save(static_cast<PanelId>(i)))
-          save_panel_wait_ = 1;  // this frame still draws the menu over the panel
-      ImGui::EndMenu();
-    }
-    if (ImGui::BeginMenu("Export for slides")) {
-      for (int k = 0; k < kNumExportKinds; ++k)
-        if (ImGui::MenuItem((std::string(export_label(static_cast<ExportKind>(k))) + "...").c_str(),
-                            nullptr, false, view_.step >= 0)) {
-          slides_choice_ = k;
-          open_slides_popup_ = true;
-        }
-      if (ImGui::BeginMenu("Panel as PNG at 2x")) {
-        for (int i = 0; i < kNumWindowPanels; ++i)
-          if (ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, false, saveable_[i])) {
-            slides_choice_ = kNumExportKinds + i;
-            open_slides_popup_ = true;
-          }
-        ImGui::EndMenu();
-      }
-      ImGui::EndMenu();
-    }
-    ImGui::Separator();
-    if (ImGui::MenuItem("Quit")) window_->request_close();
-    ImGui::EndMenu();
-  }
-  if (ImGui::BeginMenu("View")) {
-    for (int i = 0; i < kNumWindowPanels; ++i)
-      ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, &state_.settings.open[i]);
-    ImGui::Separator();
-    ImGui::MenuItem("Presentation mode", "F11", &state_.settings.presentation);
-    ImGui::MenuItem("Light theme", nullptr, &state_.settings.light_theme);
-    if (ImGui::BeginMenu("Layout")) {
-      if (ImGui::MenuItem("Classroom (every panel)")) state_.layout_request = "classroom";
-      if (ImGui::MenuItem("Lesson: attention and the choice")) state_.layout_request = "lesson";
-      if (ImGui::MenuItem("Memory: KV cache and cost")) state_.layout_request = "memory";
-      if (ImGui::MenuItem("Why the KV cache: on vs off and the roofline"))
-        state_.layout_request = "cost";
-      if (ImGui::MenuItem("Inside the layers: attention and the logit lens"))
-        state_.layout_request = "layers";
-      if (ImGui::MenuItem("Compare strategies: lanes and the KV cache"))
-        state_.layout_request = "compare";
-      ImGui::Separator();
-      for (int i = 0; i < kNumWindowPanels; ++i) {
-        const PanelId id = static_cast<PanelId>(i);
-        const std::string label = std::string(panel_title(id)) + " alone";
-        if (ImGui::MenuItem(label.c_str())) state_.layout_request = panel_key(id);
-      }
-      ImGui::EndMenu();
-    }
-    ImGui::EndMenu();
-  }
-  draw_lessons_menu();
-  if (ImGui::BeginMenu("Help")) {
-    if (ImGui::MenuItem("Guide", nullptr, &state_.settings.panel_open(PanelId::kHelp))) {
-    }
-    ImGui::MenuItem("Dear ImGui demo (developers)", nullptr, &state_.show_demo);
-    ImGui::EndMenu();
-  }
-  // Where the model is, always visible.
-  if (snap_) {
-    const std::string where = TransportPanel::where_text(*snap_);
-    const float w = ImGui::CalcTextSize(where.c_str()).x;
-    ImGui::SameLine(std::max(ImGui::GetCursorPosX() + 20, ImGui::GetWindowWidth() - w - 20));
-    ImGui::TextDisabled("%s", where.c_str());
-  }
-  ImGui::EndMainMenuBar();
-}
-
-bool App::start_lesson(const std::filesystem::path& path) {
-  try {
-    lesson_panel().start(lesson::load_lesson(path, lesson_vocabulary()));
-    state_.settings.panel_open(PanelId::kLesson) = true;
-    return true;
-  } catch (const Error& e) {
-    state_.error_text = e.what();  // FILE:LINE: what is wrong; the running lesson stays
-    return false;
-  }
-}
-
-void App::draw_lessons_menu() {
-  if (!ImGui::BeginMenu("Lessons")) return;
-  // Read when the menu opens: a lesson file added or edited since shows at once.
-  const std::filesystem::path dir = find_data("lessons");
-  const auto files = lesson::list_lessons(dir);
-  if (files.empty())
-    ImGui::TextDisabled("no .lesson files in %s", dir.empty() ? "lessons/" : dir.string().c_str());
-  for (const auto& f : files) {
-    std::string label = f.stem().string();
-    std::string problem;
-    try {
-      label = lesson::load_lesson(f, lesson_vocabulary()).title;
-    } catch (const Error& e) {
-      problem = e.what();
-    }
-    if (ImGui::MenuItem(label.c_str())) start_lesson(f);
-    if (!problem.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", problem.c_str());
-  }
-  ImGui::Separator();
-  if (ImGui::MenuItem("Open lesson file...")) open_lesson_popup_ = true;
-  if (ImGui::MenuItem("Leave lesson", nullptr, false, lesson_panel().active()))
-    lesson_panel().leave();
-  ImGui::EndMenu();
-}
-
-void App::draw_open_lesson_popup() {
-  if (open_lesson_popup_) {
-    ImGui::OpenPopup("Open lesson");
-    open_lesson_popup_ = false;
-  }
-  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34, 0), ImGuiCond_Appearing);
-  if (ImGui::BeginPopupModal("Open lesson", nullptr)) {
-    ImGui::TextWrapped("A lesson file (docs/lessons.md describes the format).");
-    ImGui::SetNextItemWidth(-FLT_MIN);
-    ImGui::InputText("##path", &lesson_path_);
-    if (ImGui::Button("Open")) {
-      start_lesson(lesson_path_);
-      ImGui::CloseCurrentPopup();
-    }
-    ImGui::SameLine();
-    if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
-    ImGui::EndPopup();
-  }
-}
-
-void App::draw_load_model_popup() {
-  if (open_load_popup_) {
-    ImGui::OpenPopup("Load model");
-    open_load_popup_ = false;
-    if (load_path_.empty())
-      load_path_ = options_.setup.model.empty() ? default_model_path().string()
-                                                : options_.setup.model.string();
-  }
-  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34, 0), ImGuiCond_Appearing);
-  if (ImGui::BeginPopupModal("Load model", nullptr)) {
-    ImGui::TextWrapped(
-        "A Hugging Face GPT-2 directory (config.json, model.safetensors, vocab.json, merges.txt) "
-        "or an llm.c gpt2_*.bin file. The current model stays until the new one has loaded.");
-    ImGui::SetNextItemWidth(-FLT_MIN);
-    ImGui::InputText("##path", &load_path_);
-    if (ImGui::Button("Load")) {
-      ModelSetupOptions o = options_.setup;
-      o.model = load_path_;
-      if (snap_) ctl_.prompt_on_load = snap_->prompt_text;
-      ctl_.strategies_on_load = state_.strategies();
-      ctl_.load_async(o);
-      ImGui::CloseCurrentPopup();
-    }
-    ImGui::SameLine();
-    if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
-    ImGui::EndPopup();
-  }
-}
-
-void App::draw_export_popup() {
-  if (open_export_popup_) {
-    ImGui::OpenPopup("Export session");
-    open_export_popup_ = false;
-  }
-  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34, 0), ImGuiCond_Appearing);
-  if (ImGui::BeginPopupModal("Export session", nullptr)) {
-    ImGui::TextWrapped(
-        "One JSON file with every step (tokens, logits, attention, sampling, KV cache, cost) and "
-        "what the analysis panels show (roofs, roofline, cache on vs off, logit lens).");
-    ImGui::SetNextItemWidth(-FLT_MIN);
-    ImGui::InputText("##path", &export_path_);
-    if (ImGui::Button("Export") && ctl_.worker() && ctl_.analysis()) {
-      ctl_.analysis()->export_json(*ctl_.worker(), export_path_);
-      ImGui::CloseCurrentPopup();
-    }
-    ImGui::SameLine();
-    if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
-    ImGui::EndPopup();
-  }
-}
-
-void App::draw_open_session_popup() {
-  if (open_session_popup_) {
-    ImGui::OpenPopup("Open session");
-    open_session_popup_ = false;
-  }
-  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34, 0), ImGuiCond_Appearing);
-  if (ImGui::BeginPopupModal("Open session", nullptr)) {
-    ImGui::TextWrapped(
-        "A session exported by File > Export session or tokenscope-cli --json. It is stepped "
-        "through without the model; panels that recompute with the model say so. The current "
-        "session stays if the file cannot be read.");
-    ImGui::SetNextItemWidth(-FLT_MIN);
-    ImGui::InputText("##path", &session_path_);
-    if (ImGui::Button("Open")) {
-      try {
-        open_session(session_path_);
-      } catch (const Error& e) {
-        state_.error_text = e.what();  // FILE: reason; nothing changed
-      }
-      ImGui::CloseCurrentPopup();
-    }
-    ImGui::SameLine();
-    if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
-    ImGui::EndPopup();
-  }
-}
-
-void App::save_requested_panel() {
-  if (save_panel_ < 0) return;
-  if (save_panel_wait_ > 0) {
-    --save_panel_wait_;
-    return;
-  }
-  const PanelId id = static_cast<PanelId>(save_panel_);
-  save_panel_ = -1;
-  const std::string path = std::string("tokenscope-") + panel_key(id) + "-step" +
-                           std::to_string(std::max(0, view_.step)) + ".png";
-  try {
-    write_panel_screenshot(id, path);
-    state_.notice = "wrote " + path;
-  } catch (const Error& e) {
-    state_.error_text = e.what();
-  }
-}
-
-bool App::follow_window_size(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size) {
-  if (!arranged_) {  // saved positions: taken with the same menu bar
-    arranged_pos_ = work_pos;
-    arranged_ = true;
-  }
-  const ImVec2 old_size(state_.settings.work_w, state_.settings.work_h);
-  if (old_size.x <= 0 || old_size.y <= 0) {
-    arranged_pos_ = work_pos;
-    return true;  // nothing known to scale from (a first launch places every panel)
-  }
-  const bool same = old_size.x == work_size.x && old_size.y == work_size.y &&
-                    arranged_pos_.x == work_pos.x && arranged_pos_.y == work_pos.y;
-  std::array<ImGuiWindow*, kNumWindowPanels> windows{};
-  for (int i = 0; i < kNumWindowPanels; ++i)
-    windows[i] = ImGui::FindWindowByName(panel_title(static_cast<PanelId>(i)));
-  auto near = [](ImVec2 a, ImVec2 b) {
-    return std::abs(a.x - b.x) <= 1.5f && std::abs(a.y - b.y) <= 1.5f;
-  };
-  if (same) {
-    // A panel the user moved or resized since it was last placed takes its
-    // share of the work area from where it is now.
-    for (int i = 0; i < kNumWindowPanels; ++i)
-      if (windows[i] && shares_[i].set &&
-          !(near(windows[i]->Pos, placed_[i].pos) && near(windows[i]->SizeFull, placed_[i].size)))
-        shares_[i].set = false;
-    return true;
-  }
-  // The window (or the menu bar, in presentation mode) changed size: every
-  // panel keeps its share of the work area, so none is left outside the
-  // window or on top of another, and shrinking then growing gives back the
-  // same arrangement (the shares are kept, not re-read from rounded pixels).
-  // Panels ImGui has not created yet (the first frame after launch) are
-  // scaled one frame later; closed ones that were shown before move too.
-  for (int i = 0; i < kNumWindowPanels; ++i)
-    if (!windows[i] && state_.settings.open[i]) return false;
-  for (int i = 0; i < kNumWindowPanels; ++i) {
-    const ImGuiWindow* w = windows[i];
-    if (!w) continue;
-    PanelRect& share = shares_[i];
-    if (!share.set) {
-      share.set = true;
-      share.pos = ImVec2((w->Pos.x - arranged_pos_.x) / old_size.x,
-                         (w->Pos.y - arranged_pos_.y) / old_size.y);
-      share.size = ImVec2(w->SizeFull.x / old_size.x, w->SizeFull.y / old_size.y);
-    }
-    PanelRect& r = plan.rects[i];
-    r.set = true;
-    r.force = true;
-    r.size = ImVec2(std::min(share.size.x * work_size.x, work_size.x),
-                    std::min(share.size.y * work_size.y, work_size.y));
-    r.pos = ImVec2(work_pos.x + share.pos.x * work_size.x, work_pos.y + share.pos.y * work_size.y);
-    // Inside the work area, whatever the rounding.
-    r.pos.x = std::clamp(r.pos.x, work_pos.x, work_pos.x + work_size.x - r.size.x);
-    r.pos.y = std::clamp(r.pos.y, work_pos.y, work_pos.y + work_size.y - r.size.y);
-    placed_[i] = r;
-    if (!state_.settings.open[i]) {  // not drawn this frame: move the window itself
-      const char* title = panel_title(static_cast<PanelId>(i));
-      ImGui::SetWindowPos(title, r.pos);
-      ImGui::SetWindowSize(title, r.size);
-    }
-  }
-  arranged_pos_ = work_pos;
-  return true;
-}
-
-void App::keep_arrangement() {
-  kept_ = KeptArrangement{};
-  const float w = state_.settings.work_w, h = state_.settings.work_h;
-  if (w <= 0 || h <= 0) return;
-  for (int i = 0; i < kNumWindowPanels; ++i) {
-    const ImGuiWindow* win = ImGui::FindWindowByName(panel_title(static_cast<PanelId>(i)));
-    if (!win) continue;
-    PanelRect& r = kept_.shares[i];
-    r.set = true;
-    r.pos = ImVec2((win->Pos.x - arranged_pos_.x) / w, (win->Pos.y - arranged_pos_.y) / h);
-    r.size = ImVec2(win->SizeFull.x / w, win->SizeFull.y / h);
-  }
-  kept_.open = state_.settings.open;
-  kept_.layout = last_layout_;
-  kept_.valid = true;
-}
-
-void App::restore_arrangement(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size) {
-  plan = make_layout("classroom", work_pos, work_size, nullptr);
-  for (int i = 0; i < kNumWindowPanels; ++i) {
-    const PanelRect& share = kept_.shares[i];
-    if (!share.set) continue;
-    PanelRect& r = plan.rects[i];
-    r.set = true;
-    r.force = true;
-    r.size = ImVec2(std::min(share.size.x * work_size.x, work_size.x),
-                    std::min(share.size.y * work_size.y, work_size.y));
-    r.pos = ImVec2(work_pos.x + share.pos.x * work_size.x, work_pos.y + share.pos.y * work_size.y);
-    r.pos.x = std::clamp(r.pos.x, work_pos.x, work_pos.x + work_size.x - r.size.x);
-    r.pos.y = std::clamp(r.pos.y, work_pos.y, work_pos.y + work_size.y - r.size.y);
-    if (!kept_.open[i]) {  // not drawn this frame: move the window itself
-      const char* title = panel_title(static_cast<PanelId>(i));
-      ImGui::SetWindowPos(title, r.pos);
-      ImGui::SetWindowSize(title, r.size);
-    }
-  }
-  state_.settings.open = kept_.open;
-  last_layout_ = kept_.layout;
-  laid_out_presentation_ = false;
-  kept_.valid = false;
-  arranged_pos_ = work_pos;
-  arranged_ = true;
-  shares_ = {};
-  state_.settings.work_w = work_size.x;
-  state_.settings.work_h = work_size.y;
-}
-
 void App::frame() {
   const auto t0 = std::chrono::steady_clock::now();
   ctl_.poll();
@@ -731,11 +296,12 @@ void App::frame() {
   bool restored = false;
   if (state_.settings.presentation != laid_out_presentation_ && state_.layout_request.empty()) {
     if (state_.settings.presentation) {
-      keep_arrangement();
+      layout_.keep(state_.settings, last_layout_);
       state_.layout_request = last_layout_;
       toggled_layout_ = true;
-    } else if (kept_.valid) {
-      restore_arrangement(plan, work_pos, work_size);
+    } else if (layout_.has_kept()) {
+      last_layout_ = layout_.restore(plan, work_pos, work_size, state_.settings);
+      laid_out_presentation_ = false;
       restored = true;
     } else {
       state_.layout_request = last_layout_;
@@ -745,7 +311,7 @@ void App::frame() {
   if (restored) {
     // Placed from the kept shares above.
   } else if (!state_.layout_request.empty()) {
-    if (!toggled_layout_) kept_.valid = false;  // a layout chosen by hand replaces the kept one
+    if (!toggled_layout_) layout_.drop_kept();  // a layout chosen by hand replaces the kept one
     toggled_layout_ = false;
     plan = make_layout(state_.layout_request, work_pos, work_size, &state_.settings,
                        lesson_panel().layout_subject());
@@ -753,14 +319,12 @@ void App::frame() {
     laid_out_presentation_ = state_.settings.presentation;
     plan.force = true;
     state_.layout_request.clear();
-    arranged_pos_ = work_pos;
-    arranged_ = true;
-    shares_ = {};
+    layout_.laid_out(work_pos);
     state_.settings.work_w = work_size.x;
     state_.settings.work_h = work_size.y;
   } else {
     plan = make_layout("classroom", work_pos, work_size, nullptr);
-    if (follow_window_size(plan, work_pos, work_size)) {
+    if (layout_.follow(plan, work_pos, work_size, state_.settings)) {
       state_.settings.work_w = work_size.x;
       state_.settings.work_h = work_size.y;
     }

@@ -10,27 +10,27 @@
 #include "app/app_options.h"
 #include "app/app_state.h"
 #include "app/controller.h"
-#include "app/exports.h"
-#include "app/heatmap.h"
+#include "app/exports/exports.h"
 #include "app/layout.h"
-#include "app/panel_attention.h"
-#include "app/panel_cache_compare.h"
-#include "app/panel_help.h"
-#include "app/panel_kv_cache.h"
-#include "app/panel_lanes.h"
-#include "app/panel_lesson.h"
-#include "app/panel_logit_lens.h"
-#include "app/panel_logits.h"
-#include "app/panel_prompt.h"
-#include "app/panel_quiz.h"
-#include "app/panel_roofline.h"
-#include "app/panel_sampling.h"
-#include "app/panel_score.h"
-#include "app/panel_speculative.h"
-#include "app/panel_table.h"
-#include "app/panel_timeline.h"
-#include "app/panel_transport.h"
-#include "app/window.h"
+#include "app/panels/attention.h"
+#include "app/panels/cache.h"
+#include "app/panels/guided.h"
+#include "app/panels/help.h"
+#include "app/panels/kv.h"
+#include "app/panels/lanes.h"
+#include "app/panels/lens.h"
+#include "app/panels/logits.h"
+#include "app/panels/panel_table.h"
+#include "app/panels/prompt.h"
+#include "app/panels/quiz.h"
+#include "app/panels/roofline.h"
+#include "app/panels/sampling.h"
+#include "app/panels/score.h"
+#include "app/panels/spec.h"
+#include "app/panels/timeline.h"
+#include "app/panels/transport.h"
+#include "app/render/heatmap.h"
+#include "app/render/window.h"
 
 namespace ts::app {
 
@@ -114,10 +114,6 @@ class App {
 
  private:
   void sync_state();
-  // Rescales the open panels when the work area changed size since their
-  // positions were taken (a resized window, a projector, another launch).
-  // Returns false when it must wait a frame (panels not created yet).
-  bool follow_window_size(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size);
   void handle_keys();
   void draw_menu_bar();
   void draw_load_model_popup();
@@ -128,7 +124,6 @@ class App {
   void draw_slides_export_popup();  // app_export.cpp
   void run_pending_capture();       // the 2x PNG asked for in that popup
   void save_requested_panel();
-  void register_settings_handler();
   void apply_options_to_state(const AppOptions& o);
 
   AppOptions options_;
@@ -140,30 +135,16 @@ class App {
   FrameRecord record_;
   FrameRecord shown_;                        // the previous frame's record (what is on screen now)
   std::array<bool, kNumPanels> saveable_{};  // what the last menu bar offered to save
-  std::vector<int> lane_parents_;
-  ImVec2 arranged_pos_{0, 0};  // the work area's corner the panels' positions belong to
-  bool arranged_ = false;
+  std::vector<int> lane_parents_;            // each lane's parent in the last snapshot seen
   // The layout last applied and whether presentation mode was on then:
   // switching presentation mode applies that layout again in its other form.
   std::string last_layout_ = "classroom";
   bool laid_out_presentation_ = false;
-  // The arrangement before presentation mode was switched on (each panel's
-  // share of the work area, which panels were open), given back when it is
-  // switched off; a layout chosen in presentation mode drops it.
-  struct KeptArrangement {
-    bool valid = false;
-    std::array<PanelRect, kNumWindowPanels> shares{};
-    std::array<bool, kNumWindowPanels> open{};
-    std::string layout;
-  };
-  KeptArrangement kept_;
+  // The panels' shares of the work area, followed when it changes size, and
+  // the arrangement before presentation mode was switched on (given back
+  // when it is switched off; a layout chosen in presentation mode drops it).
+  LayoutFollower layout_;
   bool toggled_layout_ = false;  // the pending layout request came from switching presentation mode
-  void keep_arrangement();
-  void restore_arrangement(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size);
-  // Each panel's share of the work area (fractions; set: known) and where it
-  // was last placed from it, in pixels.
-  std::array<PanelRect, kNumWindowPanels> shares_{},
-      placed_{};  // each lane's parent in the last snapshot seen
   uint64_t frames_ = 0;
   SnapshotPtr snap_;
   StepView view_;

@@ -5,7 +5,7 @@
 #include <system_error>
 
 #include "app/app_state.h"
-#include "app/colormap.h"
+#include "app/render/colormap.h"
 #include "model/config_json.h"
 #include "sampling/sampling_params.h"
 #include "session/dola_lane.h"

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "app/colormap.h"
-#include "app/panel_list.h"
+#include "app/panels/panel_list.h"
+#include "app/render/colormap.h"
 #include "sampling/sampling_params.h"
 
 namespace ts::app {

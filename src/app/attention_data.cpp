@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "app/colormap.h"
+#include "app/render/colormap.h"
 #include "app/view_model.h"
 
 namespace ts::app {

@@ -1,8 +1,11 @@
 #include "app/layout.h"
 
 #include <algorithm>
+#include <cmath>
 
-#include "app/window.h"
+#include <imgui_internal.h>
+
+#include "app/render/window.h"
 
 namespace ts::app {
 
@@ -153,6 +156,120 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
     if (subject_panel) settings->panel_open(lesson_subject) = true;
   }
   return plan;
+}
+
+namespace {
+
+// A panel's rectangle in pixels from its share of the work area, inside the
+// work area whatever the rounding; a panel not drawn this frame (closed) is
+// moved itself, so it is in place when it opens again.
+PanelRect place_share(const PanelRect& share, ImVec2 work_pos, ImVec2 work_size, PanelId id,
+                      bool drawn) {
+  PanelRect r;
+  r.set = true;
+  r.force = true;
+  r.size = ImVec2(std::min(share.size.x * work_size.x, work_size.x),
+                  std::min(share.size.y * work_size.y, work_size.y));
+  r.pos = ImVec2(work_pos.x + share.pos.x * work_size.x, work_pos.y + share.pos.y * work_size.y);
+  r.pos.x = std::clamp(r.pos.x, work_pos.x, work_pos.x + work_size.x - r.size.x);
+  r.pos.y = std::clamp(r.pos.y, work_pos.y, work_pos.y + work_size.y - r.size.y);
+  if (!drawn) {
+    const char* title = panel_title(id);
+    ImGui::SetWindowPos(title, r.pos);
+    ImGui::SetWindowSize(title, r.size);
+  }
+  return r;
+}
+
+// A window's share of a work area of `size` whose corner is `corner`.
+PanelRect share_of(const ImGuiWindow& w, ImVec2 corner, ImVec2 size) {
+  PanelRect r;
+  r.set = true;
+  r.pos = ImVec2((w.Pos.x - corner.x) / size.x, (w.Pos.y - corner.y) / size.y);
+  r.size = ImVec2(w.SizeFull.x / size.x, w.SizeFull.y / size.y);
+  return r;
+}
+
+}  // namespace
+
+void LayoutFollower::laid_out(ImVec2 work_pos) {
+  arranged_pos_ = work_pos;
+  arranged_ = true;
+  shares_ = {};
+}
+
+bool LayoutFollower::follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
+                            const Settings& settings) {
+  if (!arranged_) {  // saved positions: taken with the same menu bar
+    arranged_pos_ = work_pos;
+    arranged_ = true;
+  }
+  const ImVec2 old_size(settings.work_w, settings.work_h);
+  if (old_size.x <= 0 || old_size.y <= 0) {
+    arranged_pos_ = work_pos;
+    return true;  // nothing known to scale from (a first launch places every panel)
+  }
+  const bool same = old_size.x == work_size.x && old_size.y == work_size.y &&
+                    arranged_pos_.x == work_pos.x && arranged_pos_.y == work_pos.y;
+  std::array<ImGuiWindow*, kNumWindowPanels> windows{};
+  for (int i = 0; i < kNumWindowPanels; ++i)
+    windows[i] = ImGui::FindWindowByName(panel_title(static_cast<PanelId>(i)));
+  auto near = [](ImVec2 a, ImVec2 b) {
+    return std::abs(a.x - b.x) <= 1.5f && std::abs(a.y - b.y) <= 1.5f;
+  };
+  if (same) {
+    // A panel the user moved or resized since it was last placed takes its
+    // share of the work area from where it is now.
+    for (int i = 0; i < kNumWindowPanels; ++i)
+      if (windows[i] && shares_[i].set &&
+          !(near(windows[i]->Pos, placed_[i].pos) && near(windows[i]->SizeFull, placed_[i].size)))
+        shares_[i].set = false;
+    return true;
+  }
+  // The window (or the menu bar, in presentation mode) changed size: every
+  // panel keeps its share of the work area, so none is left outside the
+  // window or on top of another, and shrinking then growing gives back the
+  // same arrangement (the shares are kept, not re-read from rounded pixels).
+  // Panels ImGui has not created yet (the first frame after launch) are
+  // scaled one frame later; closed ones that were shown before move too.
+  for (int i = 0; i < kNumWindowPanels; ++i)
+    if (!windows[i] && settings.open[i]) return false;
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    if (!windows[i]) continue;
+    if (!shares_[i].set) shares_[i] = share_of(*windows[i], arranged_pos_, old_size);
+    plan.rects[i] =
+        place_share(shares_[i], work_pos, work_size, static_cast<PanelId>(i), settings.open[i]);
+    placed_[i] = plan.rects[i];
+  }
+  arranged_pos_ = work_pos;
+  return true;
+}
+
+void LayoutFollower::keep(const Settings& settings, const std::string& layout) {
+  kept_ = Kept{};
+  const ImVec2 size(settings.work_w, settings.work_h);
+  if (size.x <= 0 || size.y <= 0) return;
+  for (int i = 0; i < kNumWindowPanels; ++i)
+    if (const ImGuiWindow* win = ImGui::FindWindowByName(panel_title(static_cast<PanelId>(i))))
+      kept_.shares[i] = share_of(*win, arranged_pos_, size);
+  kept_.open = settings.open;
+  kept_.layout = layout;
+  kept_.valid = true;
+}
+
+std::string LayoutFollower::restore(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
+                                    Settings& settings) {
+  plan = make_layout("classroom", work_pos, work_size, nullptr);
+  for (int i = 0; i < kNumWindowPanels; ++i)
+    if (kept_.shares[i].set)
+      plan.rects[i] =
+          place_share(kept_.shares[i], work_pos, work_size, static_cast<PanelId>(i), kept_.open[i]);
+  settings.open = kept_.open;
+  kept_.valid = false;
+  laid_out(work_pos);
+  settings.work_w = work_size.x;
+  settings.work_h = work_size.y;
+  return kept_.layout;
 }
 
 }  // namespace ts::app

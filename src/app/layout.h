@@ -40,4 +40,41 @@ inline constexpr float kLessonShortLines = 32.0f;
 LayoutPlan make_layout(const std::string& name, ImVec2 work_pos, ImVec2 work_size,
                        Settings* settings_to_update, PanelId lesson_subject = PanelId::kStatusBar);
 
+// Keeps the arrangement when the work area changes size (a resized window,
+// a projector, another launch): each panel keeps its share of the work area
+// (fractions, not rounded pixels), so shrinking then growing gives back the
+// same arrangement. Also keeps the arrangement from before presentation mode
+// was switched on, to give back when it is switched off.
+class LayoutFollower {
+ public:
+  // A layout was just applied at `work_pos`: the panels' positions belong
+  // to it, and their shares are taken again from where they are.
+  void laid_out(ImVec2 work_pos);
+  // Rescales the open panels into `plan` when the work area changed size
+  // since their positions were taken (settings.work_w, work_h). Returns
+  // false when it must wait a frame (panels not created yet).
+  bool follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size, const Settings& settings);
+  // Keeps each panel's share, which panels are open and `layout`.
+  void keep(const Settings& settings, const std::string& layout);
+  bool has_kept() const { return kept_.valid; }
+  void drop_kept() { kept_.valid = false; }
+  // Gives the kept arrangement back (into `plan` and settings' open panels
+  // and work area) and drops it; returns the layout it was kept with.
+  std::string restore(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size, Settings& settings);
+
+ private:
+  ImVec2 arranged_pos_{0, 0};  // the work area's corner the panels' positions belong to
+  bool arranged_ = false;
+  // Each panel's share of the work area (fractions; set: known) and where it
+  // was last placed from it, in pixels.
+  std::array<PanelRect, kNumWindowPanels> shares_{}, placed_{};
+  struct Kept {
+    bool valid = false;
+    std::array<PanelRect, kNumWindowPanels> shares{};
+    std::array<bool, kNumWindowPanels> open{};
+    std::string layout;
+  };
+  Kept kept_;
+};
+
 }  // namespace ts::app

@@ -162,4 +162,48 @@ std::string format_count(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+KvBlockRows kv_block_rows(const KvOccupancy& kv) {
+  KvBlockRows out;
+  for (const SequenceOccupancy& sq : kv.sequences)
+    if (!sq.block_table.empty()) out.seqs.push_back(&sq);
+  const auto& seqs = out.seqs;
+  if (seqs.size() > 1) {
+    out.shared = seqs[0]->block_table.size();
+    for (const SequenceOccupancy* sq : seqs) {
+      size_t i = 0;
+      while (i < out.shared && i < sq->block_table.size() &&
+             sq->block_table[i] == seqs[0]->block_table[i])
+        ++i;
+      out.shared = i;
+    }
+  }
+  out.most_blocks = out.shared;
+  for (const SequenceOccupancy* sq : seqs)
+    out.most_blocks = std::max(out.most_blocks, sq->block_table.size() - out.shared);
+  return out;
+}
+
+std::set<int> written_slots(const StepView& view) {
+  std::set<int> out;
+  if (!view.trace) return out;
+  for (const LaneStep& ls : view.trace->lanes)
+    out.insert(ls.slots_written.begin(), ls.slots_written.end());
+  return out;
+}
+
+std::vector<LegendTick> legend_ticks(const HeatRange& range) {
+  const std::vector<std::pair<float, const char*>> ticks =
+      range.scale == HeatScale::kLog
+          ? std::vector<std::pair<float, const char*>>{{1e-4f, "\u22640.0001"},
+                                                       {1e-3f, "0.001"},
+                                                       {1e-2f, "0.01"},
+                                                       {0.1f, "0.1"},
+                                                       {1.0f, "1"}}
+          : std::vector<std::pair<float, const char*>>{
+                {0.0f, "0"}, {0.25f, "0.25"}, {0.5f, "0.5"}, {0.75f, "0.75"}, {1.0f, "1"}};
+  std::vector<LegendTick> out;
+  for (const auto& [v, label] : ticks) out.push_back({v, label, heat_position(v, range)});
+  return out;
+}
+
 }  // namespace ts::app

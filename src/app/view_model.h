@@ -2,11 +2,14 @@
 // What the panels look at, derived from one immutable SessionSnapshot: the
 // viewed step and lane, the tokens up to it, and formatting shared by the
 // panels. No GL, no ImGui.
+#include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "app/render/colormap.h"
 #include "session/session_worker.h"
 
 namespace ts::app {
@@ -60,5 +63,28 @@ std::string format_seconds(double seconds);                    // "12.3 ms"
 std::string format_rate(double per_second, const char* unit);  // "3.1 G" + unit + "/s"
 std::string format_count(int64_t n);                           // "124,439,808"
 std::string format_percent(double p);  // probability as "42.1%", "0.37%", "0.012%", "<0.001%"
+
+// The KV cache's block tables as the KV cache panel and its SVG export draw
+// them: the sequences holding blocks, the blocks every one of them starts
+// with (the prompt's, after a fork; drawn once, not once per sequence) and
+// the longest row of blocks that gives (the shared row or one sequence's
+// own blocks after it).
+struct KvBlockRows {
+  std::vector<const SequenceOccupancy*> seqs;  // those with blocks, in the cache's order
+  size_t shared = 0;                           // 0 with a single sequence
+  size_t most_blocks = 0;
+};
+KvBlockRows kv_block_rows(const KvOccupancy& kv);
+// Physical slots the step `view` shows wrote, for every lane.
+std::set<int> written_slots(const StepView& view);
+
+// A tick under the attention colour legend: the weight, its label and where
+// it sits along the legend (0 to 1, heat_position).
+struct LegendTick {
+  float value;
+  const char* label;
+  float position;
+};
+std::vector<LegendTick> legend_ticks(const HeatRange& range);
 
 }  // namespace ts::app

@@ -9,9 +9,9 @@
 #include <filesystem>
 
 #include "app/app.h"
-#include "app/panel_lanes.h"
+#include "app/panels/lanes.h"
+#include "app/render/window.h"
 #include "app/view_model.h"
-#include "app/window.h"
 #include "gui_test_support.h"
 
 namespace ts::app {

@@ -6,12 +6,12 @@
 #include <gtest/gtest.h>
 
 #include "app/app.h"
-#include "app/dola_view.h"
-#include "app/panel_lanes.h"
-#include "app/panel_logit_lens.h"
-#include "app/panel_sampling.h"
+#include "app/panels/dola_view.h"
+#include "app/panels/lanes.h"
+#include "app/panels/lens.h"
+#include "app/panels/sampling.h"
+#include "app/render/window.h"
 #include "app/view_model.h"
-#include "app/window.h"
 #include "gui_test_support.h"
 
 namespace ts::app {

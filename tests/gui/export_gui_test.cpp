@@ -1,8 +1,9 @@
 // File > Export for slides under Xvfb: the attention SVG's cell colours are
 // the colours the window draws (sampled at the cell centres of the panel's
 // PNG, at 1x and at 2x), the 2x PNG is twice the panel's size on screen and
-// drawn again (not magnified), a bad path leaves everything as it was, and
-// every fill and stroke of every SVG the window writes is a colour.
+// drawn again (not magnified), a bad path leaves everything as it was,
+// every fill and stroke of every SVG the window writes is a colour, and the
+// KV blocks' shared row and the attention legend's ticks are the panels'.
 #include <gtest/gtest.h>
 #include <stb_image.h>
 #include <unistd.h>
@@ -201,6 +202,24 @@ TEST(GuiExport, BadPathsGiveOneLineAndChangeNothing) {
   fs::remove_all(dir);
 }
 
+// Three lanes sharing the prompt's blocks, two of them sampling with a rule
+// that removes tokens.
+AppOptions three_lanes(const char* layout) {
+  AppOptions o = test::fixture_options(layout, "Once upon a time there was a cat");
+  o.compare = {"greedy", "top_k=5,seed=2", "top_p=0.6,temperature=0.9,seed=3"};
+  return o;
+}
+
+// Loads the model, then the prefill and two decode steps.
+void load_and_step_three_times(App& app) {
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < 3; ++i) {
+    app.advance();
+    app.settle(2, 100);
+  }
+}
+
 // Every SVG export of every lane, as a class would make them for slides:
 // three lanes sharing the prompt's blocks, two of them sampling with a rule
 // that removes tokens, so that each highlighted colour (the chosen token,
@@ -209,15 +228,8 @@ TEST(GuiExport, BadPathsGiveOneLineAndChangeNothing) {
 // whose colour pointed at a string already gone wrote "8,192 k" there.
 TEST(GuiExport, EverySvgOfEveryLaneHasOnlyColours) {
   REQUIRE_DISPLAY();
-  AppOptions o = test::fixture_options("lesson", "Once upon a time there was a cat");
-  o.compare = {"greedy", "top_k=5,seed=2", "top_p=0.6,temperature=0.9,seed=3"};
-  App app(o);
-  app.load_model_blocking();
-  app.settle();
-  for (int i = 0; i < 3; ++i) {
-    app.advance();  // prefill, then two decode steps
-    app.settle(2, 100);
-  }
+  App app(three_lanes("lesson"));
+  load_and_step_three_times(app);
   ASSERT_EQ(app.controller().snapshot()->lanes.size(), 3u);
   ASSERT_EQ(app.controller().snapshot()->history.size(), 3u);
   const fs::path dir =
@@ -240,6 +252,68 @@ TEST(GuiExport, EverySvgOfEveryLaneHasOnlyColours) {
     }
   }
   EXPECT_EQ(written, 12);
+  fs::remove_all(dir);
+}
+
+// The KV cache panel and its SVG draw the same "shared by all" row, and the
+// ticks the Attention panel draws under its colour legend are the SVG
+// legend's, at the same places along it: each pair comes from one
+// computation of the view model, here read back from both sides.
+TEST(GuiExport, KvSharedRowAndLegendTicksAreThePanels) {
+  REQUIRE_DISPLAY();
+  App app(three_lanes("classroom"));
+  load_and_step_three_times(app);
+  ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kKvCache));
+  ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kAttention));
+  const fs::path dir =
+      fs::temp_directory_path() / ("ts-export-agree-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+
+  // Three lanes forked from one prefill share the prompt's blocks.
+  const size_t shared = app.kv_cache_panel().shared_blocks_drawn();
+  ASSERT_GT(shared, 0u);
+  const fs::path kv_path = dir / "kv.svg";
+  ASSERT_TRUE(app.export_to(ExportKind::kKvBlocksSvg, kv_path.string())) << app.state().error_text;
+  const ts::test::ParseResult kv = ts::test::parse_xml(read_file(kv_path));
+  ASSERT_TRUE(kv.error.empty()) << kv.error;
+  const ts::test::Element* blocks = kv.root->by_id("blocks");
+  ASSERT_NE(blocks, nullptr);
+  const std::vector<const ts::test::Element*> texts = blocks->all("text");
+  ASSERT_GE(texts.size(), 2u);
+  EXPECT_EQ(texts[0]->text, "shared by all 3 sequences");
+  EXPECT_EQ(
+      texts[1]->text.rfind(std::to_string(shared) + (shared == 1 ? " block," : " blocks,"), 0), 0u)
+      << texts[1]->text;
+
+  for (HeatScale scale : {HeatScale::kLinear, HeatScale::kLog}) {
+    app.state().settings.scale = scale;
+    app.settle(2, 100);
+    const std::vector<LegendTick>& drawn = app.attention_panel().legend_ticks_drawn();
+    ASSERT_GE(drawn.size(), 3u) << "scale " << static_cast<int>(scale);
+    const fs::path at_path = dir / "attention.svg";
+    ASSERT_TRUE(app.export_to(ExportKind::kAttentionSvg, at_path.string()))
+        << app.state().error_text;
+    const ts::test::ParseResult at = ts::test::parse_xml(read_file(at_path));
+    ASSERT_TRUE(at.error.empty()) << at.error;
+    const ts::test::Element* legend = at.root->by_id("legend");
+    ASSERT_NE(legend, nullptr);
+    const std::vector<const ts::test::Element*> bar = legend->all("rect");
+    const std::vector<const ts::test::Element*> lines = legend->all("line");
+    const std::vector<const ts::test::Element*> labels = legend->all("text");
+    ASSERT_EQ(bar.size(), 1u);
+    ASSERT_EQ(lines.size(), labels.size());
+    const double lx = std::stod(bar[0]->attr("x")), lw = std::stod(bar[0]->attr("width"));
+    ASSERT_GT(lw, 0);
+    // Every tick the panel drew is in the SVG, in the same order, at the same fraction.
+    size_t next = 0;
+    for (const LegendTick& t : drawn) {
+      while (next < labels.size() && labels[next]->text != t.label) ++next;
+      ASSERT_LT(next, labels.size()) << "the SVG's legend lacks the panel's tick " << t.label;
+      const double at_svg = (std::stod(lines[next]->attr("x1")) - lx) / lw;
+      EXPECT_NEAR(at_svg, t.position, 1e-3) << t.label;
+      ++next;
+    }
+  }
   fs::remove_all(dir);
 }
 

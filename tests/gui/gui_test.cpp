@@ -22,7 +22,7 @@
 
 #include "app/app.h"
 #include "app/layout.h"
-#include "app/panel_table.h"
+#include "app/panels/panel_table.h"
 #include "app/view_model.h"
 #include "gui_test_support.h"
 #include "model/token_display.h"

@@ -12,7 +12,7 @@
 
 #include "app/app.h"
 #include "app/app_options.h"
-#include "app/window.h"
+#include "app/render/window.h"
 
 namespace ts::app::test {
 

@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 #include <link.h>
 
-#include "app/window.h"
+#include "app/render/window.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "app/app.h"
-#include "app/panel_kv_cache.h"
+#include "app/panels/kv.h"
 #include "gui_test_support.h"
 
 namespace ts::app {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "app/app.h"
-#include "app/panel_lanes.h"
+#include "app/panels/lanes.h"
 #include "gui_test_support.h"
 #include "lesson/lesson.h"
 #include "util/paths.h"

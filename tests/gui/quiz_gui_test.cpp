@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "app/app.h"
-#include "app/window.h"
+#include "app/render/window.h"
 #include "gui_test_support.h"
 
 namespace ts::app {

@@ -11,8 +11,8 @@
 #include <fstream>
 
 #include "app/app.h"
-#include "app/panel_lanes.h"
-#include "app/panel_transport.h"
+#include "app/panels/lanes.h"
+#include "app/panels/transport.h"
 #include "app/view_model.h"
 #include "gui_test_support.h"
 #include "util/error.h"

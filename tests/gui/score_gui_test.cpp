@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "app/app.h"
-#include "app/window.h"
+#include "app/render/window.h"
 #include "gui_test_support.h"
 #include "session/model_setup.h"
 #include "session/score.h"

@@ -11,12 +11,12 @@
 #include <set>
 
 #include "app/app.h"
-#include "app/panel_attention.h"
-#include "app/panel_kv_cache.h"
-#include "app/panel_lanes.h"
-#include "app/panel_timeline.h"
+#include "app/panels/attention.h"
+#include "app/panels/kv.h"
+#include "app/panels/lanes.h"
+#include "app/panels/timeline.h"
+#include "app/render/window.h"
 #include "app/view_model.h"
-#include "app/window.h"
 #include "engine/backend_factory.h"
 #include "gui_test_support.h"
 #include "model/model_loader.h"

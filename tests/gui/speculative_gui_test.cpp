@@ -14,8 +14,8 @@
 
 #include "../unit/test_model_writer.h"
 #include "app/app.h"
-#include "app/panel_lanes.h"
-#include "app/panel_speculative.h"
+#include "app/panels/lanes.h"
+#include "app/panels/spec.h"
 #include "app/view_model.h"
 #include "gui_test_support.h"
 #include "session/model_setup.h"

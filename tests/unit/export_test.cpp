@@ -20,9 +20,9 @@
 #include <tuple>
 #include <vector>
 
-#include "app/export_csv.h"
-#include "app/export_svg.h"
-#include "app/exports.h"
+#include "app/exports/export_csv.h"
+#include "app/exports/export_svg.h"
+#include "app/exports/exports.h"
 #include "model/token_display.h"
 #include "session/session.h"
 #include "session/session_worker.h"

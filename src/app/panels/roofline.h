@@ -1,0 +1,42 @@
+#pragma once
+// Roofline: every measured step placed by arithmetic intensity (x, FLOPs per
+// byte, analytic) and achieved FLOP/s (y, measured), under the roofs of the
+// machine that ran it (measured once at start-up). Prefill lands right,
+// decode left; cache-off runs from the comparison panel show as rings.
+#include "app/panels/panel.h"
+
+namespace ts::app {
+
+struct RooflinePoint {
+  double intensity = 0;  // FLOPs per byte
+  double flops_per_s = 0;
+  int step = -1;  // history index, or -1 for a comparison run's step
+  std::string label;
+  ImU32 color = 0;
+  bool ring = false;  // drawn hollow (cache-off runs)
+};
+
+// The points of a session's history (steps with a measured time only).
+std::vector<RooflinePoint> history_points(const SessionSnapshot& snap, const Palette& pal);
+
+// A rectangle on screen, in pixels.
+struct RooflineBox {
+  ImVec2 min, max;
+};
+
+class RooflinePanel : public Panel {
+ public:
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
+  // As last drawn (tests): the points' boxes, the labels' boxes (the roofs'
+  // and the viewed step's) and the viewed step's label text.
+  const std::vector<RooflineBox>& point_boxes() const { return points_; }
+  const std::vector<RooflineBox>& label_boxes() const { return labels_; }
+  const std::string& step_label() const { return step_label_; }
+
+ private:
+  std::vector<RooflineBox> points_, labels_;
+  std::string step_label_;
+};
+
+}  // namespace ts::app
