@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -770,6 +771,51 @@ TEST(Gui, AnalysisPanelsShowRoofsCacheComparisonAndLogitLens) {
   std::filesystem::remove_all(dir);
 }
 
+// The second most likely token of `lane` at `step` (a token to branch with).
+int runner_up(const SessionSnapshot& s, int step, int lane) {
+  const LaneStep* r = lane_record(s, step, lane);
+  std::vector<float> logits = r->logits;
+  logits[r->chosen_token] = -1e30f;
+  return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+// Branches lane `lane` at `step` the way a click in Logits does and waits until
+// the window shows the new lane.
+void branch_and_show(App& app, int step, int lane, int token) {
+  const SnapshotPtr s = snap(app);
+  app.state().pending_lane = static_cast<int>(s->lanes.size());
+  app.state().pending_error_serial = s->error_serial;
+  app.controller().worker()->branch(step, lane, token);
+  app.settle(3, 100);
+}
+
+// A window with a branch: opened with the given options, stepped `steps`
+// times, then lane 0 branched at step `at` with its runner-up token, the way
+// a click in Logits does; the new lane exists and is the one shown.
+class GuiBranch : public ::testing::Test {
+ protected:
+  void SetUp() override { REQUIRE_DISPLAY(); }
+
+  void open_and_branch(const AppOptions& o, int steps, int at) {
+    app_ = std::make_unique<App>(o);
+    app_->load_model_blocking();
+    app_->settle();
+    for (int i = 0; i < steps; ++i) step(*app_);
+    const size_t lanes = snap(*app_)->lanes.size();
+    token_ = runner_up(*snap(*app_), at, 0);
+    branch_and_show(*app_, at, 0, token_);
+    ASSERT_EQ(snap(*app_)->lanes.size(), lanes + 1);
+    ASSERT_EQ(app_->state().lane, static_cast<int>(lanes)) << "the new lane is not the one shown";
+  }
+
+  App& app() { return *app_; }
+  int token() const { return token_; }  // the token the branch chose
+
+ private:
+  std::unique_ptr<App> app_;
+  int token_ = -1;
+};
+
 TEST(Gui, LanesStepTogetherShowTheirSummaryAndABranchBecomesTheViewedLane) {
   REQUIRE_DISPLAY();
   AppOptions o = test_options();
@@ -805,15 +851,8 @@ TEST(Gui, LanesStepTogetherShowTheirSummaryAndABranchBecomesTheViewedLane) {
 
   // Branch lane 0 at step 1 with its second most likely token: a new lane,
   // shown as soon as it exists.
-  const LaneStep* r = lane_record(*s, 1, 0);
-  std::vector<float> logits = r->logits;
-  logits[r->chosen_token] = -1e30f;
-  const int other =
-      static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  app.state().pending_lane = 3;
-  app.state().pending_error_serial = s->error_serial;
-  app.controller().worker()->branch(1, 0, other);
-  app.settle(3, 100);
+  const int other = runner_up(*s, 1, 0);
+  branch_and_show(app, 1, 0, other);
   s = snap(app);
   ASSERT_EQ(s->lanes.size(), 4u);
   EXPECT_EQ(s->lanes[3].parent, 0);
@@ -829,34 +868,10 @@ TEST(Gui, LanesStepTogetherShowTheirSummaryAndABranchBecomesTheViewedLane) {
   EXPECT_EQ(snap(app)->history.back()->lanes.size(), 4u);
 }
 
-// The second most likely token of `lane` at `step` (a token to branch with).
-int runner_up(const SessionSnapshot& s, int step, int lane) {
-  const LaneStep* r = lane_record(s, step, lane);
-  std::vector<float> logits = r->logits;
-  logits[r->chosen_token] = -1e30f;
-  return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
-// Branches lane `lane` at `step` the way a click in Logits does and waits until
-// the window shows the new lane.
-void branch_and_show(App& app, int step, int lane, int token) {
-  const SnapshotPtr s = snap(app);
-  app.state().pending_lane = static_cast<int>(s->lanes.size());
-  app.state().pending_error_serial = s->error_serial;
-  app.controller().worker()->branch(step, lane, token);
-  app.settle(3, 100);
-}
-
-TEST(Gui, ABranchedLanesAttentionHasARowForEveryPositionOfItsContext) {
-  REQUIRE_DISPLAY();
-  App app(test_options());
-  app.load_model_blocking();
-  app.settle();
-  step(app);  // prefill
-  step(app);  // decode 1
-  const int other = runner_up(*snap(app), 1, 0);
-  branch_and_show(app, 1, 0, other);
-  ASSERT_EQ(app.state().lane, 1);
+TEST_F(GuiBranch, ABranchedLanesAttentionHasARowForEveryPositionOfItsContext) {
+  ASSERT_NO_FATAL_FAILURE(open_and_branch(test_options(), 2, 1));  // prefill, decode 1
+  App& app = this->app();
+  const int other = token();
   step(app);  // both lanes step
   const SnapshotPtr s = snap(app);
   ASSERT_EQ(s->history.size(), 3u);
@@ -887,16 +902,10 @@ TEST(Gui, ABranchedLanesAttentionHasARowForEveryPositionOfItsContext) {
   EXPECT_LE(outline.y + outline.h, map.y + map.h + 0.5f);
 }
 
-TEST(Gui, ABranchedStepSaysTheUserChoseItsToken) {
-  REQUIRE_DISPLAY();
-  App app(test_options());
-  app.load_model_blocking();
-  app.settle();
-  step(app);  // prefill
-  step(app);  // decode 1
-  const int other = runner_up(*snap(app), 1, 0);
-  branch_and_show(app, 1, 0, other);
-  ASSERT_EQ(app.state().lane, 1);
+TEST_F(GuiBranch, ABranchedStepSaysTheUserChoseItsToken) {
+  ASSERT_NO_FATAL_FAILURE(open_and_branch(test_options(), 2, 1));  // prefill, decode 1
+  App& app = this->app();
+  const int other = token();
   const SnapshotPtr s = snap(app);
   const LaneStep* rec = lane_record(*s, 1, 1);
   ASSERT_NE(rec, nullptr);
@@ -920,17 +929,12 @@ TEST(Gui, ABranchedStepSaysTheUserChoseItsToken) {
       << app.sampling_panel().headline();
 }
 
-TEST(Gui, WhenBackRemovesTheViewedBranchTheControlsShowTheLaneItCameFrom) {
-  REQUIRE_DISPLAY();
+TEST_F(GuiBranch, WhenBackRemovesTheViewedBranchTheControlsShowTheLaneItCameFrom) {
   AppOptions o = test_options();
   o.compare = {"greedy", "repetition_penalty=1.3"};
-  App app(o);
-  app.load_model_blocking();
-  app.settle();
-  for (int i = 0; i < 3; ++i) step(app);  // prefill + 2 decode steps
-  branch_and_show(app, 2, 0, runner_up(*snap(app), 2, 0));
+  ASSERT_NO_FATAL_FAILURE(open_and_branch(o, 3, 2));  // prefill + 2 decode steps
+  App& app = this->app();
   ASSERT_EQ(snap(app)->lanes.size(), 3u);
-  ASSERT_EQ(app.state().lane, 2);
   step(app);
   for (int i = 0; i < 4 && snap(app)->lanes.size() == 3; ++i) {
     app.frame();
