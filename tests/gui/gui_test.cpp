@@ -1006,37 +1006,59 @@ TEST(Gui, ABeamLaneDoesNotOfferToBranch) {
   EXPECT_NE(std::string(candidate_hint(s.get(), beam, other)).find("beam"), std::string::npos);
 }
 
-TEST(Gui, SmallThingsSayWhatIsTrue) {
-  REQUIRE_DISPLAY();
-  AppOptions o = test_options();
-  o.layout = "cost";
-  App app(o);
-  app.load_model_blocking();
-  app.settle();
-  step(app);
-  step(app);
-  // Logits and Attention number a token the same way: the newest row of
-  // Attention is the position of the token whose successor Logits scores.
+// A window on the Cost layout after the prefill and one decode step.
+class GuiTwoSteps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_DISPLAY();
+    AppOptions o = test_options();
+    o.layout = "cost";
+    app_ = std::make_unique<App>(o);
+    app_->load_model_blocking();
+    app_->settle();
+    step(*app_);
+    step(*app_);
+  }
+
+  App& app() { return *app_; }
+
+ private:
+  std::unique_ptr<App> app_;
+};
+
+// Logits and Attention number a token the same way: the newest row of
+// Attention is the position of the token whose successor Logits scores.
+TEST_F(GuiTwoSteps, LogitsHeadingNamesTheNewestAttentionRowsPosition) {
+  App& app = this->app();
   app.state().layout_request = "classroom";
   app.settle(3, 50);
   const int newest = app.attention_panel().matrix().n - 1;
+  ASSERT_GE(newest, 0);
   EXPECT_NE(app.logits_panel().heading().find("(position " + std::to_string(newest) + ")"),
             std::string::npos)
       << app.logits_panel().heading();
+}
 
-  // Run mode says it runs.
+TEST_F(GuiTwoSteps, TransportSaysRunningWhileRunningAndPausedWhenPaused) {
+  App& app = this->app();
   app.controller().run(50.0, {SamplingParams{}});
   for (int i = 0; i < 2000 && !snap(app)->running; ++i) app.frame();
   EXPECT_EQ(TransportPanel::where_text(*snap(app)).rfind("Running", 0), 0u)
       << TransportPanel::where_text(*snap(app));
   app.controller().pause();
   app.settle(2, 50);
-  EXPECT_EQ(TransportPanel::where_text(*snap(app)).rfind("Paused", 0), 0u);
+  EXPECT_EQ(TransportPanel::where_text(*snap(app)).rfind("Paused", 0), 0u)
+      << TransportPanel::where_text(*snap(app));
+}
 
-  // Export errors give their reason; an error replaces an older "wrote ...".
+// A failed export shows its reason as the window's error and takes the place
+// of an older "wrote ..." notice, which does not come back once the error is
+// dismissed.
+TEST_F(GuiTwoSteps, AnExportErrorReplacesAnOlderWroteNotice) {
+  App& app = this->app();
   AnalysisStore* analysis = app.controller().analysis();
   SessionWorker* worker = app.controller().worker();
-  const auto dir = temp_dir("export-errors");
+  const auto dir = temp_dir("export-error-notice");
   app.state().notice = "wrote an-older-file.json";
   analysis->export_json(*worker, dir.string());
   worker->wait_idle();
@@ -1047,19 +1069,30 @@ TEST(Gui, SmallThingsSayWhatIsTrue) {
   app.state().error_text.clear();  // dismissed
   app.frame();
   EXPECT_TRUE(app.state().notice.empty()) << app.state().notice;
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(GuiTwoSteps, ExportErrorsSayWhyTheFileWasNotWritten) {
+  App& app = this->app();
+  AnalysisStore* analysis = app.controller().analysis();
+  SessionWorker* worker = app.controller().worker();
   analysis->export_json(*worker, "");
   worker->wait_idle();
   EXPECT_EQ(analysis->export_message(), "export failed: no file name given");
+  const auto dir = temp_dir("export-error-reason");
   analysis->export_json(*worker, (dir / "missing" / "x.json").string());
   worker->wait_idle();
   EXPECT_NE(analysis->export_message().find("No such file or directory"), std::string::npos)
       << analysis->export_message();
   std::filesystem::remove_all(dir);
+}
 
-  // A comparison started elsewhere (--cache-compare): the panel's field says
-  // what ran, also when the context cut it short.
-  app.state().layout_request = "cost";
-  app.settle(2, 50);
+// A comparison started elsewhere (--cache-compare): the panel's field says
+// what ran, also when the context cut it short.
+TEST_F(GuiTwoSteps, TheCacheComparisonPanelSaysHowManyTokensRan) {
+  App& app = this->app();
+  AnalysisStore* analysis = app.controller().analysis();
+  SessionWorker* worker = app.controller().worker();
   analysis->compare_cache(*worker, 24, app.state().strategy);
   app.settle(4, 400);
   ASSERT_TRUE(analysis->cache_comparison()) << analysis->comparison_error();
