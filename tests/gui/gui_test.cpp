@@ -3,8 +3,6 @@
 // Every test skips, saying why, when no display is available.
 #include <gtest/gtest.h>
 
-#include <cctype>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -1105,33 +1103,6 @@ TEST_F(GuiTwoSteps, TheCacheComparisonPanelSaysHowManyTokensRan) {
   EXPECT_EQ(app.cache_compare_panel().new_tokens(), cmp->steps());
 }
 
-TEST(Gui, TextSoFarShowsWhitespaceAtItsEdges) {
-  // No display needed.
-  EXPECT_EQ(visible_edges("   "), "\u2423\u2423\u2423");
-  EXPECT_EQ(visible_edges("  a b \n"), "\u2423\u2423a b\u2423\u21B5");
-  EXPECT_EQ(visible_edges("plain text"), "plain text");
-  EXPECT_EQ(visible_edges(""), "");
-}
-
-TEST(Gui, RoofProbesThatDisagreeAreReportedAndTheBestIsKept) {
-  // No display needed.
-  HardwareRoofs a, b;
-  a.peak_flops = 82e9;
-  a.bandwidth = 7e9;
-  b.peak_flops = 250e9;
-  b.bandwidth = 7.5e9;
-  std::string warning;
-  HardwareRoofs r = combine_roof_probes({a, b}, warning);
-  EXPECT_EQ(r.peak_flops, 250e9);
-  EXPECT_EQ(r.bandwidth, 7.5e9);
-  EXPECT_NE(warning.find("82\u2013250 GFLOP/s"), std::string::npos) << warning;
-  EXPECT_EQ(warning.find("GB/s"), std::string::npos) << warning;  // bandwidth agreed
-  b.peak_flops = 90e9;
-  r = combine_roof_probes({a, b}, warning);
-  EXPECT_EQ(r.peak_flops, 90e9);
-  EXPECT_TRUE(warning.empty()) << warning;
-}
-
 // Presentation mode, on a projector's screen: every layout that shows more
 // than one panel keeps each panel inside the work area, gives each room for
 // several lines of the large font, and shows the step control and the prompt
@@ -1314,45 +1285,6 @@ TEST(Gui, EverySingleLayoutShowsItsPanel) {
     }
     EXPECT_EQ(app.last_frame().gl_errors, 0) << name;
   }
-}
-
-// Every name --layout accepts is in --help (the quiz, score and guided
-// panels were missing from a hand-kept list).
-TEST(Gui, CommandLineNamesEveryLayout) {
-  const std::string help = app_help();
-  for (const std::string& name : layout_names()) {
-    bool found = false;
-    for (size_t at = help.find(name); at != std::string::npos; at = help.find(name, at + 1)) {
-      const auto boundary = [&](size_t i) {
-        return i >= help.size() || !(std::isalnum(static_cast<unsigned char>(help[i])) != 0 ||
-                                     help[i] == '-' || help[i] == '_');
-      };
-      if ((at == 0 || boundary(at - 1)) && boundary(at + name.size())) found = true;
-    }
-    EXPECT_TRUE(found) << name;
-  }
-}
-
-TEST(Gui, CommandLineDocumentsEveryFlag) {
-  // No display needed: the --help text names every flag the parser accepts.
-  const std::string help = app_help();
-  for (const char* flag :
-       {"--model",      "--tokenizer",      "--device",         "--threads",
-        "--prompt",     "--strategy",       "--max-new-tokens", "--screenshot",
-        "--steps",      "--rechoose",       "--layout",         "--width",
-        "--height",     "--presentation",   "--theme",          "--colormap",
-        "--log-scale",  "--layer",          "--head",           "--average-heads",
-        "--query",      "--lane",           "--bench-frames",   "--bench-size",
-        "--config-dir", "--no-save-layout", "--hidden",         "--help"})
-    EXPECT_NE(help.find(flag), std::string::npos) << flag;
-  const char* argv[] = {"tokenscope", "--screenshot",       "x.png",      "--steps",
-                        "3",          "--layout=attention", "--strategy", "top_p=0.9"};
-  const AppOptions o = parse_app_options(8, argv);
-  EXPECT_EQ(o.screenshot, "x.png");
-  EXPECT_EQ(o.steps, 3);
-  EXPECT_EQ(o.layout, "attention");
-  const char* bad[] = {"tokenscope", "--strategy", "top_p=7"};
-  EXPECT_THROW(parse_app_options(3, bad), Error);
 }
 
 // ------------------------------------------------------- the banned-words stage
