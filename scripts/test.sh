@@ -79,11 +79,6 @@ echo "== ThreadSanitizer tests"
 # and the lanes run on several threads; a race fails its test (exit 66 on the
 # first report). The suppressions cover only Mesa's uninstrumented GL driver.
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan_suppressions.txt"
-# The roofline-label check places labels around points whose positions are
-# the steps' measured FLOP/s: under TSan's slowdown the points crowd so that
-# the step label may find no clear place and sits on its backing (allowed by
-# the panel, not by the check). It runs in the release configuration above.
-#
 # The draft model's validation loss is the bundled model's check on a
 # smaller model (the same code): it too runs in the release configuration.
 #
@@ -101,7 +96,7 @@ tsan_heavy+='|BundledModel\.GreedyContinuationsEqualPyTorchs|Matmul\.FastPathsMa
 tsan_heavy+='|Bench\.(RatioIsToTheOneLaneTime|LanesFitAContextThatIsNotAMultipleOfTheBlockSize)'
 tsan_heavy+='|CliSpeculative\.BenchComparesSpeculativeWithPlainDecoding|DraftModel\.BundledPairGreedyOutputIsPlainGreedy'
 tsan_tests=(ctest --test-dir build-tsan -j"$jobs" --output-on-failure
-  -E "(BundledModel|DraftModel).ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\\.|PresentationLayout\\.RooflineLabels|$tsan_heavy")
+  -E "(BundledModel|DraftModel).ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\\.|$tsan_heavy")
 with_display "${tsan_tests[@]}" || status=1
 echo "== fuzz targets (20 s each)"
 # libFuzzer on every loader and parser (scripts/fuzz.sh); a crash fails CI

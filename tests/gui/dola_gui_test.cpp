@@ -122,18 +122,5 @@ TEST(GuiDola, ChoosingPanelShowsTheLayerContrastOfTheRecord) {
   EXPECT_EQ(app.last_frame().gl_errors, 0);
 }
 
-// "Add a lane" offers DoLa: both presets parse to DoLa lanes.
-TEST(GuiDola, TheLanesPanelOffersDolaPresets) {
-  int dola = 0;
-  for (const auto& [label, strategy] : lane_presets()) {
-    const SamplingParams p = parse_strategy(strategy);
-    if (p.dola()) {
-      ++dola;
-      EXPECT_EQ(label.rfind("DoLa", 0), 0u) << label;
-    }
-  }
-  EXPECT_EQ(dola, 2);
-}
-
 }  // namespace
 }  // namespace ts::app

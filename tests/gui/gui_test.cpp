@@ -3,13 +3,12 @@
 // Every test skips, saying why, when no display is available.
 #include <gtest/gtest.h>
 
-#include <cctype>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -770,6 +769,51 @@ TEST(Gui, AnalysisPanelsShowRoofsCacheComparisonAndLogitLens) {
   std::filesystem::remove_all(dir);
 }
 
+// The second most likely token of `lane` at `step` (a token to branch with).
+int runner_up(const SessionSnapshot& s, int step, int lane) {
+  const LaneStep* r = lane_record(s, step, lane);
+  std::vector<float> logits = r->logits;
+  logits[r->chosen_token] = -1e30f;
+  return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+// Branches lane `lane` at `step` the way a click in Logits does and waits until
+// the window shows the new lane.
+void branch_and_show(App& app, int step, int lane, int token) {
+  const SnapshotPtr s = snap(app);
+  app.state().pending_lane = static_cast<int>(s->lanes.size());
+  app.state().pending_error_serial = s->error_serial;
+  app.controller().worker()->branch(step, lane, token);
+  app.settle(3, 100);
+}
+
+// A window with a branch: opened with the given options, stepped `steps`
+// times, then lane 0 branched at step `at` with its runner-up token, the way
+// a click in Logits does; the new lane exists and is the one shown.
+class GuiBranch : public ::testing::Test {
+ protected:
+  void SetUp() override { REQUIRE_DISPLAY(); }
+
+  void open_and_branch(const AppOptions& o, int steps, int at) {
+    app_ = std::make_unique<App>(o);
+    app_->load_model_blocking();
+    app_->settle();
+    for (int i = 0; i < steps; ++i) step(*app_);
+    const size_t lanes = snap(*app_)->lanes.size();
+    token_ = runner_up(*snap(*app_), at, 0);
+    branch_and_show(*app_, at, 0, token_);
+    ASSERT_EQ(snap(*app_)->lanes.size(), lanes + 1);
+    ASSERT_EQ(app_->state().lane, static_cast<int>(lanes)) << "the new lane is not the one shown";
+  }
+
+  App& app() { return *app_; }
+  int token() const { return token_; }  // the token the branch chose
+
+ private:
+  std::unique_ptr<App> app_;
+  int token_ = -1;
+};
+
 TEST(Gui, LanesStepTogetherShowTheirSummaryAndABranchBecomesTheViewedLane) {
   REQUIRE_DISPLAY();
   AppOptions o = test_options();
@@ -805,15 +849,8 @@ TEST(Gui, LanesStepTogetherShowTheirSummaryAndABranchBecomesTheViewedLane) {
 
   // Branch lane 0 at step 1 with its second most likely token: a new lane,
   // shown as soon as it exists.
-  const LaneStep* r = lane_record(*s, 1, 0);
-  std::vector<float> logits = r->logits;
-  logits[r->chosen_token] = -1e30f;
-  const int other =
-      static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  app.state().pending_lane = 3;
-  app.state().pending_error_serial = s->error_serial;
-  app.controller().worker()->branch(1, 0, other);
-  app.settle(3, 100);
+  const int other = runner_up(*s, 1, 0);
+  branch_and_show(app, 1, 0, other);
   s = snap(app);
   ASSERT_EQ(s->lanes.size(), 4u);
   EXPECT_EQ(s->lanes[3].parent, 0);
@@ -829,34 +866,10 @@ TEST(Gui, LanesStepTogetherShowTheirSummaryAndABranchBecomesTheViewedLane) {
   EXPECT_EQ(snap(app)->history.back()->lanes.size(), 4u);
 }
 
-// The second most likely token of `lane` at `step` (a token to branch with).
-int runner_up(const SessionSnapshot& s, int step, int lane) {
-  const LaneStep* r = lane_record(s, step, lane);
-  std::vector<float> logits = r->logits;
-  logits[r->chosen_token] = -1e30f;
-  return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
-// Branches lane `lane` at `step` the way a click in Logits does and waits until
-// the window shows the new lane.
-void branch_and_show(App& app, int step, int lane, int token) {
-  const SnapshotPtr s = snap(app);
-  app.state().pending_lane = static_cast<int>(s->lanes.size());
-  app.state().pending_error_serial = s->error_serial;
-  app.controller().worker()->branch(step, lane, token);
-  app.settle(3, 100);
-}
-
-TEST(Gui, ABranchedLanesAttentionHasARowForEveryPositionOfItsContext) {
-  REQUIRE_DISPLAY();
-  App app(test_options());
-  app.load_model_blocking();
-  app.settle();
-  step(app);  // prefill
-  step(app);  // decode 1
-  const int other = runner_up(*snap(app), 1, 0);
-  branch_and_show(app, 1, 0, other);
-  ASSERT_EQ(app.state().lane, 1);
+TEST_F(GuiBranch, ABranchedLanesAttentionHasARowForEveryPositionOfItsContext) {
+  ASSERT_NO_FATAL_FAILURE(open_and_branch(test_options(), 2, 1));  // prefill, decode 1
+  App& app = this->app();
+  const int other = token();
   step(app);  // both lanes step
   const SnapshotPtr s = snap(app);
   ASSERT_EQ(s->history.size(), 3u);
@@ -887,16 +900,10 @@ TEST(Gui, ABranchedLanesAttentionHasARowForEveryPositionOfItsContext) {
   EXPECT_LE(outline.y + outline.h, map.y + map.h + 0.5f);
 }
 
-TEST(Gui, ABranchedStepSaysTheUserChoseItsToken) {
-  REQUIRE_DISPLAY();
-  App app(test_options());
-  app.load_model_blocking();
-  app.settle();
-  step(app);  // prefill
-  step(app);  // decode 1
-  const int other = runner_up(*snap(app), 1, 0);
-  branch_and_show(app, 1, 0, other);
-  ASSERT_EQ(app.state().lane, 1);
+TEST_F(GuiBranch, ABranchedStepSaysTheUserChoseItsToken) {
+  ASSERT_NO_FATAL_FAILURE(open_and_branch(test_options(), 2, 1));  // prefill, decode 1
+  App& app = this->app();
+  const int other = token();
   const SnapshotPtr s = snap(app);
   const LaneStep* rec = lane_record(*s, 1, 1);
   ASSERT_NE(rec, nullptr);
@@ -920,17 +927,12 @@ TEST(Gui, ABranchedStepSaysTheUserChoseItsToken) {
       << app.sampling_panel().headline();
 }
 
-TEST(Gui, WhenBackRemovesTheViewedBranchTheControlsShowTheLaneItCameFrom) {
-  REQUIRE_DISPLAY();
+TEST_F(GuiBranch, WhenBackRemovesTheViewedBranchTheControlsShowTheLaneItCameFrom) {
   AppOptions o = test_options();
   o.compare = {"greedy", "repetition_penalty=1.3"};
-  App app(o);
-  app.load_model_blocking();
-  app.settle();
-  for (int i = 0; i < 3; ++i) step(app);  // prefill + 2 decode steps
-  branch_and_show(app, 2, 0, runner_up(*snap(app), 2, 0));
+  ASSERT_NO_FATAL_FAILURE(open_and_branch(o, 3, 2));  // prefill + 2 decode steps
+  App& app = this->app();
   ASSERT_EQ(snap(app)->lanes.size(), 3u);
-  ASSERT_EQ(app.state().lane, 2);
   step(app);
   for (int i = 0; i < 4 && snap(app)->lanes.size() == 3; ++i) {
     app.frame();
@@ -1002,37 +1004,59 @@ TEST(Gui, ABeamLaneDoesNotOfferToBranch) {
   EXPECT_NE(std::string(candidate_hint(s.get(), beam, other)).find("beam"), std::string::npos);
 }
 
-TEST(Gui, SmallThingsSayWhatIsTrue) {
-  REQUIRE_DISPLAY();
-  AppOptions o = test_options();
-  o.layout = "cost";
-  App app(o);
-  app.load_model_blocking();
-  app.settle();
-  step(app);
-  step(app);
-  // Logits and Attention number a token the same way: the newest row of
-  // Attention is the position of the token whose successor Logits scores.
+// A window on the Cost layout after the prefill and one decode step.
+class GuiTwoSteps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_DISPLAY();
+    AppOptions o = test_options();
+    o.layout = "cost";
+    app_ = std::make_unique<App>(o);
+    app_->load_model_blocking();
+    app_->settle();
+    step(*app_);
+    step(*app_);
+  }
+
+  App& app() { return *app_; }
+
+ private:
+  std::unique_ptr<App> app_;
+};
+
+// Logits and Attention number a token the same way: the newest row of
+// Attention is the position of the token whose successor Logits scores.
+TEST_F(GuiTwoSteps, LogitsHeadingNamesTheNewestAttentionRowsPosition) {
+  App& app = this->app();
   app.state().layout_request = "classroom";
   app.settle(3, 50);
   const int newest = app.attention_panel().matrix().n - 1;
+  ASSERT_GE(newest, 0);
   EXPECT_NE(app.logits_panel().heading().find("(position " + std::to_string(newest) + ")"),
             std::string::npos)
       << app.logits_panel().heading();
+}
 
-  // Run mode says it runs.
+TEST_F(GuiTwoSteps, TransportSaysRunningWhileRunningAndPausedWhenPaused) {
+  App& app = this->app();
   app.controller().run(50.0, {SamplingParams{}});
   for (int i = 0; i < 2000 && !snap(app)->running; ++i) app.frame();
   EXPECT_EQ(TransportPanel::where_text(*snap(app)).rfind("Running", 0), 0u)
       << TransportPanel::where_text(*snap(app));
   app.controller().pause();
   app.settle(2, 50);
-  EXPECT_EQ(TransportPanel::where_text(*snap(app)).rfind("Paused", 0), 0u);
+  EXPECT_EQ(TransportPanel::where_text(*snap(app)).rfind("Paused", 0), 0u)
+      << TransportPanel::where_text(*snap(app));
+}
 
-  // Export errors give their reason; an error replaces an older "wrote ...".
+// A failed export shows its reason as the window's error and takes the place
+// of an older "wrote ..." notice, which does not come back once the error is
+// dismissed.
+TEST_F(GuiTwoSteps, AnExportErrorReplacesAnOlderWroteNotice) {
+  App& app = this->app();
   AnalysisStore* analysis = app.controller().analysis();
   SessionWorker* worker = app.controller().worker();
-  const auto dir = temp_dir("export-errors");
+  const auto dir = temp_dir("export-error-notice");
   app.state().notice = "wrote an-older-file.json";
   analysis->export_json(*worker, dir.string());
   worker->wait_idle();
@@ -1043,19 +1067,30 @@ TEST(Gui, SmallThingsSayWhatIsTrue) {
   app.state().error_text.clear();  // dismissed
   app.frame();
   EXPECT_TRUE(app.state().notice.empty()) << app.state().notice;
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(GuiTwoSteps, ExportErrorsSayWhyTheFileWasNotWritten) {
+  App& app = this->app();
+  AnalysisStore* analysis = app.controller().analysis();
+  SessionWorker* worker = app.controller().worker();
   analysis->export_json(*worker, "");
   worker->wait_idle();
   EXPECT_EQ(analysis->export_message(), "export failed: no file name given");
+  const auto dir = temp_dir("export-error-reason");
   analysis->export_json(*worker, (dir / "missing" / "x.json").string());
   worker->wait_idle();
   EXPECT_NE(analysis->export_message().find("No such file or directory"), std::string::npos)
       << analysis->export_message();
   std::filesystem::remove_all(dir);
+}
 
-  // A comparison started elsewhere (--cache-compare): the panel's field says
-  // what ran, also when the context cut it short.
-  app.state().layout_request = "cost";
-  app.settle(2, 50);
+// A comparison started elsewhere (--cache-compare): the panel's field says
+// what ran, also when the context cut it short.
+TEST_F(GuiTwoSteps, TheCacheComparisonPanelSaysHowManyTokensRan) {
+  App& app = this->app();
+  AnalysisStore* analysis = app.controller().analysis();
+  SessionWorker* worker = app.controller().worker();
   analysis->compare_cache(*worker, 24, app.state().strategy);
   app.settle(4, 400);
   ASSERT_TRUE(analysis->cache_comparison()) << analysis->comparison_error();
@@ -1066,33 +1101,6 @@ TEST(Gui, SmallThingsSayWhatIsTrue) {
   ASSERT_TRUE(cmp) << analysis->comparison_error();
   EXPECT_LT(cmp->steps(), 300);
   EXPECT_EQ(app.cache_compare_panel().new_tokens(), cmp->steps());
-}
-
-TEST(Gui, TextSoFarShowsWhitespaceAtItsEdges) {
-  // No display needed.
-  EXPECT_EQ(visible_edges("   "), "\u2423\u2423\u2423");
-  EXPECT_EQ(visible_edges("  a b \n"), "\u2423\u2423a b\u2423\u21B5");
-  EXPECT_EQ(visible_edges("plain text"), "plain text");
-  EXPECT_EQ(visible_edges(""), "");
-}
-
-TEST(Gui, RoofProbesThatDisagreeAreReportedAndTheBestIsKept) {
-  // No display needed.
-  HardwareRoofs a, b;
-  a.peak_flops = 82e9;
-  a.bandwidth = 7e9;
-  b.peak_flops = 250e9;
-  b.bandwidth = 7.5e9;
-  std::string warning;
-  HardwareRoofs r = combine_roof_probes({a, b}, warning);
-  EXPECT_EQ(r.peak_flops, 250e9);
-  EXPECT_EQ(r.bandwidth, 7.5e9);
-  EXPECT_NE(warning.find("82\u2013250 GFLOP/s"), std::string::npos) << warning;
-  EXPECT_EQ(warning.find("GB/s"), std::string::npos) << warning;  // bandwidth agreed
-  b.peak_flops = 90e9;
-  r = combine_roof_probes({a, b}, warning);
-  EXPECT_EQ(r.peak_flops, 90e9);
-  EXPECT_TRUE(warning.empty()) << warning;
 }
 
 // Presentation mode, on a projector's screen: every layout that shows more
@@ -1277,45 +1285,6 @@ TEST(Gui, EverySingleLayoutShowsItsPanel) {
     }
     EXPECT_EQ(app.last_frame().gl_errors, 0) << name;
   }
-}
-
-// Every name --layout accepts is in --help (the quiz, score and guided
-// panels were missing from a hand-kept list).
-TEST(Gui, CommandLineNamesEveryLayout) {
-  const std::string help = app_help();
-  for (const std::string& name : layout_names()) {
-    bool found = false;
-    for (size_t at = help.find(name); at != std::string::npos; at = help.find(name, at + 1)) {
-      const auto boundary = [&](size_t i) {
-        return i >= help.size() || !(std::isalnum(static_cast<unsigned char>(help[i])) != 0 ||
-                                     help[i] == '-' || help[i] == '_');
-      };
-      if ((at == 0 || boundary(at - 1)) && boundary(at + name.size())) found = true;
-    }
-    EXPECT_TRUE(found) << name;
-  }
-}
-
-TEST(Gui, CommandLineDocumentsEveryFlag) {
-  // No display needed: the --help text names every flag the parser accepts.
-  const std::string help = app_help();
-  for (const char* flag :
-       {"--model",      "--tokenizer",      "--device",         "--threads",
-        "--prompt",     "--strategy",       "--max-new-tokens", "--screenshot",
-        "--steps",      "--rechoose",       "--layout",         "--width",
-        "--height",     "--presentation",   "--theme",          "--colormap",
-        "--log-scale",  "--layer",          "--head",           "--average-heads",
-        "--query",      "--lane",           "--bench-frames",   "--bench-size",
-        "--config-dir", "--no-save-layout", "--hidden",         "--help"})
-    EXPECT_NE(help.find(flag), std::string::npos) << flag;
-  const char* argv[] = {"tokenscope", "--screenshot",       "x.png",      "--steps",
-                        "3",          "--layout=attention", "--strategy", "top_p=0.9"};
-  const AppOptions o = parse_app_options(8, argv);
-  EXPECT_EQ(o.screenshot, "x.png");
-  EXPECT_EQ(o.steps, 3);
-  EXPECT_EQ(o.layout, "attention");
-  const char* bad[] = {"tokenscope", "--strategy", "top_p=7"};
-  EXPECT_THROW(parse_app_options(3, bad), Error);
 }
 
 // ------------------------------------------------------- the banned-words stage

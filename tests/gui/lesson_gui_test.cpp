@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include <imgui.h>
@@ -32,8 +33,28 @@ std::filesystem::path write_file(const std::string& name, const std::string& tex
 
 size_t history(App& app) { return app.controller().snapshot()->history.size(); }
 
-TEST(LessonGui, ALessonAdvancesOnlyOnTheActionItAsksFor) {
-  REQUIRE_DISPLAY();
+// A window on the lesson layout with a lesson started from a file, after the
+// two frames that start the session over and begin the lesson's first step.
+class LessonGui : public ::testing::Test {
+ protected:
+  void SetUp() override { REQUIRE_DISPLAY(); }
+
+  void open_with_lesson(const std::filesystem::path& lesson) {
+    app_ = std::make_unique<App>(options());
+    app_->load_model_blocking();
+    app_->settle();
+    ASSERT_TRUE(app_->start_lesson(lesson)) << app_->state().error_text;
+    app_->frame();
+    app_->frame();
+  }
+
+  App& app() { return *app_; }
+
+ private:
+  std::unique_ptr<App> app_;
+};
+
+TEST_F(LessonGui, ALessonAdvancesOnlyOnTheActionItAsksFor) {
   const auto path = write_file("three.lesson", R"(title: Test lesson
 [step]
 panel: attention
@@ -48,12 +69,8 @@ answer: No.
 [step]
 text: The end.
 )");
-  App app(options());
-  app.load_model_blocking();
-  app.settle();
-  ASSERT_TRUE(app.start_lesson(path));
-  app.frame();
-  app.frame();
+  ASSERT_NO_FATAL_FAILURE(open_with_lesson(path));
+  App& app = this->app();
   LessonPanel& lesson = app.lesson_panel();
   ASSERT_TRUE(lesson.active());
   EXPECT_EQ(lesson.count(), 3);
@@ -116,14 +133,11 @@ text: The end.
 // The window made small mid-lesson (three panels fit), the lesson goes on,
 // the window grows back: the lesson's layout follows the size both ways, so
 // the panels it closed for the small window come back.
-TEST(LessonGui, AResizeMidLessonGivesThePanelsBack) {
-  REQUIRE_DISPLAY();
+TEST_F(LessonGui, AResizeMidLessonGivesThePanelsBack) {
   const auto dir = find_data("lessons");
   ASSERT_FALSE(dir.empty());
-  App app(options());
-  app.load_model_blocking();
-  app.settle();
-  ASSERT_TRUE(app.start_lesson(dir / "2-how-sampling-chooses.lesson"));
+  ASSERT_NO_FATAL_FAILURE(open_with_lesson(dir / "2-how-sampling-chooses.lesson"));
+  App& app = this->app();
   app.settle(4, 100);
   app.frame();
   LessonPanel& lesson = app.lesson_panel();
@@ -165,16 +179,11 @@ TEST(LessonGui, AResizeMidLessonGivesThePanelsBack) {
   EXPECT_EQ(app.last_frame().gl_errors, 0);
 }
 
-TEST(LessonGui, AMalformedLessonIsOneLineAndTheRunningLessonStays) {
-  REQUIRE_DISPLAY();
+TEST_F(LessonGui, AMalformedLessonIsOneLineAndTheRunningLessonStays) {
   const auto good = write_file("good.lesson", "title: Good\n[step]\ntext: a\n[step]\ntext: b\n");
   const auto bad = write_file("bad.lesson", "title: Bad\n[step]\ntext: x\naction: fly\n");
-  App app(options());
-  app.load_model_blocking();
-  app.settle();
-  ASSERT_TRUE(app.start_lesson(good));
-  app.frame();  // the session starts over
-  app.frame();  // the first step begins
+  ASSERT_NO_FATAL_FAILURE(open_with_lesson(good));
+  App& app = this->app();
   ASSERT_TRUE(app.lesson_panel().next());
   app.frame();
   EXPECT_FALSE(app.start_lesson(bad));
@@ -198,8 +207,7 @@ TEST(LessonGui, AMalformedLessonIsOneLineAndTheRunningLessonStays) {
   std::filesystem::remove_all(good.parent_path());
 }
 
-TEST(LessonGui, TheBundledLessonsStartAndSetTheirPrompt) {
-  REQUIRE_DISPLAY();
+TEST_F(LessonGui, TheBundledLessonsStartAndSetTheirPrompt) {
   const auto dir = find_data("lessons");
   ASSERT_FALSE(dir.empty()) << "no lessons folder beside the build (share/tokenscope/lessons)";
   const auto files = lesson::list_lessons(dir);

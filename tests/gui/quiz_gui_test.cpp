@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <set>
 #include <string>
@@ -24,18 +25,49 @@ namespace {
 
 AppOptions options() { return test::fixture_options("classroom", "The cat sat on"); }
 
-TEST(GuiQuiz, ARoundWithKnownAnswersIsScoredAndTheHiddenPanelsReturn) {
-  REQUIRE_DISPLAY();
-  App app(options());
-  app.load_model_blocking();
-  app.settle();
-  app.state().settings.panel_open(PanelId::kQuiz) = true;
-  app.settle(2, 50);
+// A window on the quiz's prompt with the Quiz panel open (with the others, or
+// alone), and the two moves of a round, each waited for.
+class GuiQuiz : public ::testing::Test {
+ protected:
+  void SetUp() override { REQUIRE_DISPLAY(); }
+
+  void open(const AppOptions& o, bool quiz_alone = false) {
+    app_ = std::make_unique<App>(o);
+    app_->load_model_blocking();
+    app_->settle();
+    if (quiz_alone) {
+      for (int i = 0; i < kNumWindowPanels; ++i)
+        app_->state().settings.panel_open(static_cast<PanelId>(i)) = false;
+    }
+    app_->state().settings.panel_open(PanelId::kQuiz) = true;
+    app_->settle(2, 50);
+  }
+
+  void ask() {
+    quiz().request_ask();
+    app_->settle(3, 100);
+    ASSERT_TRUE(quiz().asking()) << quiz().error();
+  }
+
+  void reveal() {
+    quiz().request_reveal();
+    app_->settle(3, 100);
+    ASSERT_TRUE(quiz().revealed()) << quiz().error();
+  }
+
+  App& app() { return *app_; }
+  QuizPanel& quiz() { return app_->quiz_panel(); }
+
+ private:
+  std::unique_ptr<App> app_;
+};
+
+TEST_F(GuiQuiz, ARoundWithKnownAnswersIsScoredAndTheHiddenPanelsReturn) {
+  open(options());
+  App& app = this->app();
+  QuizPanel& quiz = this->quiz();
   ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kLogits));
-  QuizPanel& quiz = app.quiz_panel();
-  quiz.request_ask();  // before prefill: the guess is the prefill's token
-  app.settle(3, 100);
-  ASSERT_TRUE(quiz.asking()) << quiz.error();
+  ASSERT_NO_FATAL_FAILURE(ask());  // before prefill: the guess is the prefill's token
   EXPECT_FALSE(app.last_frame().was_drawn(PanelId::kLogits));
   EXPECT_FALSE(app.last_frame().was_drawn(PanelId::kSampling));
   ASSERT_EQ(quiz.shortlist().size(), 8u);
@@ -44,9 +76,7 @@ TEST(GuiQuiz, ARoundWithKnownAnswersIsScoredAndTheHiddenPanelsReturn) {
   // Asking again gives the same list (same logits, same seed) and still
   // brings the hidden panels back at the reveal.
   const std::vector<QuizOption> first = quiz.shortlist();
-  quiz.request_ask();
-  app.settle(3, 100);
-  ASSERT_TRUE(quiz.asking()) << quiz.error();
+  ASSERT_NO_FATAL_FAILURE(ask());
   ASSERT_EQ(quiz.shortlist().size(), first.size());
   for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(quiz.shortlist()[i].token, first[i].token);
   EXPECT_FALSE(app.last_frame().was_drawn(PanelId::kLogits));
@@ -64,9 +94,7 @@ TEST(GuiQuiz, ARoundWithKnownAnswersIsScoredAndTheHiddenPanelsReturn) {
   for (int i = 0; i < 3; ++i) quiz.vote_token(*before, top->token);
   quiz.vote_token(*before, low->token);
   quiz.vote_word(*before, " elephantine");
-  quiz.request_reveal();
-  app.settle(3, 100);
-  ASSERT_TRUE(quiz.revealed()) << quiz.error();
+  ASSERT_NO_FATAL_FAILURE(reveal());
   EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kLogits));
   EXPECT_TRUE(app.last_frame().was_drawn(PanelId::kSampling));
 
@@ -107,17 +135,11 @@ TEST(GuiQuiz, ARoundWithKnownAnswersIsScoredAndTheHiddenPanelsReturn) {
   EXPECT_EQ(app.last_frame().gl_errors, 0);
 }
 
-TEST(GuiQuiz, ClosingThePanelWhileAskingBringsTheHiddenPanelsBack) {
-  REQUIRE_DISPLAY();
-  App app(options());
-  app.load_model_blocking();
-  app.settle();
-  app.state().settings.panel_open(PanelId::kQuiz) = true;
-  app.settle(2, 50);
-  QuizPanel& quiz = app.quiz_panel();
-  quiz.request_ask();
-  app.settle(3, 100);
-  ASSERT_TRUE(quiz.asking()) << quiz.error();
+TEST_F(GuiQuiz, ClosingThePanelWhileAskingBringsTheHiddenPanelsBack) {
+  open(options());
+  App& app = this->app();
+  QuizPanel& quiz = this->quiz();
+  ASSERT_NO_FATAL_FAILURE(ask());
   ASSERT_FALSE(app.last_frame().was_drawn(PanelId::kLogits));
   // The teacher closes the quiz (its window's x) instead of revealing.
   app.state().settings.panel_open(PanelId::kQuiz) = false;
@@ -132,18 +154,12 @@ TEST(GuiQuiz, ClosingThePanelWhileAskingBringsTheHiddenPanelsBack) {
 // guessing: the text so far (the prompt, then the prompt and what was
 // generated) and a "?" where the next token goes, inside the panel. A typed
 // word after that text is scored with its leading space.
-TEST(GuiQuiz, ThePanelAloneShowsTheTextSoFarAndWhereTheGuessGoes) {
-  REQUIRE_DISPLAY();
+TEST_F(GuiQuiz, ThePanelAloneShowsTheTextSoFarAndWhereTheGuessGoes) {
   AppOptions o = options();
   o.presentation = true;  // large type, as on a projector
-  App app(o);
-  app.load_model_blocking();
-  app.settle();
-  for (int i = 0; i < kNumWindowPanels; ++i)
-    app.state().settings.panel_open(static_cast<PanelId>(i)) = false;
-  app.state().settings.panel_open(PanelId::kQuiz) = true;
-  app.settle(2, 50);
-  QuizPanel& quiz = app.quiz_panel();
+  open(o, /*quiz_alone=*/true);
+  App& app = this->app();
+  QuizPanel& quiz = this->quiz();
   auto check_shown = [&](const std::string& expected) {
     ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kQuiz));
     for (int i = 0; i < kNumWindowPanels; ++i) {
@@ -165,15 +181,11 @@ TEST(GuiQuiz, ThePanelAloneShowsTheTextSoFarAndWhereTheGuessGoes) {
   };
 
   // Before prefill: the prompt.
-  quiz.request_ask();
-  app.settle(3, 100);
-  ASSERT_TRUE(quiz.asking()) << quiz.error();
+  ASSERT_NO_FATAL_FAILURE(ask());
   check_shown("The cat sat on");
   const SnapshotPtr before = app.controller().snapshot();
   quiz.vote_token(*before, quiz.shortlist()[0].token);
-  quiz.request_reveal();
-  app.settle(3, 100);
-  ASSERT_TRUE(quiz.revealed()) << quiz.error();
+  ASSERT_NO_FATAL_FAILURE(reveal());
 
   // After the prefill: the prompt and the token it chose.
   const SnapshotPtr mid = app.controller().snapshot();
@@ -182,9 +194,7 @@ TEST(GuiQuiz, ThePanelAloneShowsTheTextSoFarAndWhereTheGuessGoes) {
   std::vector<int> ids = mid->tokenizer->encode_ids("The cat sat on");
   ids.push_back(first);
   const std::string so_far = mid->tokenizer->decode(ids);
-  quiz.request_ask();
-  app.settle(3, 100);
-  ASSERT_TRUE(quiz.asking()) << quiz.error();
+  ASSERT_NO_FATAL_FAILURE(ask());
   check_shown(so_far);
 
   // "mat" typed as a word: scored as " mat" when the text ends in a letter,
@@ -192,9 +202,7 @@ TEST(GuiQuiz, ThePanelAloneShowsTheTextSoFarAndWhereTheGuessGoes) {
   const bool after_space = so_far.back() == ' ';
   const std::string as_scored = after_space ? "mat" : " mat";
   quiz.vote_word(*app.controller().snapshot(), "mat");
-  quiz.request_reveal();
-  app.settle(3, 100);
-  ASSERT_TRUE(quiz.revealed()) << quiz.error();
+  ASSERT_NO_FATAL_FAILURE(reveal());
   ASSERT_EQ(quiz.results().size(), 1u);
   const QuizGuess& g = quiz.results()[0].guess;
   EXPECT_EQ(g.typed, "mat");
@@ -242,27 +250,17 @@ std::vector<std::vector<std::string>> cli_quiz_lists(const std::string& prompt, 
   return lists;
 }
 
-TEST(GuiQuiz, TheShortlistIsTheCliShortlistForTheSameStep) {
-  REQUIRE_DISPLAY();
+TEST_F(GuiQuiz, TheShortlistIsTheCliShortlistForTheSameStep) {
   constexpr int kSteps = 3;
   const std::vector<std::vector<std::string>> cli = cli_quiz_lists("The cat sat on", kSteps);
   ASSERT_EQ(cli.size(), static_cast<size_t>(kSteps));
-  App app(options());
-  app.load_model_blocking();
-  app.settle();
-  app.state().settings.panel_open(PanelId::kQuiz) = true;
-  app.settle(2, 50);
-  QuizPanel& quiz = app.quiz_panel();
+  open(options());
   for (int s = 0; s < kSteps; ++s) {
-    quiz.request_ask();
-    app.settle(3, 100);
-    ASSERT_TRUE(quiz.asking()) << quiz.error();
+    ASSERT_NO_FATAL_FAILURE(ask());
     std::vector<std::string> window;
-    for (const QuizOption& o : quiz.shortlist()) window.push_back(o.text);
+    for (const QuizOption& o : quiz().shortlist()) window.push_back(o.text);
     EXPECT_EQ(window, cli[s]) << "step " << s;
-    quiz.request_reveal();
-    app.settle(3, 100);
-    ASSERT_TRUE(quiz.revealed()) << quiz.error();
+    ASSERT_NO_FATAL_FAILURE(reveal());
   }
 }
 

@@ -269,27 +269,5 @@ TEST(GuiReopen, AFileItCannotReadLeavesTheSessionAsItWas) {
   fs::remove(bad);
 }
 
-TEST(GuiReopen, OpenFlagTakesNoModelOrSessionFlag) {
-  auto parse = [](std::vector<const char*> args) {
-    args.insert(args.begin(), "tokenscope");
-    return parse_app_options(static_cast<int>(args.size()), args.data());
-  };
-  EXPECT_EQ(parse({"--open", "s.json"}).open, "s.json");
-  EXPECT_EQ(parse({"--open=s.json", "--layout", "compare", "--steps", "3"}).steps, 3);
-  for (const char* flag : {"--model", "--prompt", "--strategy", "--json"}) {
-    try {
-      parse({"--open", "s.json", flag, "greedy"});
-      ADD_FAILURE() << flag << " was accepted with --open";
-    } catch (const Error& e) {
-      EXPECT_EQ(std::string(e.what()),
-                std::string("--open and ") + flag +
-                    " do not combine: a reopened session shows what its file recorded, without "
-                    "the model");
-    }
-  }
-  EXPECT_THROW(parse({"--open", ""}), Error);
-  EXPECT_NE(app_help().find("--open FILE"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace ts::app

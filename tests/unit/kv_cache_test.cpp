@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kv_occupancy_check.h"
 #include "util/error.h"
 
 namespace ts {
@@ -26,26 +27,6 @@ KvCacheShape small_shape(int num_blocks, int block_size = 4) {
   s.block_size = block_size;
   s.num_blocks = num_blocks;
   return s;
-}
-
-// Everything observable about the manager, for before/after comparisons.
-void expect_same(const KvOccupancy& a, const KvOccupancy& b) {
-  EXPECT_EQ(a.blocks_total, b.blocks_total);
-  EXPECT_EQ(a.blocks_used, b.blocks_used);
-  EXPECT_EQ(a.blocks_shared, b.blocks_shared);
-  EXPECT_EQ(a.blocks_free, b.blocks_free);
-  EXPECT_EQ(a.block_size, b.block_size);
-  EXPECT_EQ(a.bytes_per_layer_used, b.bytes_per_layer_used);
-  EXPECT_EQ(a.bytes_per_layer_capacity, b.bytes_per_layer_capacity);
-  EXPECT_EQ(a.wasted_slots, b.wasted_slots);
-  EXPECT_EQ(a.ref_counts, b.ref_counts);
-  ASSERT_EQ(a.sequences.size(), b.sequences.size());
-  for (size_t i = 0; i < a.sequences.size(); ++i) {
-    EXPECT_EQ(a.sequences[i].id, b.sequences[i].id);
-    EXPECT_EQ(a.sequences[i].tokens, b.sequences[i].tokens);
-    EXPECT_EQ(a.sequences[i].block_table, b.sequences[i].block_table);
-    EXPECT_EQ(a.sequences[i].wasted_slots, b.sequences[i].wasted_slots);
-  }
 }
 
 std::string error_message(const std::function<void()>& f) {
@@ -376,14 +357,14 @@ TEST(KvCache, CapacityExhaustionThrowsAndChangesNothing) {
   EXPECT_EQ(m.blocks_needed(b, 10), 2);
   EXPECT_EQ(error_message([&] { m.append(b, 10); }),
             "KV cache full: need 2 blocks, 1 free (capacity 4 blocks of 16 tokens)");
-  expect_same(before, m.occupancy());
+  test::expect_same_kv_occupancy(before, m.occupancy());
   EXPECT_NO_THROW(m.check_invariants());
 
   // a's last block is shared with b too: 1 copy + 6 new blocks for 140 tokens.
   EXPECT_EQ(m.blocks_needed(a, 100), 7);
   EXPECT_EQ(error_message([&] { m.append(a, 100); }),
             "KV cache full: need 7 blocks, 1 free (capacity 4 blocks of 16 tokens)");
-  expect_same(before, m.occupancy());
+  test::expect_same_kv_occupancy(before, m.occupancy());
 
   // Exactly enough is fine: the copy takes the last free block.
   AppendPlan p = m.append(b, 8);
@@ -392,7 +373,7 @@ TEST(KvCache, CapacityExhaustionThrowsAndChangesNothing) {
   const KvOccupancy full = m.occupancy();
   EXPECT_THROW(m.append(b, 1), Error);  // b's last block is now exactly full
   EXPECT_THROW(m.append(a, 9), Error);  // a has 8 slots left in its own block
-  expect_same(full, m.occupancy());
+  test::expect_same_kv_occupancy(full, m.occupancy());
   EXPECT_NO_THROW(m.append(a, 8));
   EXPECT_NO_THROW(m.check_invariants());
 }
@@ -543,7 +524,7 @@ void run_random_operations(uint32_t seed, int num_blocks, int block_size, int st
       if (sim.m.blocks_needed(id, n) > sim.m.free_blocks()) {
         const KvOccupancy before = sim.m.occupancy();
         ASSERT_THROW(sim.m.append(id, n), Error) << where;
-        expect_same(before, sim.m.occupancy());
+        test::expect_same_kv_occupancy(before, sim.m.occupancy());
         ++full_errors;
       } else {
         const bool shared_partial = sim.shadow[id].size() % block_size != 0 &&
@@ -566,7 +547,7 @@ void run_random_operations(uint32_t seed, int num_blocks, int block_size, int st
       const KvOccupancy before = sim.m.occupancy();
       const SeqId bogus = uniform(0, 1) ? SeqId(-1 - uniform(0, 5)) : SeqId(1000000 + step);
       ASSERT_THROW(sim.m.append(bogus, 1), Error) << where;
-      expect_same(before, sim.m.occupancy());
+      test::expect_same_kv_occupancy(before, sim.m.occupancy());
     }
     sim.verify(where);
     if (::testing::Test::HasFatalFailure()) return;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 
+#include "kv_occupancy_check.h"
 #include "sampling/banned_words.h"
 #include "sampling/sampling_pipeline.h"
 #include "session/lane_summary.h"
@@ -203,23 +204,6 @@ void expect_same_record(const LaneStep& want, const LaneStep& got) {
   }
 }
 
-void expect_same_kv(const KvOccupancy& a, const KvOccupancy& b) {
-  EXPECT_EQ(a.blocks_total, b.blocks_total);
-  EXPECT_EQ(a.blocks_used, b.blocks_used);
-  EXPECT_EQ(a.blocks_shared, b.blocks_shared);
-  EXPECT_EQ(a.blocks_free, b.blocks_free);
-  EXPECT_EQ(a.block_size, b.block_size);
-  EXPECT_EQ(a.bytes_per_layer_used, b.bytes_per_layer_used);
-  EXPECT_EQ(a.wasted_slots, b.wasted_slots);
-  EXPECT_EQ(a.ref_counts, b.ref_counts);
-  ASSERT_EQ(a.sequences.size(), b.sequences.size());
-  for (size_t i = 0; i < a.sequences.size(); ++i) {
-    EXPECT_EQ(a.sequences[i].id, b.sequences[i].id);
-    EXPECT_EQ(a.sequences[i].tokens, b.sequences[i].tokens);
-    EXPECT_EQ(a.sequences[i].block_table, b.sequences[i].block_table);
-  }
-}
-
 void expect_same_session(const Session& live, const ImportedSession& got) {
   const SessionSnapshot& snap = got.full;
   EXPECT_EQ(snap.prompt_text, live.prompt_text());
@@ -260,7 +244,7 @@ void expect_same_session(const Session& live, const ImportedSession& got) {
     EXPECT_EQ(a.backend, b.backend);
     EXPECT_EQ(a.kv_cache, b.kv_cache);
     EXPECT_EQ(a.recomputed_tokens, b.recomputed_tokens);
-    expect_same_kv(a.kv_after, b.kv_after);
+    test::expect_same_kv_occupancy(a.kv_after, b.kv_after);
     ASSERT_EQ(a.lanes.size(), b.lanes.size());
     for (size_t l = 0; l < a.lanes.size(); ++l) {
       SCOPED_TRACE("lane record " + std::to_string(l));
@@ -327,7 +311,7 @@ TEST(SessionImport, SteppingGivesTheLiveStateAtEachStep) {
     EXPECT_EQ(s->version, static_cast<uint64_t>(2 + c));
     ASSERT_EQ(s->history.size(), static_cast<size_t>(c + 1));
     for (int k = 0; k <= c; ++k) EXPECT_EQ(s->history[k], got.full.history[k]);
-    expect_same_kv(s->kv, rec.session->history()[c]->kv_after);
+    test::expect_same_kv_occupancy(s->kv, rec.session->history()[c]->kv_after);
     // Lanes that existed then, with the tokens they had.
     ASSERT_EQ(s->lanes.size(), rec.generated[c].size());
     for (size_t l = 0; l < s->lanes.size(); ++l)

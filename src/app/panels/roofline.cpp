@@ -79,7 +79,9 @@ void RooflinePanel::draw(PanelContext& ctx) {
   }
   const SessionSnapshot& snap = *ctx.snap;
   AnalysisStore& analysis = *ctx.ctl.analysis();
-  const auto roofs = analysis.roofs(*ctx.ctl.worker());
+  const std::shared_ptr<const HardwareRoofs> roofs =
+      injected_ ? std::make_shared<const HardwareRoofs>(injected_->roofs)
+                : analysis.roofs(*ctx.ctl.worker());
   ImGui::Text("Roofline of %s", snap.backend.c_str());
   ImGui::SameLine();
   ImGui::TextDisabled("(%s)", snap.device.c_str());
@@ -108,6 +110,8 @@ void RooflinePanel::draw(PanelContext& ctx) {
       }
     }
   }
+  if (injected_ && injected_->flops_per_s)
+    for (RooflinePoint& p : points) p.flops_per_s = injected_->flops_per_s(p);
   const double bw = roofs->effective_bandwidth();
   const double ridge = roofs->peak_flops / bw;
   // A short panel (a projector's font, four panels on screen) keeps its
@@ -126,7 +130,7 @@ void RooflinePanel::draw(PanelContext& ctx) {
                           .c_str()
                     : "",
                 ridge);
-  const std::string warning = analysis.roofs_warning();
+  const std::string warning = injected_ ? std::string() : analysis.roofs_warning();
   if (compact) {
     char brief[160];
     std::snprintf(brief, sizeof brief, "Roofs: %s peak, %s; ridge %.1f FLOP/byte",

@@ -3,6 +3,10 @@
 // byte, analytic) and achieved FLOP/s (y, measured), under the roofs of the
 // machine that ran it (measured once at start-up). Prefill lands right,
 // decode left; cache-off runs from the comparison panel show as rings.
+#include <functional>
+#include <memory>
+#include <optional>
+
 #include "app/panels/panel.h"
 
 namespace ts::app {
@@ -19,6 +23,15 @@ struct RooflinePoint {
 // The points of a session's history (steps with a measured time only).
 std::vector<RooflinePoint> history_points(const SessionSnapshot& snap, const Palette& pal);
 
+// Measurements to draw with instead of this machine's (tests): the roofs,
+// and each point's achieved FLOP/s given the point as measured (its
+// intensity is analytic and stays). Where the points and the labels go then
+// depends on no timing, however busy the machine is.
+struct RooflineMeasurements {
+  HardwareRoofs roofs;
+  std::function<double(const RooflinePoint&)> flops_per_s;
+};
+
 // A rectangle on screen, in pixels.
 struct RooflineBox {
   ImVec2 min, max;
@@ -33,10 +46,14 @@ class RooflinePanel : public Panel {
   const std::vector<RooflineBox>& point_boxes() const { return points_; }
   const std::vector<RooflineBox>& label_boxes() const { return labels_; }
   const std::string& step_label() const { return step_label_; }
+  // Draws with `m` instead of the measured roofs and FLOP/s (nullopt: the
+  // measurements again).
+  void use_measurements(std::optional<RooflineMeasurements> m) { injected_ = std::move(m); }
 
  private:
   std::vector<RooflineBox> points_, labels_;
   std::string step_label_;
+  std::optional<RooflineMeasurements> injected_;
 };
 
 }  // namespace ts::app
