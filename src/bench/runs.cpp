@@ -28,10 +28,10 @@ json bench_prefill(ts::Engine& engine, const BenchOptions& o, const ts::cpu::Mac
                    bool trace) {
   const auto tokens = random_tokens(o.prefill_tokens, engine.config().vocab_size, 1);
   std::vector<double> times;
-  // One untimed run first: the forward after the roofs' 512 MB probe buffer
-  // is freed took 1.8x a settled one here (228 vs 130 ms for 64 tokens of
-  // the 124M shape on a 2-vCPU VM); what a front end's first step costs
-  // after loading is ts_first_step's measurement (tests/soak), not this one.
+  // One untimed run first: the forward right after the roofs' 512 MB probe
+  // buffer is freed is slower than a settled one (docs/performance.md); what
+  // a front end's first step costs after loading is ts_first_step's
+  // measurement (tests/soak), not this one.
   ts::ForwardResult r = engine.forward_scratch(tokens, trace_options(trace));
   for (int i = 0; i < 3; ++i) {
     r = engine.forward_scratch(tokens, trace_options(trace));

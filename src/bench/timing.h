@@ -38,8 +38,8 @@ long minor_page_faults();
 // Seconds of one decode step for `lanes` sequences forked from a shared
 // context, and the step's analytic cost. The steps run twice, each time on
 // new sequences: the first pass may write KV pool pages this process has not
-// touched yet, and the first write to each such 4 KB page is a page fault (13
-// us each on a 2-vCPU VM, 24 in three of every four GPT-2 124M steps); the
+// touched yet, and the first write to each such 4 KB page is a page fault
+// (enough of them to slow that pass: docs/performance.md); the
 // second pass gets the same blocks back (the cache hands out the lowest free
 // blocks first), as does every later generation to the same length. The
 // figures are the second pass's; the first pass's median and the page faults
