@@ -7,6 +7,7 @@
 // probability α, a round commits (1 - α^(γ+1)) / (1 - α) tokens on average
 // and costs γ c + 1 target decode steps, c = one draft pass over one target
 // decode step.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include "trace/step_trace.h"
 
 namespace ts::bench {
+
+struct BenchOptions;
 
 // (1 - α^(γ+1)) / ((1 - α)(γ c + 1)); at α = 1 its limit (γ + 1) / (γ c + 1).
 // γ may be fractional (spec=auto: the mean γ drafted per round). Throws
@@ -45,5 +48,14 @@ double cost_ratio(double draft_pass_seconds, double target_step_seconds);
 // Throws ts::Error (one line) when `draft` cannot draft for `target`: their
 // vocabularies differ. `what` names the pair in the message.
 void check_spec_pair(const ModelConfig& target, const ModelConfig& draft, const std::string& what);
+
+// The bench's speculative section: speculative (greedy) against plain greedy
+// decoding on each pair the options name (the model with --draft-model, the
+// model with itself for --spec-self-draft, or the random pairs written to
+// --spec-random-pairs DIR; `model_dir` is the model, empty for the random
+// pairs), with a summary per pair on stderr. `identical` turns false when a
+// speculative output differs from plain greedy's.
+nlohmann::json bench_speculative(const BenchOptions& o, const std::string& model_dir,
+                                 bool& identical);
 
 }  // namespace ts::bench

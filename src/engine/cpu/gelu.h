@@ -6,7 +6,7 @@
 // computed as x / (1 + e^(-2u)) with u = sqrt(2/pi) (x + 0.044715 x^3), the
 // same function (0.5 (1 + tanh u) = 1 / (1 + e^(-2u))) without the
 // cancellation of 1 + tanh u near -1, and with a vectorised e^x: a libm tanh
-// per value cost 0.7 ms of a 12 ms GPT-2 124M decode step.
+// per value was a visible share of a decode step (docs/performance.md).
 namespace ts::cpu {
 
 void gelu(float* x, long long n);

@@ -26,9 +26,9 @@ std::atomic<bool> g_avx512{avx512_available()};
 constexpr int kSkinnyRows = 8;  // up to this many rows: stream W once
 constexpr int kMr = 6;          // micro-tile rows
 constexpr int kNr = 16;         // micro-tile columns (two 8-float vectors)
-// The packed block's shape, chosen by measurement: on a 64-token GPT-2 124M
-// prefill (2 threads) 512 x 64 took 0.71-0.82x the time of 256 x 256 (also
-// tried: 128-1024 rows x 32-512 columns; 64 columns or fewer did best).
+// The packed block's shape, chosen by measurement on a GPT-2 124M prefill
+// among 128-1024 rows x 32-512 columns: 64 columns or fewer per task did
+// best (the figures: docs/performance.md).
 constexpr int kKc = 512;  // k-block: rows of a packed panel
 constexpr int kNc = 64;   // columns per task (four 16-column panels)
 
@@ -36,10 +36,9 @@ constexpr int kNc = 64;   // columns per task (four 16-column panels)
 // y[j..] += x[0..8] * w[0..8, j..], eight rows of W from column j on in
 // 16-column vectors while a whole one fits before n1; returns the first
 // column left. Each column gets one FMA per row in row order, as in the
-// 8-column loop, so the bits are the same. On a 2-vCPU AMD EPYC (Zen 5) VM
-// one thread streamed GPT-2 124M's layer weights 1.12x faster this way, and
-// two threads read them at 1.03-1.05x the read bound against 1.21x with
-// 8-column vectors (medians of 10 and 20 rounds, alternated in one process).
+// 8-column loop, so the bits are the same. One thread streams the weights
+// faster this way than with 8-column vectors, and two threads come closer to
+// the read bound (docs/performance.md).
 [[gnu::target("avx512f")]] int one_row_avx512(const float* x, const float* wk, size_t n, float* y,
                                               int j, int n1) {
   __m512 a[8];
@@ -59,10 +58,8 @@ constexpr int kNc = 64;   // columns per task (four 16-column panels)
 // registers and each row reads the W vectors straight into its FMAs (from
 // L1 after the first row), the one-row kernel's few instructions per byte.
 // More rows: the 8 W vectors stay in registers and the rows go in groups of
-// up to four, as skinny_rows below. In a 124M decode step on the Zen 5 VM
-// the first took 2 lanes from 16.1-16.5 to 14.3-14.6 ms and 3 lanes from
-// 16.9-17.6 to 15.3-16.1 ms (alternated step for step); for 4 lanes it tied
-// and for 8 it was 1.1x slower.
+// up to four, as skinny_rows below. The first is faster for 2 and 3 rows;
+// from 4 rows on it ties or loses (docs/performance.md).
 template <int R>
 [[gnu::target("avx512f")]] inline void rows_x_held(const float* x, int k, int kk, const float* wk,
                                                    size_t n, float* y, int j, int n1) {
@@ -133,8 +130,8 @@ template <int R>
 // Eight rows of W are read together, one 8-column vector of each held in
 // registers while every row of x is applied to them: W is read from memory
 // once whatever m is, and each y vector is loaded and stored once per 8 FMAs.
-// (The FMAs still grow with m: on the 355M shape 5 rows took about 1.4x one
-// row's time in isolation.) Within a row the FMAs run in k order, one per k,
+// (The FMAs still grow with m, so more rows still take longer, without
+// more reads.) Within a row the FMAs run in k order, one per k,
 // so the result is bit-identical to the packed path's.
 void skinny_block(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
                   int n0, int n1, int k0, int k1, [[maybe_unused]] bool wide) {
@@ -217,7 +214,7 @@ void pack_w(const float* w, int n, int k0, int kc, int n0, int nc, float* packed
     int kk = 0;
 #ifdef TS_HAVE_AVX2
     // A whole panel row is two vector moves (a memcpy call per 64 bytes made
-    // a 64-token prefill about 8% slower).
+    // prefill measurably slower: docs/performance.md).
     if (cols == kNr) {
       for (; kk < kc; ++kk) {
         const float* src = w + static_cast<size_t>(k0 + kk) * n + c0;
@@ -347,9 +344,8 @@ template <int T>
 // sum in k order, then summed across lanes in a fixed order, whichever of
 // them computes it (so a decode step's and a prefill's logits still agree
 // bit for bit; they differ from the 8-lane AVX2 sums in the last bits). For
-// k a multiple of 16. On the Zen 5 VM GPT-2 124M's one-row logits read at
-// 1.00-1.01x the read bound this way and 1.09x with AVX2 (medians of 40,
-// alternated after a probe pass).
+// k a multiple of 16. The 16-lane sums bring the one-row logits to the read
+// bound, where the AVX2 kernel stays above it (docs/performance.md).
 [[gnu::target("avx512f")]] inline float horizontal_sum16(__m512 v) {
   // The two halves by a plain shuffle: GCC 12's cast and extract intrinsics
   // start from an "undefined" vector and warn (-Wmaybe-uninitialized).
@@ -402,8 +398,8 @@ template <int T>
 #endif
 
 // y[r, j] for j in [j0, j1): dot(x[r], b[j]); four rows of b at a time, or
-// eight for a single row of x (a decode step's logits: on GPT-2 124M's
-// 154 MB lm_head, 2 threads, eight read it at 1.07-1.39x the speed of four).
+// eight for a single row of x (a decode step's logits: eight read the
+// lm_head faster than four, docs/performance.md).
 // Every row j is the same sum in the same order whichever pass computes it,
 // and the rows left to the scalar tail are the same as with four.
 void transposed_block(const float* x, int m, int k, const float* b, int n, float* y, int j0, int j1,

@@ -1,0 +1,196 @@
+#include "bench/runs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "bench/random_checkpoint.h"
+#include "bench/speculative_bench.h"
+#include "bench/timing.h"
+#include "engine/backend_factory.h"
+#include "engine/cpu/machine_probe.h"
+#include "engine/cpu/matmul.h"
+#include "model/model_loader.h"
+#include "session/cache_comparison.h"
+#include "session/memory_report.h"
+#include "util/error.h"
+#include "util/paths.h"
+
+namespace ts::bench {
+namespace {
+
+using nlohmann::json;
+
+json bench_prefill(ts::Engine& engine, const BenchOptions& o, const ts::cpu::MachineRoofs& roofs,
+                   bool trace) {
+  const auto tokens = random_tokens(o.prefill_tokens, engine.config().vocab_size, 1);
+  std::vector<double> times;
+  // One untimed run first: the forward right after the roofs' 512 MB probe
+  // buffer is freed is slower than a settled one (docs/performance.md); what
+  // a front end's first step costs after loading is ts_first_step's
+  // measurement (tests/soak), not this one.
+  ts::ForwardResult r = engine.forward_scratch(tokens, trace_options(trace));
+  for (int i = 0; i < 3; ++i) {
+    r = engine.forward_scratch(tokens, trace_options(trace));
+    times.push_back(r.seconds);
+  }
+  const double t = median(times);
+  return {{"tokens", o.prefill_tokens},
+          {"trace", trace},
+          {"seconds", t},
+          {"tokens_per_second", o.prefill_tokens / t},
+          {"gflops", r.cost.flops / t * 1e-9},
+          {"fraction_of_peak_flops", r.cost.flops / t / roofs.peak_flops}};
+}
+
+// The decode section: one step of one sequence after o.context cached
+// tokens, without and with the trace, each divided by the memory bound.
+json bench_decode(ts::Engine& engine, const BenchOptions& o) {
+  json decode = json::array();
+  // On the CPU one probe pass runs before every decode step, so that the
+  // steps and the bound they are divided by see the same neighbours on a
+  // shared machine; best step over best pass, median over median. (A
+  // GPU's bandwidth is probed once, right before the steps.)
+  std::unique_ptr<ts::cpu::ReadBandwidthProbe> probe;
+  if (engine.backend().name() == "cpu")
+    probe = std::make_unique<ts::cpu::ReadBandwidthProbe>(512ll << 20, o.setup.cpu_threads);
+  for (bool trace : {false, true}) {
+    const double probed =
+        probe ? 0 : ts::measure_bench_bandwidth(engine.backend(), o.setup.cpu_threads);
+    const DecodeTiming t =
+        decode_step_time(engine, o.context, o.decode_steps, 1, trace, probe.get());
+    const double bandwidth = probe ? t.bandwidth_best : probed;
+    const double bandwidth_median = probe ? t.bandwidth_median : probed;
+    const double bound = t.cost.bytes() / bandwidth;
+    const double bound_median = t.cost.bytes() / bandwidth_median;
+    const double weight_bound = t.cost.weight_bytes / bandwidth;
+    const double weight_bound_median = t.cost.weight_bytes / bandwidth_median;
+    decode.push_back({{"trace", trace},
+                      {"context", o.context},
+                      {"read_bandwidth_gb_per_s", bandwidth * 1e-9},
+                      {"read_bandwidth_median_gb_per_s", bandwidth_median * 1e-9},
+                      {"bandwidth_probe", probe ? "one pass before every step" : "once"},
+                      {"ms_per_step_median", t.median * 1e3},
+                      {"ms_per_step_best", t.best * 1e3},
+                      {"bytes_per_step", t.cost.bytes()},
+                      {"memory_bound_ms", bound * 1e3},
+                      {"ratio_to_memory_bound_median", t.median / bound_median},
+                      {"ratio_to_memory_bound_best", t.best / bound},
+                      {"weights_only_bound_ms", weight_bound * 1e3},
+                      {"ratio_to_weight_read_median", t.median / weight_bound_median},
+                      {"ratio_to_weight_read_best", t.best / weight_bound},
+                      {"page_faults", t.page_faults},
+                      {"first_pass_ms_per_step_median", t.first_pass_median * 1e3},
+                      {"first_pass_page_faults", t.first_pass_page_faults}});
+  }
+  return decode;
+}
+
+// The lanes section: one decode step of each lane count in --lanes, beside
+// the 1-lane time.
+json bench_lanes(ts::Engine& engine, const BenchOptions& o) {
+  json lanes = json::array();
+  // ratio_to_one_lane divides by the 1-lane time whatever the list's order;
+  // it is measured first when the list does not name 1.
+  std::vector<DecodeTiming> timings;
+  double one_lane = 0;
+  for (int k : o.lanes) {
+    timings.push_back(decode_step_time(engine, o.context, o.decode_steps, k, false));
+    if (k == 1 && one_lane == 0) one_lane = timings.back().median;
+  }
+  if (one_lane == 0)
+    one_lane = decode_step_time(engine, o.context, o.decode_steps, 1, false).median;
+  for (size_t i = 0; i < o.lanes.size(); ++i) {
+    const int k = o.lanes[i];
+    const DecodeTiming& t = timings[i];
+    lanes.push_back({{"lanes", k},
+                     {"ms_per_step", t.median * 1e3},
+                     {"ratio_to_one_lane", t.median / one_lane},
+                     {"flops_per_byte", t.cost.intensity()},
+                     {"gflops", t.cost.flops / t.median * 1e-9}});
+  }
+  return lanes;
+}
+
+// Greedy generation of n tokens with and without the KV cache: same tokens,
+// measured totals (session/cache_comparison).
+json cache_compare(ts::Engine& engine, int n) {
+  const std::vector<int> prompt = random_tokens(8, engine.config().vocab_size, 4);
+  return ts::cache_comparison_to_json(ts::compare_kv_cache(engine, prompt, {}, n));
+}
+
+}  // namespace
+
+// The model benchmarked: --model, the random checkpoint written first for
+// --write-random-*, or else the bundled model, as the other front ends.
+std::string bench_model_dir(const BenchOptions& o) {
+  if (!o.write_random.empty()) {
+    write_random_checkpoint(
+        o.random_shape == "--write-random-1.5b" ? gpt2_1558m_config() : gpt2_124m_config(),
+        o.write_random, 124);
+    return o.write_random;
+  }
+  if (!o.setup.model.empty()) return o.setup.model.string();
+  const std::filesystem::path bundled = ts::default_model_path();
+  std::error_code ec;
+  if (!std::filesystem::exists(bundled, ec))
+    throw ts::Error("bundled model not found at " + bundled.string() +
+                    ": pass --model DIR, --write-random-124m DIR or --write-random-1.5b DIR");
+  return bundled.string();
+}
+
+json bench_model(BenchOptions o, const std::string& model_dir, bool& identical) {
+  const auto load_start = std::chrono::steady_clock::now();
+  auto weights = std::make_shared<const ts::ModelWeights>(ts::load_model(model_dir));
+  const int n_ctx = weights->config.n_ctx;
+  fit_to_context(o, n_ctx, model_dir);
+  ts::BackendSelection sel = ts::make_backend(o.setup.device, weights, o.setup.cpu_threads);
+  if (!sel.notice.empty()) std::cerr << "note: " << sel.notice << "\n";
+  int max_lanes = 1;
+  for (int k : o.lanes) max_lanes = std::max(max_lanes, k);
+  // Every lane's sequence may own whole blocks up to the context (plus the
+  // shared base and one scratch sequence): sized in blocks, not tokens.
+  const ts::KvCacheSize kv =
+      ts::kv_cache_size_for(weights->config, max_lanes + 2, 16, sel.backend.get());
+  ts::Engine engine(weights, std::move(sel.backend), kv.tokens);
+  const ts::ModelConfig& cfg = engine.config();
+  // Weights read into memory (or a populated map), backend and KV pool set up.
+  const double load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  const json memory_after_load = ts::memory_report_json(ts::memory_report(engine));
+
+  const ts::cpu::MachineRoofs roofs =
+      ts::measure_bench_roofs(engine.backend(), o.setup.cpu_threads);
+  json report = {{"model", model_dir},
+                 {"parameters", cfg.parameter_count()},
+                 {"weight_bytes_fp32", cfg.parameter_count() * 4},
+                 {"backend", engine.backend().name()},
+                 {"device", engine.backend().device_name()},
+                 {"machine",
+                  {{"read_bandwidth_gb_per_s", roofs.read_bandwidth * 1e-9},
+                   {"peak_gflops", roofs.peak_flops * 1e-9},
+                   {"threads", roofs.threads},
+                   {"cpu_decode_kernel", ts::cpu::decode_kernel()}}},
+                 {"load_seconds", load_seconds}};
+  report["prefill"] = {bench_prefill(engine, o, roofs, false),
+                       bench_prefill(engine, o, roofs, true)};
+  report["decode"] = bench_decode(engine, o);
+  report["lanes"] = bench_lanes(engine, o);
+  json compare = json::array();
+  for (int n : o.cache_compare) compare.push_back(cache_compare(engine, n));
+  if (!compare.empty()) report["kv_cache_on_vs_off"] = compare;
+  if (!o.draft_model.empty() || o.spec_self_draft)
+    report["speculative"] = bench_speculative(o, model_dir, identical);
+  report["device_after_run"] = engine.backend().device_name();  // e.g. graphs captured
+  // Where memory goes (session/memory_report.h): after loading, and after
+  // every measurement above (their sequences released; the KV pool's pages
+  // written so far stay resident and are reused).
+  report["memory"] = {{"after_load", memory_after_load},
+                      {"after_run", ts::memory_report_json(ts::memory_report(engine))}};
+  return report;
+}
+
+}  // namespace ts::bench
