@@ -36,7 +36,8 @@ int64_t fixture_tensor_bytes() {
   in.read(header.data(), static_cast<std::streamsize>(header_size));
   EXPECT_TRUE(in) << "cannot read the fixture's safetensors header";
   int64_t bytes = 0;
-  for (const auto& [name, tensor] : nlohmann::json::parse(header).items()) {
+  const nlohmann::json tensors = nlohmann::json::parse(header);
+  for (const auto& [name, tensor] : tensors.items()) {
     if (name == "__metadata__") continue;
     EXPECT_EQ(tensor["dtype"], "F32") << name;
     int64_t elements = 1;
