@@ -75,6 +75,33 @@ void print_contrastive(std::ostream& out, const Tokenizer& tok, const LaneStep& 
   }
 }
 
+// A lookahead or prompt-lookup pass: the rows fed, the candidates tried
+// (the accepted one marked with how far it matched), the pool and the
+// window's Jacobi step, the tokens committed.
+void print_lookahead_pass(std::ostream& out, const Tokenizer& tok, const LaneStep& ls) {
+  const LookaheadPass& p = *ls.lookahead;
+  const auto pieces = [&](const std::vector<int>& ids) {
+    std::string s;
+    for (int id : ids) s += (s.empty() ? "" : " ") + quoted_piece(tok, id);
+    return s;
+  };
+  out << "    " << (p.prompt_lookup ? "prompt lookup" : "lookahead") << " pass: " << p.fed()
+      << " rows fed (x, " << p.layout.candidates.size() << " candidate"
+      << (p.layout.candidates.size() == 1 ? "" : "s");
+  if (p.layout.window_row >= 0)
+    out << ", a " << p.layout.window_rows << " x " << p.layout.window_cols << " window";
+  out << "), committed " << p.committed.size() << ": " << pieces(p.committed) << "\n";
+  for (size_t g = 0; g < p.layout.candidates.size(); ++g) {
+    out << "      candidate " << g << ": " << pieces(p.layout.candidates[g]);
+    if (static_cast<int>(g) == p.verdict.candidate)
+      out << "  <- accepted " << p.verdict.matched << " of " << p.layout.candidates[g].size();
+    out << "\n";
+  }
+  if (!p.prompt_lookup)
+    out << "      pool: " << p.pool_size << " n-grams before the pass, " << p.new_ngrams
+        << " new; the window's next row: " << pieces(p.window_outputs) << "\n";
+}
+
 // A speculative round: the draft's proposals with q and p (and, sampled,
 // p/q against u), the verdict, the tokens committed, the slots released and
 // the two sides' cost.
@@ -207,6 +234,7 @@ void print_step(std::ostream& out, const Session& session, const StepTrace& step
     print_banned_words(out, tok, ls, probs);
     if (ls.contrastive) print_contrastive(out, tok, ls);
     if (ls.spec) print_spec_round(out, tok, ls);
+    if (ls.lookahead) print_lookahead_pass(out, tok, ls);
     if (ls.dola) print_dola(out, tok, ls);
   }
 }

@@ -14,31 +14,10 @@
 #include "sampling/banned_words.h"
 #include "sampling/lookahead.h"
 #include "sampling/sampling_params.h"
+#include "session/session.h"
+#include "trace/step_trace.h"
 
 namespace ts {
-
-// What a lookahead lane carries from pass to pass.
-struct LookaheadState {
-  LookaheadWindow window;
-  NgramPool pool;
-};
-
-// The record of one pass.
-struct LookaheadPass {
-  bool prompt_lookup = false;
-  int start_pos = 0;  // x's position (the cached tokens before the pass)
-  LookaheadPassLayout layout;
-  LookaheadVerdict verdict;
-  LookaheadWindow window;                  // before the pass (lookahead only)
-  std::vector<int> window_outputs;         // the model's guess after each last-row cell
-  int pool_size = 0;                       // n-grams in the pool before the pass
-  int new_ngrams = 0;                      // n-grams this pass added
-  std::vector<std::vector<float>> logits;  // [committed][vocab]: the row each token was chosen at
-  double seconds = 0;
-  StepCost cost;
-  std::shared_ptr<const LookaheadState> state_before, state_after;  // null for prompt lookup
-  int fed() const { return static_cast<int>(layout.tokens.size()); }
-};
 
 struct LookaheadContext {
   Engine& engine;
@@ -54,11 +33,36 @@ std::shared_ptr<const LookaheadState> initial_lookahead_state(const LookaheadCon
 // generated) but the last; generated = tokens already generated (the index
 // of the first token this pass commits). params.lookahead_on or
 // params.prompt_lookup_on picks the kind; state is the lane's (lookahead).
-// On return seq caches every committed token but the last. On failure the
-// cache is as it was and the error is rethrown.
+// On return seq caches every committed token but the last; attention (when
+// given and ctx.options records it) receives the pass's [layer][head][row][context].
+// On failure the cache is as it was and the error is rethrown.
 LookaheadPass run_lookahead_pass(const LookaheadContext& ctx, SeqId seq,
                                  const std::vector<int>& tokens, int generated,
                                  const SamplingParams& params,
-                                 const std::shared_ptr<const LookaheadState>& state);
+                                 const std::shared_ptr<const LookaheadState>& state,
+                                 std::vector<std::vector<float>>* attention = nullptr);
+
+// ---- the session's lanes ----
+
+struct LookaheadLaneContext {
+  Engine& engine;
+  std::shared_ptr<const BannedTokens> banned;  // null: the stage is off
+  int eot_id = -1;
+  int max_new_tokens = 0;        // the lane's token limit (0: none)
+  bool record_attention = true;  // every fed row's attention (the pass's mask shows in it)
+};
+
+// Runs one pass of `lane` (running, lookahead or prompt lookup; its sequence
+// caches every token of `tokens` (prompt + generated) but the last) and
+// returns its record; the cache holds x and the accepted rows. Changes
+// nothing in the lane; on failure the cache is as it was.
+LaneStep run_lookahead_step(const LookaheadLaneContext& ctx, const Lane& lane,
+                            const std::vector<int>& tokens);
+
+// The lane takes the pass's tokens and its new window and pool (never throws).
+void commit_lookahead_step(Lane& lane, const LaneStep& record);
+// Undoes commit_lookahead_step; the cache goes back with a truncation to
+// record.start_pos (the caller's).
+void uncommit_lookahead_step(Lane& lane, const LaneStep& record);
 
 }  // namespace ts

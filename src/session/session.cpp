@@ -5,6 +5,7 @@
 #include "sampling/distribution.h"
 #include "sampling/sampling_pipeline.h"
 #include "session/dola_lane.h"
+#include "session/lookahead_lane.h"
 #include "session/speculative_lane.h"
 #include "util/error.h"
 
@@ -136,6 +137,10 @@ const StepTrace& Session::prefill() {
         "target's vocabulary, the target's own directory included)");
   if (speculative && !options_.kv_cache)
     throw Error("speculative decoding needs the KV cache (it verifies over the cached prefix)");
+  if (!options_.kv_cache && std::any_of(strategies_.begin(), strategies_.end(),
+                                        [](const SamplingParams& p) { return p.draft_free(); }))
+    throw Error(
+        "lookahead and prompt lookup need the KV cache (a pass keeps only its accepted rows)");
   ForwardResult result;
   std::vector<Lane> lanes(strategies_.size());
   KvCacheManager& cache = engine_->cache();
@@ -202,6 +207,8 @@ const StepTrace& Session::prefill() {
           lane.spec_gamma = initial_spec_gamma(lane.params);
           if (draft_base >= 0) lane.draft_seq = draft_engine_->cache().fork(draft_base);
         }
+        if (lane.params.lookahead_on)
+          lane.lookahead_state = initial_lookahead_state(lane.params.lookahead, ids);
         choose(ls, lane);
         lane.generated.push_back(ls.chosen_token);
         finish_lane_if_done(lane, ls);
@@ -267,10 +274,16 @@ const StepTrace& Session::step() {
   // The rounds' passes are part of the step's time and cost; records stay
   // in lane order (one per lane).
   for (LaneStep& ls : spec_records) {
-    trace.seconds += ls.spec->draft_seconds + ls.spec->verify_seconds;
-    trace.cost += ls.spec->draft_cost;
-    trace.cost += ls.spec->verify_cost;
-    trace.recomputed_tokens += ls.rows() + ls.spec->draft_tokens_fed;
+    if (ls.spec) {
+      trace.seconds += ls.spec->draft_seconds + ls.spec->verify_seconds;
+      trace.cost += ls.spec->draft_cost;
+      trace.cost += ls.spec->verify_cost;
+      trace.recomputed_tokens += ls.rows() + ls.spec->draft_tokens_fed;
+    } else {
+      trace.seconds += ls.lookahead->seconds;
+      trace.cost += ls.lookahead->cost;
+      trace.recomputed_tokens += ls.rows();
+    }
     chosen.push_back(std::move(ls));
   }
   std::sort(chosen.begin(), chosen.end(),
@@ -281,17 +294,23 @@ const StepTrace& Session::step() {
 
 std::vector<LaneStep> Session::run_spec_rounds() {
   std::vector<LaneStep> records;
-  if (!draft_engine_) return records;
-  const SpecRoundContext ctx{*engine_,
-                             *draft_engine_,
-                             banned_words_,
-                             options_.max_new_tokens,
-                             tokenizer_->eot_id(),
-                             options_.record_attention};
+  const LookaheadLaneContext lctx{*engine_, banned_words_, tokenizer_->eot_id(),
+                                  options_.max_new_tokens, options_.record_attention};
   try {
-    for (const Lane& lane : lanes_)
-      if (lane.running() && lane.speculative())
+    for (const Lane& lane : lanes_) {
+      if (!lane.running()) continue;
+      if (lane.speculative() && draft_engine_) {
+        const SpecRoundContext ctx{*engine_,
+                                   *draft_engine_,
+                                   banned_words_,
+                                   options_.max_new_tokens,
+                                   tokenizer_->eot_id(),
+                                   options_.record_attention};
         records.push_back(run_spec_round(ctx, lane, lane_tokens(lane.id)));
+      } else if (lane.draft_free()) {
+        records.push_back(run_lookahead_step(lctx, lane, lane_tokens(lane.id)));
+      }
+    }
   } catch (...) {
     undo_spec_rounds(records);
     throw;
@@ -300,14 +319,17 @@ std::vector<LaneStep> Session::run_spec_rounds() {
 }
 
 void Session::undo_spec_rounds(const std::vector<LaneStep>& records) {
-  for (const LaneStep& ls : records)
+  for (const LaneStep& ls : records) {
     if (ls.spec) undo_spec_caches(*engine_, *draft_engine_, lanes_[ls.lane], ls);
+    if (ls.lookahead && engine_->cache().length(lanes_[ls.lane].seq) > ls.start_pos)
+      engine_->cache().truncate(lanes_[ls.lane].seq, ls.start_pos);
+  }
 }
 
 std::vector<Session::DecodeRequest> Session::gather_requests() const {
   std::vector<DecodeRequest> requests;
   for (const Lane& lane : lanes_) {
-    if (!lane.running() || lane.speculative()) continue;
+    if (!lane.running() || lane.speculative() || lane.draft_free()) continue;
     if (lane.contrastive()) {
       std::vector<DecodeRequest> candidates = candidate_requests(lane, *lane.pending);
       requests.insert(requests.end(), std::make_move_iterator(candidates.begin()),
@@ -426,6 +448,11 @@ void Session::commit(StepTrace trace, std::vector<LaneStep> lane_records,
       commit_beams(lane, ls);
     } else if (ls.spec) {
       commit_spec_round(lane, ls);
+      lane.stop_reason =
+          spec_stop_reason(lane, ls, static_cast<int>(prompt_tokens_.size()),
+                           options_.max_new_tokens, engine_->config().n_ctx, tokenizer_->eot_id());
+    } else if (ls.lookahead) {
+      commit_lookahead_step(lane, ls);
       lane.stop_reason =
           spec_stop_reason(lane, ls, static_cast<int>(prompt_tokens_.size()),
                            options_.max_new_tokens, engine_->config().n_ctx, tokenizer_->eot_id());

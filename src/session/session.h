@@ -86,6 +86,12 @@ struct Lane {
   int spec_gamma = 0;
   bool speculative() const { return params.speculative(); }
 
+  // Lookahead and prompt-lookup lanes (params.draft_free();
+  // session/lookahead_lane.h): a step is one pass (1..N tokens); lookahead
+  // lanes carry their Jacobi window and n-gram pool from pass to pass.
+  std::shared_ptr<const LookaheadState> lookahead_state;
+  bool draft_free() const { return params.draft_free(); }
+
   // Branching.
   int parent = -1;       // the lane it was branched from; -1: started at prefill
   int branch_step = -1;  // history step whose choice it replaced
@@ -275,6 +281,7 @@ class Session {
   // Speculative lanes: one round each (session/speculative_lane.h), run
   // before the other lanes' batched forward; on failure every round run is
   // undone. undo_spec_rounds gives back the caches of rounds not committed.
+  // Lookahead and prompt-lookup lanes run their own passes here too.
   std::vector<LaneStep> run_spec_rounds();
   void undo_spec_rounds(const std::vector<LaneStep>& records);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "sampling/sampling_pipeline.h"
+#include "session/lookahead_lane.h"
 #include "session/speculative_lane.h"
 #include "util/error.h"
 
@@ -63,6 +64,11 @@ void Session::undo_record(Lane& lane, const LaneStep& record) {
     // A whole round: its tokens, its γ, and both caches back to its start.
     if (cached) undo_spec_caches(*engine_, *draft_engine_, lane, record);
     uncommit_spec_round(lane, record);
+  } else if (record.lookahead) {
+    // A whole pass: its tokens, the window and pool before it, the cache to x.
+    if (cached && engine_->cache().length(lane.seq) > record.start_pos)
+      engine_->cache().truncate(lane.seq, record.start_pos);
+    uncommit_lookahead_step(lane, record);
   } else if (record.contrastive) {
     // The chosen token was cached by the winner's fork: cut it off; the
     // record becomes the one the lane chooses from again.
@@ -157,6 +163,9 @@ void Session::rechoose(int lane_id, const SamplingParams& params) {
   if (current.speculative() || params.speculative())
     throw Error("rechoose: speculative lanes choose by verifying a round (lane " +
                 std::to_string(lane_id) + ")");
+  if (current.draft_free() || params.draft_free())
+    throw Error("rechoose: lookahead and prompt-lookup lanes choose by verifying a pass (lane " +
+                std::to_string(lane_id) + ")");
   if (current.closed) throw Error("rechoose: lane " + std::to_string(lane_id) + " is closed");
   auto trace = std::make_shared<StepTrace>(*history_.back());
   auto it = std::find_if(trace->lanes.begin(), trace->lanes.end(),
@@ -210,6 +219,10 @@ int Session::branch(int step, int lane_id, int token) {
   if (source.contrastive()) throw Error("branch: " + name + " uses contrastive search");
   if (source.speculative())
     throw Error("branch: " + name + " uses speculative decoding (its steps are whole rounds)");
+  if (source.draft_free())
+    throw Error("branch: " + name + " uses " +
+                (source.params.lookahead_on ? "lookahead" : "prompt lookup") +
+                " decoding (its steps are whole passes)");
   if (token < 0 || token >= engine_->config().vocab_size)
     throw Error("branch: token " + std::to_string(token) + " is not in the vocabulary (0 to " +
                 std::to_string(engine_->config().vocab_size - 1) + ")");

@@ -291,6 +291,10 @@ LaneStep read_lane_step(const Reader& r, const json& j, const std::string& w, co
     r.fail(w + ".strategy",
            "DoLa lanes cannot be re-opened (their layer contrast is not stored "
            "in the replay part of a session file)");
+  if (ls.params.draft_free())
+    r.fail(w + ".strategy",
+           "lookahead and prompt-lookup lanes cannot be re-opened (their passes are not stored "
+           "in the replay part of a session file)");
   if (ls.beam && !ls.params.beam_search()) r.fail(w + ".beam", "the strategy is not beam search");
   if (ls.contrastive && !ls.params.contrastive())
     r.fail(w + ".contrastive", "the strategy is not contrastive search");

@@ -46,7 +46,44 @@ json params_to_json(const SamplingParams& p) {
           {"penalty_alpha", p.penalty_alpha},
           {"spec_gamma", p.spec_gamma == kSpecGammaAuto ? json("auto") : json(p.spec_gamma)},
           {"dola_layers",
-           p.dola() ? json(dola_layers_text(p.dola_mode, p.dola_layers)) : json(nullptr)}};
+           p.dola() ? json(dola_layers_text(p.dola_mode, p.dola_layers)) : json(nullptr)},
+          {"lookahead", p.lookahead_on ? json({{"window", p.lookahead.window},
+                                               {"ngram", p.lookahead.ngram},
+                                               {"verify", p.lookahead.verify}})
+                                       : json(nullptr)},
+          {"prompt_lookup", p.prompt_lookup_on ? json({{"tokens", p.prompt_lookup.tokens},
+                                                       {"max_ngram", p.prompt_lookup.max_ngram}})
+                                               : json(nullptr)}};
+}
+
+// A lookahead or prompt-lookup pass: what was fed (x, the candidates, the
+// window, with positions), the candidates and which one was accepted how
+// far, the window's Jacobi step and the pool, the tokens committed.
+json lookahead_pass_to_json(const LookaheadPass& p) {
+  json j = {{"kind", p.prompt_lookup ? "prompt_lookup" : "lookahead"},
+            {"start_pos", p.start_pos},
+            {"first_index", p.first_index},
+            {"fed_tokens", p.layout.tokens},
+            {"fed_positions", p.layout.positions},
+            {"candidates", p.layout.candidates},
+            {"candidate_rows", p.layout.candidate_row},
+            {"accepted_candidate", p.verdict.candidate},
+            {"matched", p.verdict.matched},
+            {"kept_rows", p.verdict.kept_rows},
+            {"committed", p.committed},
+            {"seconds", p.seconds}};
+  if (!p.verdict.tried.empty()) {
+    j["tried"] = p.verdict.tried;
+    j["uniforms"] = p.verdict.uniforms;
+  }
+  if (!p.prompt_lookup) {
+    j["window_row"] = p.layout.window_row;
+    j["window"] = {{"rows", p.window.rows}, {"cols", p.window.cols}, {"tokens", p.window.tokens}};
+    j["window_outputs"] = p.window_outputs;
+    j["pool_size"] = p.pool_size;
+    j["new_ngrams"] = p.new_ngrams;
+  }
+  return j;
 }
 
 // A DoLa step: the candidate layers with their divergences (HF's, summed
@@ -219,6 +256,12 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
   // pipeline's argmax: the draw is that choice ("contrastive" has the rest).
   // A speculative lane chose its token by verifying a round ("speculative"
   // has the rest).
+  if (ls.lookahead)
+    draw = {{"greedy", !ls.params.do_sample},
+            {"by_lookahead_pass", true},
+            {"uniform", ls.uniform},
+            {"chosen_token", ls.chosen_token},
+            {"chosen_prob", ls.chosen_prob}};
   if (ls.spec)
     draw = {{"greedy", !ls.params.do_sample},
             {"by_speculative_round", true},
@@ -248,6 +291,7 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
   if (ls.beam) j["beam"] = beam_step_to_json(*ls.beam);
   if (ls.contrastive) j["contrastive"] = contrastive_step_to_json(*ls.contrastive, ls.context_ids);
   if (ls.spec) j["speculative"] = spec_round_to_json(*ls.spec);
+  if (ls.lookahead) j["lookahead"] = lookahead_pass_to_json(*ls.lookahead);
   if (ls.dola) j["dola"] = dola_step_to_json(*ls.dola, ls.chosen_token);
   if (options.full_logits) {
     json all = json::array();

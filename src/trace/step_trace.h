@@ -17,6 +17,7 @@
 #include "sampling/beam_search.h"
 #include "sampling/contrastive.h"
 #include "sampling/dola.h"
+#include "sampling/lookahead.h"
 #include "sampling/sampling_params.h"
 #include "sampling/speculative.h"
 
@@ -87,6 +88,35 @@ struct SpecRound {
   StepCost verify_cost;
 };
 
+// What a lookahead lane carries from pass to pass: its Jacobi window and
+// n-gram pool (sampling/lookahead.h). Immutable once made: a pass makes a
+// new one, and undoing the pass goes back to the old.
+struct LookaheadState {
+  LookaheadWindow window;
+  NgramPool pool;
+};
+
+// One pass of lookahead decoding or prompt lookup (session/lookahead_lane.h).
+struct LookaheadPass {
+  bool prompt_lookup = false;
+  int start_pos = 0;    // x's position (the cached tokens before the pass)
+  int first_index = 0;  // index in the lane's generation of the first committed token
+  LookaheadPassLayout layout;
+  LookaheadVerdict verdict;
+  std::vector<int> committed;              // the verdict's tokens, cut after an end of text
+  LookaheadWindow window;                  // before the pass (lookahead only)
+  std::vector<int> window_outputs;         // the model's guess after each last-row cell
+  int pool_size = 0;                       // n-grams in the pool before the pass
+  int new_ngrams = 0;                      // n-grams this pass added
+  std::vector<int> slots;                  // KV slots the pass wrote (every fed row)
+  std::vector<std::vector<float>> logits;  // the row each committed token was chosen at
+  std::vector<std::vector<float>> probs;   // the lane's distribution at those rows
+  double seconds = 0;
+  StepCost cost;
+  std::shared_ptr<const LookaheadState> state_before, state_after;  // null for prompt lookup
+  int fed() const { return static_cast<int>(layout.tokens.size()); }
+};
+
 struct LaneStep {
   int lane = 0;
   std::vector<int> input_tokens;   // tokens fed through the model this step
@@ -130,6 +160,10 @@ struct LaneStep {
   // γ + 1 rows; logits, chosen_token and step_index are those of the round's
   // last committed token (the row it was chosen from).
   std::shared_ptr<const SpecRound> spec;
+  // Lookahead and prompt-lookup lanes: the pass. As for a speculative round,
+  // the record's inputs are the pass's fed rows (x, candidates, window) and
+  // its logits, chosen_token and step_index those of the last committed token.
+  std::shared_ptr<const LookaheadPass> lookahead;
   // DoLa lanes: the candidate layers, their divergences, the premature
   // layer and the contrast scores; the processors and the choice ran on
   // dola->contrast instead of logits (see choice_logits).

@@ -21,7 +21,9 @@
 #include "sampling/sampling_pipeline.h"
 #include "sampling/speculative.h"
 #include "session/lookahead_lane.h"
+#include "session/session.h"
 #include "test_model_writer.h"
+#include "test_models.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -331,5 +333,71 @@ TEST(LookaheadSampled, FirstTokenFollowsPlainSamplingAndAWrongRuleDoesNot) {
   EXPECT_LT(p_wrong, 1e-6);
 }
 
+// ---- the session's lanes ----
+
+namespace session_lanes {
+
+std::vector<int> generated(const Session& s, int lane) { return s.lanes()[lane].generated; }
+
+TEST(LookaheadSession, LanesGiveGreedysTokensAndStepBackWhole) {
+  const LoadedModel m = test::load_model(test::bundled_model_dir(), "cpu", 6);
+  SessionOptions o;
+  o.max_new_tokens = 60;
+  Session s(m.tokenizer, m.engine, o);
+  s.set_prompt("1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,");
+  s.set_strategies(
+      {SamplingParams{}, parse_strategy("lookahead"), parse_strategy("prompt_lookup=6,2")});
+  s.prefill();
+  int steps = 0;
+  bool multi = false;
+  while (s.can_step()) {
+    const StepTrace& t = s.step();
+    ++steps;
+    for (const LaneStep& ls : t.lanes) {
+      if (!ls.lookahead) continue;
+      EXPECT_EQ(ls.rows(), ls.lookahead->fed());
+      EXPECT_EQ(ls.chosen_token, ls.lookahead->committed.back());
+      multi = multi || ls.lookahead->committed.size() > 1;
+      // The recorded attention covers every fed row: [head][rows][context].
+      ASSERT_FALSE(ls.attention.empty());
+      ASSERT_TRUE(ls.attention[0]);
+      EXPECT_EQ(ls.attention[0]->size(),
+                static_cast<size_t>(m.engine->config().n_head) * ls.rows() * ls.context());
+    }
+    m.engine->cache().check_invariants();
+  }
+  EXPECT_EQ(generated(s, 1), generated(s, 0));
+  EXPECT_EQ(generated(s, 2), generated(s, 0));
+  EXPECT_EQ(s.lanes()[1].stop_reason, s.lanes()[0].stop_reason);
+  EXPECT_TRUE(multi) << "a counting prompt must let some pass commit several tokens";
+  // Back undoes whole passes: the tokens and the cache (which holds every
+  // token but the last); stepping again gives the same tokens.
+  const std::vector<int> full = generated(s, 1);
+  const int prompt = static_cast<int>(s.prompt_tokens().size());
+  const auto cached = [&] { return m.engine->cache().length(s.lanes()[1].seq); };
+  while (generated(s, 1).size() == full.size()) s.back();
+  EXPECT_LT(generated(s, 1).size() + 1, full.size() + 1);
+  EXPECT_EQ(cached(), prompt + static_cast<int>(generated(s, 1).size()) - 1);
+  while (s.can_step() && generated(s, 1).size() < full.size()) s.step();
+  EXPECT_EQ(generated(s, 1), full);
+  EXPECT_EQ(cached(), prompt + static_cast<int>(full.size()) - 1);
+  EXPECT_THROW(s.branch(1, 1, 5), Error);
+  EXPECT_THROW(s.rechoose(1, parse_strategy("greedy")), Error);
+  std::printf("60 tokens: %d steps for greedy; lookahead and prompt lookup lanes beside it\n",
+              steps);
+}
+
+TEST(LookaheadSession, RefusedWithoutTheKvCache) {
+  const LoadedModel m = test::load_model(test::bundled_model_dir(), "cpu", 4);
+  SessionOptions o;
+  o.kv_cache = false;
+  Session s(m.tokenizer, m.engine, o);
+  s.set_prompt("Once upon a time");
+  s.set_strategies({parse_strategy("lookahead")});
+  EXPECT_THROW(s.prefill(), Error);
+  EXPECT_EQ(s.state(), SessionState::kReady);
+}
+
+}  // namespace session_lanes
 }  // namespace
 }  // namespace ts
