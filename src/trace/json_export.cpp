@@ -255,16 +255,11 @@ json lane_to_json(const LaneStep& ls, const JsonExportOptions& options) {
   // A contrastive lane chooses by score among its candidates, not by the
   // pipeline's argmax: the draw is that choice ("contrastive" has the rest).
   // A speculative lane chose its token by verifying a round ("speculative"
-  // has the rest).
-  if (ls.lookahead)
+  // has the rest), a lookahead or prompt-lookup lane by verifying a pass
+  // ("lookahead").
+  if (ls.spec || ls.lookahead)
     draw = {{"greedy", !ls.params.do_sample},
-            {"by_lookahead_pass", true},
-            {"uniform", ls.uniform},
-            {"chosen_token", ls.chosen_token},
-            {"chosen_prob", ls.chosen_prob}};
-  if (ls.spec)
-    draw = {{"greedy", !ls.params.do_sample},
-            {"by_speculative_round", true},
+            {ls.spec ? "by_speculative_round" : "by_lookahead_pass", true},
             {"uniform", ls.uniform},
             {"chosen_token", ls.chosen_token},
             {"chosen_prob", ls.chosen_prob}};
