@@ -237,7 +237,9 @@ model
 session
   --prompt TEXT          prompt to start with (default "Today's weather is so")
   --strategy STR         decoding strategy, e.g. greedy, "temperature=0.7,seed=3",
-                         "top_p=0.9", "top_k=40,temperature=0.8" (default greedy)
+                         "top_p=0.9", "top_k=40,temperature=0.8" (default greedy);
+                         every strategy tokenscope-cli --help lists, lookahead and
+                         prompt_lookup included
   --compare STR...       several lanes sharing one prefill, one strategy each
                          (up to )" +
       std::to_string(kMaxLanes) +

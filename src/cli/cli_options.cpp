@@ -127,7 +127,15 @@ Generation
                           half, low from layer 2; the layer whose early-exit distribution
                           diverges most from the final one is contrasted: log p_final -
                           log p_layer over the tokens with p >= 0.1 x the top p; combines
-                          with sampling keys and repetition_penalty, HF suggests 1.2)
+                          with sampling keys and repetition_penalty, HF suggests 1.2), or
+                          lookahead decoding: "lookahead" or "lookahead=W,N,G" (default
+                          4,3,4: a 2D window of N-1 x W Jacobi guesses, an n-gram pool,
+                          up to G pool n-grams verified in the same forward; no draft
+                          model) or prompt lookup: "prompt_lookup" or "prompt_lookup=K,M"
+                          (default 10,2: up to K tokens copied after the most recent
+                          earlier match of the last M..1 tokens); a step is one pass that
+                          commits 1 or more tokens, exactly greedy's (or, with sampling
+                          keys, the model's own distribution); they need the KV cache
   --compare STR...        several lanes sharing one prefill, printed as columns step by
                           step (token and its probability; the first step where they
                           differ is marked), then per lane: log-probability, perplexity,
