@@ -16,13 +16,13 @@ namespace {
 
 using nlohmann::json;
 
-// Exit code when a speculative greedy output differs from plain greedy's.
+// Exit code when a speculative or lookahead greedy output differs from plain greedy's.
 constexpr int kExitMismatch = 1;
 
 // After the JSON: one line saying why the exit code is not 0.
 int mismatch_exit() {
-  std::cerr << "tokenscope-bench: a speculative greedy output differs from plain greedy's "
-               "(see \"outputs identical: no\" above)\n";
+  std::cerr << "tokenscope-bench: a speculative or lookahead greedy output differs from plain "
+               "greedy's (see \"outputs identical: no\" / \"OUTPUT DIFFERS\" above)\n";
   return kExitMismatch;
 }
 
@@ -48,7 +48,7 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-// Exit codes: 0 done, 1 a speculative greedy output differed from plain
+// Exit codes: 0 done, 1 a speculative or lookahead greedy output differed from plain
 // greedy's, 2 bad input (one line naming what is wrong), 3 internal error.
 int main(int argc, char** argv) {
   try {

@@ -93,6 +93,16 @@ load time, and where memory goes after loading and after the run.
                           the model and the draft need tokenizer files and the same
                           vocabulary
   --spec-self-draft       also the model drafting for itself (alpha = 1, c about 1)
+  --lookahead N           also measure lookahead decoding and prompt lookup (default
+                          strategies) against plain greedy, N new tokens each, on an
+                          ordinary prompt and three that repeat themselves (a list, a
+                          poem with a refrain, code): time per token (medians of three
+                          alternated runs), tokens per pass, fed tokens per pass, the
+                          speed-up measured and the one the step cost model predicts
+                          for the passes that ran (their FLOPs and bytes on the
+                          measured roofs), and whether each output equals greedy's
+                          (exit code 1 if not); on random weights nothing is accepted
+                          and the speed-up is below 1
   --cpu-vectors auto|avx2 auto (default): a CPU decode step's matrix products read the
                           weights with AVX-512 where the CPU has it; avx2: with AVX2
                           only, to compare the two on one machine (the layers give the
@@ -117,8 +127,8 @@ load time, and where memory goes after loading and after the run.
 
 Flags are written "--flag value" or "--flag=value"; a flag given twice is
 refused. Exit codes: 0 done, 1 a
-speculative greedy output differed from plain greedy's, 2 bad input (one line
-on stderr), 3 internal error.
+speculative or lookahead greedy output differed from plain greedy's, 2 bad
+input (one line on stderr), 3 internal error.
 )";
 }
 
@@ -171,6 +181,8 @@ BenchOptions parse_options(int argc, char** argv) {
     } else if (a == "--spec-only") {
       r.no_value();
       o.spec_only = true;
+    } else if (a == "--lookahead") {
+      o.lookahead_tokens = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
     } else if (a == "--spec-random-pairs")
       o.spec_random_dir = ts::non_empty(a, r.value());
     else if (a == "--spec-tokens") {  // at least one decode step after the prefill's token

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/lookahead_bench.h"
 #include "bench/random_checkpoint.h"
 #include "bench/speculative_bench.h"
 #include "bench/timing.h"
@@ -184,6 +185,8 @@ json bench_model(BenchOptions o, const std::string& model_dir, bool& identical) 
   if (!compare.empty()) report["kv_cache_on_vs_off"] = compare;
   if (!o.draft_model.empty() || o.spec_self_draft)
     report["speculative"] = bench_speculative(o, model_dir, identical);
+  if (o.lookahead_tokens > 0)
+    report["lookahead"] = bench_lookahead(engine, model_dir, roofs, o.lookahead_tokens, identical);
   report["device_after_run"] = engine.backend().device_name();  // e.g. graphs captured
   // Where memory goes (session/memory_report.h): after loading, and after
   // every measurement above (their sequences released; the KV pool's pages
