@@ -30,6 +30,7 @@
 #include "engine/cuda/forward_plan.h"
 #include "engine/engine.h"
 #include "model/model_loader.h"
+#include "sampling/lookahead.h"
 #include "scoped_env.h"
 #include "test_model_writer.h"
 #include "test_models.h"
@@ -304,6 +305,52 @@ TEST(CudaForwardPlan, PinnedStagingShrinksAfterAStepThatNeedsFarLess) {
   EXPECT_FALSE(cuda_detail::staging_should_shrink(300 * mb, 80 * mb));
   EXPECT_FALSE(cuda_detail::staging_should_shrink(300 * mb, 300 * mb));
   EXPECT_FALSE(cuda_detail::staging_should_shrink(32 * mb, 1024));  // small: kept
+}
+
+// A multi-branch pass (lookahead): its entry goes to the row kernel, each
+// row's embedding position comes from the entry, its key index and mask are
+// packed; a mask the engine would refuse is refused here too.
+TEST(CudaForwardPlan, MaskedEntriesGoToTheRowKernelWithTheirPositionsAndMasks) {
+  LookaheadWindow w;
+  w.rows = 2;
+  w.cols = 4;
+  w.tokens = {1, 2, 3, 4, 5, 6, 0, 1};
+  w.changed.assign(8, 1);
+  const LookaheadPassLayout l = lay_out_lookahead_pass(3, 20, &w, {{4, 5}, {6}}, 64);
+  const int n = static_cast<int>(l.tokens.size());
+  BatchEntry b = entry_for(20, n, {0, 1}, 16);
+  b.tokens = l.tokens;
+  b.positions = l.positions;
+  b.mask = l.mask;
+  cuda_detail::PlanOptions o;
+  o.block_size = 16;
+  o.n_head = 2;
+  o.n_ctx = 64;
+  o.pool_slots = 64;
+  o.tile_size = 4;
+  o.tile_min_rows = 2;
+  const cuda_detail::ForwardPlan p = cuda_detail::make_forward_plan({b}, o);
+  EXPECT_EQ(p.tiles, 0);
+  EXPECT_EQ(p.row_list_size, n);
+  const int* m = p.packed.data();
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(m[p.at.positions + i], l.positions[i]);
+    EXPECT_EQ(m[p.at.row_key + i], 20 + i);
+    EXPECT_EQ(m[p.at.row_mask + i], i * n);
+    for (int j = 0; j < n; ++j)
+      EXPECT_EQ(m[p.at.masks + i * n + j], l.mask[static_cast<size_t>(i) * n + j]);
+  }
+  // A causal entry beside it: no mask, keys = positions, tiles as before.
+  const cuda_detail::ForwardPlan causal =
+      cuda_detail::make_forward_plan({entry_for(0, 9, {2}, 16)}, o);
+  EXPECT_GT(causal.tiles, 0);
+  EXPECT_EQ(causal.packed[causal.at.row_mask], -1);
+  BatchEntry upper = b;
+  upper.mask[1] = 1;  // row 0 would see a later row
+  EXPECT_THROW(cuda_detail::make_forward_plan({upper}, o), Error);
+  KvCacheShape shape = test::cache_shape(ModelConfig{}, 4);
+  EXPECT_THROW(cuda_detail::slot_move_ranges({0, 64}, shape, 8), Error);
+  EXPECT_EQ(cuda_detail::slot_move_ranges({3, 1}, shape, 8).size(), 2u * shape.n_layer);
 }
 
 #ifdef TS_HAVE_CUDA
@@ -1050,6 +1097,49 @@ TEST(CudaDevice, ReportsCopyBandwidth) {
   RecordProperty("device", device);
   RecordProperty("copy_bandwidth_gb_per_s", std::to_string(bw * 1e-9));
   std::cout << "[ device   ] " << device << ": device-to-device copy " << bw * 1e-9 << " GB/s\n";
+}
+
+// A lookahead pass (window, two candidates, the paper's mask) on the GPU
+// gives the CPU's logits and attention for every fed row, and keep_rows
+// leaves the GPU's cache as the CPU's: the next step agrees too.
+TEST(CudaBackend, MaskedPassAndKeepRowsMatchTheCpu) {
+  TS_REQUIRE_CUDA();
+  auto w = tiny_weights();
+  Engine gpu(w, cuda_backend(w), 64 * 8);
+  Engine cpu(w, make_cpu_backend(w, 2), 64 * 8);
+  const std::vector<int> prompt = {5, 17, 42, 99, 3, 7, 250, 11, 31, 8};
+  LookaheadWindow win = initial_window(LookaheadConfig{}, prompt);
+  const LookaheadPassLayout l =
+      lay_out_lookahead_pass(12, static_cast<int>(prompt.size()), &win, {{40, 41, 42}, {50}}, 64);
+  EntryOutput out[2];
+  Engine* engines[2] = {&gpu, &cpu};
+  for (int e = 0; e < 2; ++e) {
+    Engine& engine = *engines[e];
+    const SeqId seq = engine.cache().create();
+    engine.forward({{seq, prompt}}, {});
+    ForwardRequest r(seq, l.tokens);
+    r.positions = l.positions;
+    r.mask = l.mask;
+    ForwardOptions o = everything();
+    o.record_residuals = false;
+    engine.forward({r}, o);
+    engine.keep_rows(seq, static_cast<int>(prompt.size()), {0, 1, 2});
+    out[e] = engine.forward({{seq, {77}}}, everything()).outputs[0];
+    engine.cache().release(seq);
+  }
+  expect_same_outputs(out[0], out[1], 1e-3f, 1e-4f, "after keep_rows");
+  for (int e = 0; e < 2; ++e) {
+    const SeqId seq = engines[e]->cache().create();
+    engines[e]->forward({{seq, prompt}}, {});
+    ForwardRequest r(seq, l.tokens);
+    r.positions = l.positions;
+    r.mask = l.mask;
+    ForwardOptions o = everything();
+    o.record_residuals = false;
+    out[e] = engines[e]->forward({r}, o).outputs[0];
+    engines[e]->cache().release(seq);
+  }
+  expect_same_outputs(out[0], out[1], 1e-3f, 1e-4f, "the masked pass");
 }
 
 #endif  // TS_HAVE_CUDA
