@@ -130,14 +130,20 @@ BatchEntry entry_for(int start_pos, int n, const std::vector<int>& block_table, 
   return b;
 }
 
-TEST(CudaForwardPlan, PrefillTilesLogitRowsAndProbabilityLayout) {
+// Plan options for a 64-token context and pool.
+cuda_detail::PlanOptions plan_options(int block_size, int n_head, int tile_size) {
   cuda_detail::PlanOptions o;
-  o.block_size = 4;
-  o.n_head = 3;
-  o.vocab_size = 10;
+  o.block_size = block_size;
+  o.n_head = n_head;
   o.n_ctx = 64;
   o.pool_slots = 64;
-  o.tile_size = 8;
+  o.tile_size = tile_size;
+  return o;
+}
+
+TEST(CudaForwardPlan, PrefillTilesLogitRowsAndProbabilityLayout) {
+  cuda_detail::PlanOptions o = plan_options(4, 3, 8);
+  o.vocab_size = 10;
   const std::vector<BatchEntry> batch = {entry_for(0, 20, {5, 1, 2, 9, 3}, 4),
                                          entry_for(6, 2, {0, 4}, 4)};
   cuda_detail::ForwardPlan p = cuda_detail::make_forward_plan(batch, o);
@@ -322,12 +328,7 @@ TEST(CudaForwardPlan, MaskedEntriesGoToTheRowKernelWithTheirPositionsAndMasks) {
   b.tokens = l.tokens;
   b.positions = l.positions;
   b.mask = l.mask;
-  cuda_detail::PlanOptions o;
-  o.block_size = 16;
-  o.n_head = 2;
-  o.n_ctx = 64;
-  o.pool_slots = 64;
-  o.tile_size = 4;
+  cuda_detail::PlanOptions o = plan_options(16, 2, 4);
   o.tile_min_rows = 2;
   const cuda_detail::ForwardPlan p = cuda_detail::make_forward_plan({b}, o);
   EXPECT_EQ(p.tiles, 0);
