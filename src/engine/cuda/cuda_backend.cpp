@@ -5,18 +5,15 @@
 //
 // Memory: the weights are uploaded once (one allocation); the K/V pools live
 // on the device as [layer][K|V][slot][C]; activations and result buffers only
-// grow. What a step returns (logits, residuals, probabilities) lies in one
-// device buffer, [logits | residuals | probabilities]. One forward = one
-// metadata upload (forward_plan.h) from a pinned staging buffer, the kernels,
-// one copy of the results back into that staging buffer, one
-// synchronisation; the host then unpacks the results per entry.
+// grow. One forward = one metadata upload (forward_plan.h) from a pinned
+// staging buffer, the kernels, one copy of the results back into that staging
+// buffer, one synchronisation; the host then unpacks the results per entry.
 //
-// Decode (every entry has one new token) is replayed from a CUDA graph
-// captured per (lanes, context bucket, traced layers, residuals): the varying
-// data (tokens, slots, block tables, contexts) is read from device metadata
-// at fixed addresses, and the context bucket sizes the attention's shared
-// memory and the probability rows. A key is run eagerly the first time (cuBLAS
-// and lazy module loading warm up outside capture), captured the second time.
+// This file holds CudaBackend's set-up, weights, KV cache, enqueue() (the
+// model's kernels and matmuls) and forward(), plus the factory functions of
+// cuda_backend.h. The class is declared in cuda_backend_impl.h; the step's
+// buffers, the results layout and the decode CUDA graphs are in
+// cuda_graphs.cpp.
 #include "engine/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -25,41 +22,17 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
+#include "engine/cuda/cuda_backend_impl.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/forward_plan.h"
 #include "kernels.cuh"
 #include "util/error.h"
 
-namespace ts {
+namespace ts::cuda_detail {
 namespace {
-
-using cuda_detail::check;
-using cuda_detail::DeviceArray;
-using cuda_detail::DeviceView;
-using cuda_detail::ForwardPlan;
-
-// Attention probabilities larger than this are copied straight into the
-// caller's vectors instead of through the pinned staging buffer (a traced
-// 1,024-token prefill of GPT-2 124M returns ~600 MB of them; pinning that
-// much host memory costs more than it saves).
-constexpr size_t kStagedProbsLimitBytes = size_t(64) << 20;
-
-// Where each result lies in the results buffer (floats; each region starts
-// on a 256-byte boundary). The same lanes, bucket, traced layers and
-// residual flag give the same layout: a captured graph's addresses stay valid.
-struct ResultsLayout {
-  size_t logits = 0, residuals = 0, probs = 0;  // offsets
-  size_t small_end = 0;                         // end of logits + residuals
-  size_t end = 0;                               // end of everything
-  bool stage_probs = false;                     // probabilities go through the staging buffer
-};
-
-size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
 bool env_flag(const char* name, bool fallback) {
   const char* v = std::getenv(name);
@@ -67,118 +40,7 @@ bool env_flag(const char* name, bool fallback) {
   return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "false") == 0);
 }
 
-struct DeviceLayer {
-  const float *ln_1_w, *ln_1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-  const float *ln_2_w, *ln_2_b, *fc_w, *fc_b, *mproj_w, *mproj_b;
-};
-
-// Everything enqueue() needs; identical values enqueue identical work, which is
-// what makes a captured graph replayable.
-struct LaunchShape {
-  int rows = 0, entries = 0, logit_rows = 0, row_list_size = 0, tiles = 0, tile_size = 0;
-  int max_context = 0;
-  long long probs_per_layer = 0;
-  cuda_detail::MetaOffsets at;
-  std::vector<int> probs_slot;  // per layer: index of its probability region, -1 = not recorded
-  bool residuals = false;
-};
-
-struct GraphKey {
-  int lanes, bucket;
-  std::vector<bool> layers;
-  bool residuals;
-  bool operator<(const GraphKey& o) const {
-    return std::tie(lanes, bucket, layers, residuals) <
-           std::tie(o.lanes, o.bucket, o.layers, o.residuals);
-  }
-};
-
-struct GraphEntry {
-  cudaGraphExec_t exec = nullptr;
-  long long generation = -1;       // buffers the graph was captured with
-  long long seen_generation = -1;  // ran eagerly once with these buffers
-};
-
-class CudaBackend final : public Backend {
- public:
-  CudaBackend(std::shared_ptr<const ModelWeights> weights, int device);
-  ~CudaBackend() override;
-
-  std::string name() const override { return "cuda"; }
-  std::string device_name() const override;
-  BackendMemory memory() const override;
-  int64_t kv_budget_bytes() const override;
-  std::string kv_budget_name() const override { return std::string("the GPU's free"); }
-  HardwareRoofs measure_roofs(int cpu_threads, double working_set_bytes) const override;
-  double measure_bandwidth(int cpu_threads) const override;
-  void init_cache(const KvCacheShape& shape) override;
-  void copy_blocks(const std::vector<BlockCopy>& copies) override;
-  void move_slots(const std::vector<SlotMove>& moves) override;
-  template <typename Item, typename Ranges>
-  void copy_in_pools(const std::vector<Item>& items, Ranges ranges_of, const char* what);
-  void forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
-               std::vector<EntryOutput>& outputs) override;
-
- private:
-  void setup();
-  void release_handles();
-  void upload_weights();
-  ResultsLayout ensure_buffers(const ForwardPlan& plan, int recorded_layers, bool residuals);
-  void enqueue(const LaunchShape& s);
-  void matmul(const float* x, int m, int k, const float* w, int n, float* y);
-  void matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y);
-  kernels::AttentionParams attention_params(const LaunchShape& s) const;
-  void attention(int layer, const LaunchShape& s, kernels::AttentionParams& ap);
-  void record_residual(int slot, const LaunchShape& s);
-  void logits(const LaunchShape& s);
-  void run_decode_graph(const GraphKey& key, const LaunchShape& s);
-  void drop_graphs();
-  float* k_pool(int layer) const { return pools_.get() + (2 * layer) * pool_layer_stride_; }
-  float* v_pool(int layer) const { return pools_.get() + (2 * layer + 1) * pool_layer_stride_; }
-  const int* meta(int offset) const { return meta_.get() + offset; }
-
-  std::shared_ptr<const ModelWeights> weights_;
-  const ModelConfig cfg_;
-  int device_ = 0;
-  cudaDeviceProp prop_{};
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
-  cublasComputeType_t compute_ = CUBLAS_COMPUTE_32F;
-  bool tf32_ = false;
-  bool graphs_ = true;
-  std::string graphs_off_reason_;
-  bool sync_ = false;  // TOKENSCOPE_CUDA_SYNC=1: synchronise after every launch
-  // Checks a launch; with sync_, also waits for it and names it when it faulted.
-  void launched(cudaError_t e, const char* what) {
-    check(e, what);
-    if (sync_) check(cudaStreamSynchronize(stream_), what);
-  }
-  void launched(cublasStatus_t e, const char* what) {
-    check(e, what);
-    if (sync_) check(cudaStreamSynchronize(stream_), what);
-  }
-
-  DeviceArray<float> weights_dev_;
-  const float *wte_ = nullptr, *wpe_ = nullptr, *ln_f_w_ = nullptr, *ln_f_b_ = nullptr;
-  std::vector<DeviceLayer> layers_;
-  DeviceArray<unsigned char> cublas_workspace_;
-
-  KvCacheShape shape_;
-  DeviceArray<float> pools_;
-  size_t pool_layer_stride_ = 0;  // floats of one layer's K (or V) pool
-  long long pool_slots_ = 0;
-
-  // Activations and results (grow only; generation_ changes with any pointer).
-  DeviceArray<float> x_, ln_, attn_, proj_, qkv_, hidden_, final_ln_, results_;
-  DeviceView<float> logits_, probs_, resid_;  // regions of results_ (ResultsLayout)
-  DeviceArray<int> meta_;
-  // Pinned: the metadata goes up from it and the results come back into it
-  // (stream order keeps the two apart).
-  cuda_detail::PinnedBuffer staging_;
-  long long generation_ = 0;
-  int graphs_captured_ = 0;
-  std::map<GraphKey, GraphEntry> graphs_map_;
-};
+}  // namespace
 
 CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, int device)
     : weights_(std::move(weights)), cfg_(weights_->config), device_(device) {
@@ -346,12 +208,6 @@ void CudaBackend::upload_weights() {
   check(cudaDeviceSynchronize(), "uploading the weights");
 }
 
-void CudaBackend::drop_graphs() {
-  for (auto& [key, g] : graphs_map_)
-    if (g.exec) cudaGraphExecDestroy(g.exec);
-  graphs_map_.clear();
-}
-
 void CudaBackend::init_cache(const KvCacheShape& shape) {
   if (shape.n_layer != cfg_.n_layer || shape.n_head * shape.head_dim != cfg_.n_embd)
     throw Error("KV cache shape does not match the model");
@@ -403,54 +259,6 @@ void CudaBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
 
 void CudaBackend::move_slots(const std::vector<SlotMove>& moves) {
   copy_in_pools(moves, cuda_detail::slot_move_ranges, "moving a KV row");
-}
-
-ResultsLayout CudaBackend::ensure_buffers(const ForwardPlan& plan, int recorded_layers,
-                                          bool residuals) {
-  const size_t c = cfg_.n_embd, rows = plan.rows;
-  ResultsLayout r;
-  r.logits = 0;
-  r.residuals = align64(static_cast<size_t>(plan.logit_rows) * cfg_.vocab_size);
-  r.small_end =
-      r.residuals + (residuals ? static_cast<size_t>(cfg_.n_layer + 1) * plan.entries * c : 0);
-  r.probs = align64(r.small_end);
-  const size_t probs = static_cast<size_t>(plan.probs_per_layer) * recorded_layers;
-  r.end = r.probs + probs;
-  r.stage_probs = probs * sizeof(float) <= kStagedProbsLimitBytes;
-
-  struct Need {
-    DeviceArray<float>* array;
-    size_t count;
-  };
-  const Need needs[] = {{&x_, rows * c},
-                        {&ln_, rows * c},
-                        {&attn_, rows * c},
-                        {&proj_, rows * c},
-                        {&qkv_, rows * 3 * c},
-                        {&hidden_, rows * 4 * c},
-                        {&final_ln_, static_cast<size_t>(plan.logit_rows) * c},
-                        {&results_, r.end}};
-  const size_t meta = cuda_detail::metadata_capacity(plan, shape_.block_size, cfg_.n_ctx);
-  bool grows = meta > meta_.capacity();
-  for (const Need& n : needs) grows |= n.count > n.array->capacity();
-  if (grows) {
-    // Before anything is freed: no graph may outlive the buffers it was
-    // captured with, even when an allocation below fails half-way.
-    drop_graphs();
-    ++generation_;
-    for (const Need& n : needs)
-      n.array->reserve(
-          n.count, n.array == &results_ ? "the step's results (logits, traces)" : "activations");
-    meta_.reserve(meta, "the step metadata");
-  }
-  logits_.ptr = results_.get() + r.logits;
-  resid_.ptr = results_.get() + r.residuals;
-  probs_.ptr = results_.get() + r.probs;
-  const size_t staged = std::max((r.stage_probs ? r.end : r.small_end) * sizeof(float),
-                                 plan.packed.size() * sizeof(int));
-  if (cuda_detail::staging_should_shrink(staging_.capacity(), staged)) staging_.release();
-  staging_.reserve(staged, "pinned host memory for the step's metadata and results");
-  return r;
 }
 
 // GPT-2, one block per iteration: x += attn(ln_1(x)); x += mlp(ln_2(x)).
@@ -584,57 +392,6 @@ void CudaBackend::logits(const LaunchShape& s) {
   matmul_transposed(final_in, s.logit_rows, c, wte_, cfg_.vocab_size, logits_.get());
 }
 
-void CudaBackend::run_decode_graph(const GraphKey& key, const LaunchShape& s) {
-  if (graphs_map_.size() > 256) drop_graphs();  // many distinct keys: start over
-  GraphEntry& g = graphs_map_[key];
-  if (g.exec && g.generation == generation_) {
-    check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch (decode)");
-    return;
-  }
-  if (g.exec) {
-    cudaGraphExecDestroy(g.exec);
-    g.exec = nullptr;
-  }
-  if (g.seen_generation != generation_) {
-    // First time with these buffers: run eagerly (warms cuBLAS up).
-    enqueue(s);
-    g.seen_generation = generation_;
-    return;
-  }
-  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
-        "cudaStreamBeginCapture");
-  cudaGraph_t graph = nullptr;
-  std::string failure;
-  try {
-    enqueue(s);
-  } catch (const Error& e) {
-    failure = e.what();
-  }
-  const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-  if (failure.empty() && end != cudaSuccess) failure = cudaGetErrorString(end);
-  cudaGraphExec_t exec = nullptr;
-  if (failure.empty()) {
-    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-    if (inst != cudaSuccess)
-      failure = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(inst);
-  }
-  if (graph) cudaGraphDestroy(graph);
-  if (!failure.empty()) {
-    // Capture is an optimisation: turn it off, say why in device_name(), and
-    // run this step eagerly.
-    cudaGetLastError();
-    graphs_ = false;
-    graphs_off_reason_ = "capture failed: " + failure;
-    drop_graphs();
-    enqueue(s);
-    return;
-  }
-  g.exec = exec;
-  g.generation = generation_;
-  ++graphs_captured_;
-  check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch (decode)");
-}
-
 void CudaBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
                           std::vector<EntryOutput>& outputs) {
   check(cudaSetDevice(device_), "cudaSetDevice");
@@ -765,6 +522,11 @@ void CudaBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpt
   }
 }
 
+}  // namespace ts::cuda_detail
+
+namespace ts {
+namespace {
+
 bool probe_device(int* count, std::string* why) {
   const cudaError_t e = cudaGetDeviceCount(count);
   if (e != cudaSuccess) {
@@ -821,7 +583,7 @@ std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const ModelWeights> w
     return nullptr;
   }
   try {
-    return std::make_unique<CudaBackend>(std::move(weights), 0);
+    return std::make_unique<cuda_detail::CudaBackend>(std::move(weights), 0);
   } catch (const Error& e) {
     if (why_not) *why_not = e.what();
     return nullptr;
