@@ -290,4 +290,22 @@ void write_session_json(const Session& session, const fs::path& file,
   }
 }
 
+std::string reopen_limits(const Session& session) {
+  std::string lanes;
+  for (const Lane& lane : session.lanes()) {
+    const SamplingParams& p = lane.params;
+    const char* kind = p.speculative()      ? "speculative"
+                       : p.dola()           ? "DoLa"
+                       : p.lookahead_on     ? "lookahead"
+                       : p.prompt_lookup_on ? "prompt lookup"
+                                            : nullptr;
+    if (!kind) continue;
+    lanes += (lanes.empty() ? "" : ", ") + std::to_string(lane.id) + " (" + kind + ")";
+  }
+  if (lanes.empty()) return {};
+  return "this file cannot be re-opened in the window: lane" +
+         std::string(lanes.find(',') == std::string::npos ? " " : "s ") + lanes +
+         " keep steps the replay format does not store (the file holds them for reading)";
+}
+
 }  // namespace ts

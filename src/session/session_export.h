@@ -42,4 +42,11 @@ void write_session_json(const Session& session, const std::filesystem::path& fil
                         const JsonExportOptions& options = {},
                         const SessionFileOptions& file_options = {});
 
+// One line naming the lanes a session file of this session cannot re-open
+// (speculative, DoLa, lookahead and prompt-lookup lanes: their rounds,
+// contrasts and passes are not in the replay format; the file still holds
+// them for reading), or empty when it re-opens whole. Front ends show it
+// beside "wrote FILE".
+std::string reopen_limits(const Session& session);
+
 }  // namespace ts

@@ -22,6 +22,8 @@
 #include "sampling/speculative.h"
 #include "session/lookahead_lane.h"
 #include "session/session.h"
+#include "session/session_export.h"
+#include "session/session_import.h"
 #include "test_model_writer.h"
 #include "test_models.h"
 #include "test_paths.h"
@@ -385,6 +387,34 @@ TEST(LookaheadSession, LanesGiveGreedysTokensAndStepBackWhole) {
   EXPECT_THROW(s.rechoose(1, parse_strategy("greedy")), Error);
   std::printf("60 tokens: %d steps for greedy; lookahead and prompt lookup lanes beside it\n",
               steps);
+}
+
+TEST(LookaheadSession, ASessionFileSaysWhichLanesItCannotReopen) {
+  const LoadedModel m = test::load_model(test::bundled_model_dir(), "cpu", 6);
+  Session plain(m.tokenizer, m.engine);
+  plain.set_prompt("Once upon a time");
+  plain.set_strategies({SamplingParams{}, parse_strategy("top_p=0.9,seed=2")});
+  plain.prefill();
+  EXPECT_EQ(reopen_limits(plain), "");
+  Session s(m.tokenizer, m.engine);
+  s.set_prompt("Once upon a time");
+  s.set_strategies(
+      {SamplingParams{}, parse_strategy("lookahead"), parse_strategy("prompt_lookup")});
+  s.prefill();
+  s.step();
+  EXPECT_EQ(reopen_limits(s),
+            "this file cannot be re-opened in the window: lanes 1 (lookahead), 2 (prompt lookup) "
+            "keep steps the replay format does not store (the file holds them for reading)");
+  // And re-opening it is refused with the reason, naming the lane's strategy.
+  const std::string text = session_to_json(s).dump();
+  try {
+    import_session_text(text, "t.json");
+    FAIL() << "a lookahead lane was re-opened";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lookahead and prompt-lookup lanes cannot be re-opened"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(LookaheadSession, RefusedWithoutTheKvCache) {
