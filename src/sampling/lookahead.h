@@ -34,9 +34,10 @@
 
 namespace ts {
 
-// lookahead=W,N,G. The defaults fit a small model on a CPU: a pass feeds
-// 1 + (N-1)(W+G) = 17 rows, which a memory-bound decode step reads the
-// weights for once (docs/lookahead.md has the measured cost of a pass).
+// lookahead=W,N,G. The defaults are small (the paper's, for 7B models on a
+// GPU, are W 15, N 5, G 15): a pass feeds at most 1 + (N-1)(W+G) = 17 rows,
+// and a CPU pass of more than 8 rows leaves the matmul's weight-streaming
+// path, so each row added costs (docs/performance.md has the measurements).
 struct LookaheadConfig {
   int window = 4;  // W: columns of the Jacobi window
   int ngram = 3;   // N: n-gram size (the window has N-1 rows)
