@@ -124,7 +124,8 @@ Generation
                           draft length (+2 after a fully accepted round, else - 1), or
                           DoLa: "dola=low", "dola=high" or premature layers "dola=2,3" (0 =
                           embeddings; HF's rule: every second layer of the lower / upper
-                          half, low from layer 2; the layer whose early-exit distribution
+                          half, low from layer 2, which leaves a 3-layer model none: name
+                          a layer there; the layer whose early-exit distribution
                           diverges most from the final one is contrasted: log p_final -
                           log p_layer over the tokens with p >= 0.1 x the top p; combines
                           with sampling keys and repetition_penalty, HF suggests 1.2), or
