@@ -169,7 +169,8 @@ Output
                           writing leaves no FILE
   --json-full-logits      include every logit of every step in the JSON
   --no-attention          do not record attention probabilities
-  --quiet                 print only the generated text
+  --quiet                 print only the generated text (valid UTF-8: a character cut
+                          between tokens is U+FFFD, as in --json's "text")
   --logit-lens            after each step, the top-5 predictions read off the residual
                           stream after every layer (final layer norm + unembedding)
   --memory                print where memory goes after loading and after the run, one

@@ -118,6 +118,68 @@ std::vector<std::string> error_lines(const CliRun& r) {
   return out;
 }
 
+// True when `s` is well-formed UTF-8 (no stray, cut, overlong or surrogate
+// sequences), what `iconv -f utf-8` accepts.
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    int len = 0;
+    uint32_t cp = 0;
+    if (b < 0x80) {
+      ++i;
+      continue;
+    } else if ((b & 0xE0) == 0xC0) {
+      len = 2, cp = b & 0x1F;
+    } else if ((b & 0xF0) == 0xE0) {
+      len = 3, cp = b & 0x0F;
+    } else if ((b & 0xF8) == 0xF0) {
+      len = 4, cp = b & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > s.size()) return false;
+    for (int k = 1; k < len; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+// --quiet prints what --json holds: valid UTF-8, a character cut between
+// tokens as U+FFFD, never the raw bytes (the fixture's byte-level tokens cut
+// characters often when sampled hot).
+TEST(Cli, QuietTextIsValidUtf8AsInTheJson) {
+  const fs::path file = scratch_dir() / "quiet.json";
+  const CliRun r = run_cli(with_tiny({"--quiet", "--steps", "20", "--strategy",
+                                      "temperature=1.5,seed=1", "--json", file.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(read_file(file));
+  const std::string text = doc.at("lanes").at(0).at("text").get<std::string>();
+  // The run cuts a character: the test shows the conversion, not its absence.
+  ASSERT_NE(text.find("\xEF\xBF\xBD"), std::string::npos) << text;
+  EXPECT_TRUE(valid_utf8(r.out)) << r.out;
+  // The printed line: prompt and text as the JSON has them, control
+  // characters written \xNN, then the stop reason.
+  std::string expected;
+  for (char ch : doc.at("prompt").get<std::string>() + text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      expected += buf;
+    } else {
+      expected += ch;
+    }
+  }
+  expected += "   [" + doc.at("lanes").at(0).at("stop_reason").get<std::string>() + "]\n";
+  EXPECT_EQ(r.out, expected);
+}
+
 TEST(Cli, HelpListsTheOptionsAndSucceeds) {
   const CliRun r = run_cli({"--help"});
   EXPECT_EQ(r.exit_code, 0);
