@@ -1829,6 +1829,40 @@ TEST(CliSpeculative, JsonHasTheRounds) {
   EXPECT_EQ(committed + 1, 11u);  // the prefill's token and the rounds' fill --steps + 1
 }
 
+// A copy of the tiny fixture whose vocab.json gives ids `a` and `b` each
+// other's token: the same vocabulary size, other ids.
+fs::path tiny_with_swapped_ids(int a, int b) {
+  const fs::path src = tiny_dir();
+  const fs::path dir = scratch_dir() / "swapped";
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "merges.txt", "model.safetensors"})
+    fs::copy_file(src / f, dir / f, fs::copy_options::overwrite_existing);
+  nlohmann::json vocab = nlohmann::json::parse(read_file(src / "vocab.json"));
+  for (auto& [token, id] : vocab.items()) {
+    if (id.get<int>() == a)
+      id = b;
+    else if (id.get<int>() == b)
+      id = a;
+  }
+  std::ofstream(dir / "vocab.json") << vocab.dump();
+  return dir;
+}
+
+// A draft whose tokenizer has the target's size but other ids is refused in
+// one line naming the first id that differs, in the CLI and the bench.
+TEST(CliSpeculative, DraftWithOtherIdsIsRefusedNamingTheFirstId) {
+  const std::string swapped = tiny_with_swapped_ids(5, 6).string();
+  // Ids 5 and 6 are "&" and "'" in the fixture's vocabulary.
+  const std::string says = "draft model: its token 5 is \"'\" but the target's is \"&\"";
+  expect_one_error_line(
+      run_cli(with_tiny({"--strategy", "spec=2", "--draft-model", swapped, "--steps", "2"})),
+      "tokenscope-cli", says, "cli");
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  expect_one_error_line(run_program(bench_path().string(), {"--model", tiny_dir(), "--draft-model",
+                                                            swapped, "--spec-only"}),
+                        "tokenscope-bench", says, "bench");
+}
+
 TEST(CliSpeculative, BadInputIsOneLine) {
   const std::string bundled =
       (fs::path(TS_FIXTURE_DIR).parent_path().parent_path() / "assets/models/tokenscope-tiny")
