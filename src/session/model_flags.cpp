@@ -146,7 +146,9 @@ std::string draft_model_help() {
          "                          directory works: every draft is then accepted); loaded on\n"
          "                          the same device; its tokenizer must give every id the\n"
          "                          target's token (compared id by id, a mismatch is refused\n"
-         "                          naming the first id that differs)\n";
+         "                          naming the first id that differs); an llm.c .bin draft\n"
+         "                          without tokenizer files beside it uses the target's\n"
+         "                          tokenizer, its vocabulary size checked against it\n";
 }
 
 bool parse_ban_words_flag(FlagReader& reader, BanWordsFlags& flags) {

@@ -146,9 +146,18 @@ LoadedModel load_draft_model(const ModelSetupOptions& target, const fs::path& pa
   o.device = target.device;
   o.cpu_threads = target.cpu_threads;
   o.cache_sequences = std::max(2, sequences);
+  // An llm.c file holds no tokenizer: with none beside it, the draft reads
+  // the target's (the loader checks the file's vocabulary size against it).
+  std::shared_ptr<const Tokenizer> given;
+  std::error_code ec;
+  if (target_tokenizer && fs::is_regular_file(path, ec) && is_llmc_checkpoint(path)) {
+    fs::path dir = path.parent_path();
+    if (dir.empty()) dir = ".";
+    if (!has_tokenizer_files(dir)) given = target_tokenizer;
+  }
   LoadedModel draft;
   try {
-    draft = load_with_tokenizer(o, nullptr);
+    draft = load_with_tokenizer(o, given);
   } catch (const Error& e) {
     // Said of the draft: the target loaded, so a broken file is the draft's.
     throw Error(std::string("draft model: ") + e.what());

@@ -71,9 +71,10 @@ LoadedModel load_model_setup(const ModelSetupOptions& options);
 // `target` (device, threads), its KV cache sized for `sequences` full
 // contexts. Throws ts::Error with one line, "draft model: " and the file at
 // fault (a broken draft is never mistaken for the target). With the target's
-// tokenizer given, a draft whose own tokenizer differs from the target's
-// (size, or any id's token bytes) is refused in one line naming the first id
-// that differs.
+// tokenizer given, an llm.c draft without tokenizer files beside it uses the
+// target's (its vocabulary size checked against it), and a draft whose own
+// tokenizer differs from the target's (size, or any id's token bytes) is
+// refused in one line naming the first id that differs.
 LoadedModel load_draft_model(const ModelSetupOptions& target, const std::filesystem::path& path,
                              int sequences,
                              std::shared_ptr<const Tokenizer> target_tokenizer = nullptr);

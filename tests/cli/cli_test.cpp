@@ -1848,6 +1848,64 @@ fs::path tiny_with_swapped_ids(int a, int b) {
   return dir;
 }
 
+// The tiny fixture written as an llm.c checkpoint (fp32: a header of 256
+// int32, then the tensors in llm.c's order, matrices [out, in]) at `file`,
+// with no tokenizer files beside it.
+void write_tiny_as_llmc(const fs::path& file) {
+  const std::string st = read_file(fs::path(tiny_dir()) / "model.safetensors");
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, st.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(st.substr(8, header_len));
+  const char* data = st.data() + 8 + header_len;
+  auto tensor = [&](const std::string& name) {
+    const nlohmann::json& t = header.at(name);
+    const size_t begin = t["data_offsets"][0], end = t["data_offsets"][1];
+    std::vector<float> v((end - begin) / sizeof(float));
+    std::memcpy(v.data(), data + begin, end - begin);
+    return v;
+  };
+  auto transposed = [&](const std::string& name) {  // HF's [in, out] to [out, in]
+    const size_t rows = header.at(name)["shape"][0], cols = header.at(name)["shape"][1];
+    const std::vector<float> v = tensor(name);
+    std::vector<float> t(v.size());
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c) t[c * rows + r] = v[r * cols + c];
+    return t;
+  };
+  const nlohmann::json cfg = nlohmann::json::parse(read_file(fs::path(tiny_dir()) / "config.json"));
+  const int layers = cfg["n_layer"];
+  std::vector<int32_t> head(256, 0);
+  head[0] = 20240326;  // llm.c's magic
+  head[1] = 3;         // fp32
+  head[2] = cfg["n_positions"];
+  head[3] = cfg["vocab_size"];
+  head[4] = layers;
+  head[5] = cfg["n_head"];
+  head[6] = cfg["n_embd"];
+  head[7] = cfg["vocab_size"];  // no padding rows
+  fs::create_directories(file.parent_path());
+  std::ofstream out(file, std::ios::binary);
+  auto put = [&out](const std::vector<float>& v) {
+    out.write(reinterpret_cast<const char*>(v.data()),
+              static_cast<std::streamsize>(v.size() * sizeof(float)));
+  };
+  out.write(reinterpret_cast<const char*>(head.data()), 256 * sizeof(int32_t));
+  put(tensor("wte.weight"));
+  put(tensor("wpe.weight"));
+  const std::pair<const char*, bool> per_layer[] = {
+      {"ln_1.weight", false},      {"ln_1.bias", false},         {"attn.c_attn.weight", true},
+      {"attn.c_attn.bias", false}, {"attn.c_proj.weight", true}, {"attn.c_proj.bias", false},
+      {"ln_2.weight", false},      {"ln_2.bias", false},         {"mlp.c_fc.weight", true},
+      {"mlp.c_fc.bias", false},    {"mlp.c_proj.weight", true},  {"mlp.c_proj.bias", false}};
+  for (const auto& [name, matrix] : per_layer)
+    for (int l = 0; l < layers; ++l) {
+      const std::string n = "h." + std::to_string(l) + "." + name;
+      put(matrix ? transposed(n) : tensor(n));
+    }
+  put(tensor("ln_f.weight"));
+  put(tensor("ln_f.bias"));
+}
+
 // A draft whose tokenizer has the target's size but other ids is refused in
 // one line naming the first id that differs, in the CLI and the bench.
 TEST(CliSpeculative, DraftWithOtherIdsIsRefusedNamingTheFirstId) {
@@ -1861,6 +1919,24 @@ TEST(CliSpeculative, DraftWithOtherIdsIsRefusedNamingTheFirstId) {
   expect_one_error_line(run_program(bench_path().string(), {"--model", tiny_dir(), "--draft-model",
                                                             swapped, "--spec-only"}),
                         "tokenscope-bench", says, "bench");
+}
+
+// An llm.c draft (no tokenizer in the file, none beside it) uses the target's
+// tokenizer: the fixture as llm.c drafting for the fixture, and for itself
+// as an llm.c target, gives the plain greedy text.
+TEST(CliSpeculative, LlmcDraftUsesTheTargetsTokenizer) {
+  const fs::path bin = scratch_dir() / "llmc" / "tiny.bin";
+  write_tiny_as_llmc(bin);
+  const CliRun plain = run_cli(with_tiny({"--steps", "20", "--quiet"}));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const CliRun r = run_cli(with_tiny(
+      {"--steps", "20", "--quiet", "--strategy", "spec=3", "--draft-model", bin.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  const CliRun both = run_cli({"--model", bin.string(), "--tokenizer", tiny_dir(), "--steps", "20",
+                               "--quiet", "--strategy", "spec=3", "--draft-model", bin.string()});
+  ASSERT_EQ(both.exit_code, 0) << both.err;
+  EXPECT_EQ(both.out, plain.out);
 }
 
 TEST(CliSpeculative, BadInputIsOneLine) {
