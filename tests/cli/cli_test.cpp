@@ -1939,6 +1939,32 @@ TEST(CliSpeculative, LlmcDraftUsesTheTargetsTokenizer) {
   EXPECT_EQ(both.out, plain.out);
 }
 
+// The bench's --spec-self-draft on an llm.c model: --tokenizer DIR gives the
+// speculative section its prompt's tokenizer (the draft, the same file, uses
+// it too); without it the one line says to pass it.
+TEST(CliSpeculative, BenchSelfDraftOnAnLlmcModel) {
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  const fs::path bin = scratch_dir() / "llmc" / "tiny.bin";
+  write_tiny_as_llmc(bin);
+  const CliRun r =
+      run_program(bench_path().string(),
+                  {"--model", bin.string(), "--tokenizer", tiny_dir(), "--spec-self-draft",
+                   "--spec-only", "--spec-gamma", "2", "--spec-tokens", "12"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  const auto& runs = doc.at("speculative").at("pairs").at(0).at("runs");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].at("same_tokens_as_plain"), true);
+  EXPECT_DOUBLE_EQ(runs[0].at("acceptance_rate").get<double>(), 1.0);
+  expect_one_error_line(run_program(bench_path().string(),
+                                    {"--model", bin.string(), "--spec-self-draft", "--spec-only"}),
+                        "tokenscope-bench", "pass --tokenizer DIR", "no tokenizer");
+  // Only the speculative section reads text: --tokenizer alone is refused.
+  expect_one_error_line(
+      run_program(bench_path().string(), {"--model", tiny_dir(), "--tokenizer", tiny_dir()}),
+      "tokenscope-bench", "--tokenizer: only the speculative section", "tokenizer alone");
+}
+
 TEST(CliSpeculative, BadInputIsOneLine) {
   const std::string bundled =
       (fs::path(TS_FIXTURE_DIR).parent_path().parent_path() / "assets/models/tokenscope-tiny")
