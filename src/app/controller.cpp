@@ -19,7 +19,8 @@ Controller::Loaded Controller::load_with_draft(const ModelSetupOptions& options,
   if (draft_path.empty()) return loaded;
   try {
     // A KV sequence for every lane the window may open, and scratch.
-    LoadedModel draft = load_draft_model(options, draft_path, kMaxLanes + 2);
+    LoadedModel draft =
+        load_draft_model(options, draft_path, kMaxLanes + 2, loaded.model.tokenizer);
     const std::string mismatch =
         spec_vocab_mismatch(loaded.model.engine->config(), draft.engine->config());
     if (!mismatch.empty()) throw Error(mismatch);

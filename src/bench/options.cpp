@@ -90,9 +90,11 @@ load time, and where memory goes after loading and after the run.
                           (a summary per pair on stderr, "outputs identical: yes/no");
                           the formula counts a verify pass (g + 1 tokens) as one plain
                           step: verify_pass_to_target_step says how far that holds;
-                          the model and the draft need tokenizer files and the same
-                          vocabulary
-  --spec-self-draft       also the model drafting for itself (alpha = 1, c about 1)
+                          the model needs tokenizer files (an llm.c .bin: --tokenizer
+                          DIR), the draft the model's tokens id for id (an llm.c .bin
+                          draft without tokenizer files beside it uses the model's)
+  --spec-self-draft       also the model drafting for itself (alpha = 1, c about 1);
+                          an llm.c .bin model needs --tokenizer DIR for the prompt
   --lookahead N           also measure lookahead decoding and prompt lookup (default
                           strategies) against plain greedy, N new tokens each, on an
                           ordinary prompt and three that repeat themselves (a list, a
@@ -147,8 +149,6 @@ BenchOptions parse_options(int argc, char** argv) {
     if (std::find(given.begin(), given.end(), a) != given.end())
       throw ts::Error(a + " is given twice");
     given.push_back(a);
-    if (a == "--tokenizer")
-      throw ts::Error("--tokenizer: the bench runs the model on random token ids, no tokenizer");
     if (ts::parse_model_flag(r, o.setup)) continue;
     if (ts::parse_draft_model_flag(r, o.draft_model)) continue;
     if (a == "--write-random-124m" || a == "--write-random-1.5b") {
@@ -192,14 +192,20 @@ BenchOptions parse_options(int argc, char** argv) {
       throw ts::Error("unknown option '" + a + "' (see --help)");
   }
   if (!o.spec_random_dir.empty()) {
-    if (!o.setup.model.empty() || !o.write_random.empty() || !o.draft_model.empty() ||
-        o.spec_self_draft)
+    if (!o.setup.model.empty() || !o.setup.tokenizer.empty() || !o.write_random.empty() ||
+        !o.draft_model.empty() || o.spec_self_draft)
       throw ts::Error(
           "--spec-random-pairs writes and benchmarks its own pairs: give no --model, "
-          "--write-random-*, --draft-model or --spec-self-draft with it");
+          "--tokenizer, --write-random-*, --draft-model or --spec-self-draft with it");
     return o;
   }
   const bool speculative = !o.draft_model.empty() || o.spec_self_draft;
+  // Only the speculative section reads text (its prompt); an llm.c --model
+  // holds no tokenizer, so it needs --tokenizer DIR there.
+  if (!o.setup.tokenizer.empty() && !speculative)
+    throw ts::Error(
+        "--tokenizer: only the speculative section (--draft-model, --spec-self-draft) reads "
+        "text; the other sections run the model on random token ids");
   for (const std::string& g : given)
     if ((g == "--spec-gamma" || g == "--spec-tokens" || g == "--spec-only") && !speculative)
       throw ts::Error(g + " needs --draft-model DIR or --spec-self-draft");

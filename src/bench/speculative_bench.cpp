@@ -150,7 +150,7 @@ json bench_spec_pair(const BenchOptions& o, const SpecPair& pair, bool& identica
   setup.model = pair.target;
   setup.cache_sequences = 3;
   const ts::LoadedModel target = ts::load_model_setup(setup);
-  const ts::LoadedModel draft = ts::load_draft_model(setup, pair.draft, 3);
+  const ts::LoadedModel draft = ts::load_draft_model(setup, pair.draft, 3, target.tokenizer);
   check_spec_pair(target.engine->config(), draft.engine->config(), "pair " + pair.name);
   const std::string prompt = "Once upon a time";
   const int n_ctx = target.engine->config().n_ctx;

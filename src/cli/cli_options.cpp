@@ -124,7 +124,8 @@ Generation
                           draft length (+2 after a fully accepted round, else - 1), or
                           DoLa: "dola=low", "dola=high" or premature layers "dola=2,3" (0 =
                           embeddings; HF's rule: every second layer of the lower / upper
-                          half, low from layer 2; the layer whose early-exit distribution
+                          half, low from layer 2, which leaves a 3-layer model none: name
+                          a layer there; the layer whose early-exit distribution
                           diverges most from the final one is contrasted: log p_final -
                           log p_layer over the tokens with p >= 0.1 x the top p; combines
                           with sampling keys and repetition_penalty, HF suggests 1.2), or
@@ -168,7 +169,8 @@ Output
                           writing leaves no FILE
   --json-full-logits      include every logit of every step in the JSON
   --no-attention          do not record attention probabilities
-  --quiet                 print only the generated text
+  --quiet                 print only the generated text (valid UTF-8: a character cut
+                          between tokens is U+FFFD, as in --json's "text")
   --logit-lens            after each step, the top-5 predictions read off the residual
                           stream after every layer (final layer norm + unembedding)
   --memory                print where memory goes after loading and after the run, one

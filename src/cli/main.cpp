@@ -319,13 +319,13 @@ int run(int argc, char** argv) {
   session.set_strategies(o.strategies);
   // Speculative lanes: the draft model, on the same device, with a KV
   // sequence per speculative lane (and scratch). A vocabulary mismatch is
-  // refused here, naming both sizes.
+  // refused here, naming both sizes or the first id whose token differs.
   ts::LoadedModel draft;
   if (!o.draft_model.empty()) {
     const int spec_lanes = static_cast<int>(
         std::count_if(o.strategies.begin(), o.strategies.end(),
                       [](const ts::SamplingParams& p) { return p.speculative(); }));
-    draft = ts::load_draft_model(setup, o.draft_model, spec_lanes + 2);
+    draft = ts::load_draft_model(setup, o.draft_model, spec_lanes + 2, model.tokenizer);
     session.set_draft_engine(draft.engine);
   }
   // On by default for the bundled model (no --model): the list is what keeps

@@ -268,7 +268,10 @@ void print_lanes_text(std::ostream& out, const Session& session) {
   for (const Lane& lane : session.lanes()) {
     if (session.lanes().size() > 1)
       out << "lane " << lane.id << " (" << describe(lane.params) << "): ";
-    out << printable(session.prompt_text() + tok.decode(lane.generated));
+    // A token can end inside a UTF-8 character: U+FFFD there, as --json's
+    // "prompt" and "text" have it (each converted on its own, as there).
+    out << printable(with_replacement_chars(session.prompt_text()) +
+                     with_replacement_chars(tok.decode(lane.generated)));
     if (!lane.stop_reason.empty()) out << "   [" << lane.stop_reason << "]";
     out << "\n";
   }

@@ -23,7 +23,8 @@ std::string clipped(std::string_view text, size_t max_bytes = 80);
 // filters (what the JSON calls chosen_prob), plus the top alternatives.
 void print_step(std::ostream& out, const Session& session, const StepTrace& step, int top);
 void print_logit_lens(std::ostream& out, const Session& session, const StepTrace& step);
-// Per lane: prompt + generated text (through printable()) and the stop reason.
+// Per lane: prompt + generated text (valid UTF-8 with U+FFFD for a cut
+// character, as --json writes them, then printable()) and the stop reason.
 void print_lanes_text(std::ostream& out, const Session& session);
 
 }  // namespace ts::cli

@@ -1,6 +1,7 @@
 #include "model/token_display.h"
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "model/unicode_categories.h"
 
@@ -13,6 +14,15 @@ bool is_complete_utf8(std::string_view s) {
     pos += c.len;
   }
   return true;
+}
+
+std::string with_replacement_chars(std::string_view s) {
+  if (is_complete_utf8(s)) return std::string(s);
+  // The export's own conversion, then read back: one rule for both.
+  using nlohmann::json;
+  const std::string dumped =
+      json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
+  return json::parse(dumped).get<std::string>();
 }
 
 std::string display_piece(std::string_view raw_bytes) {

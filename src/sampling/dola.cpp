@@ -68,7 +68,14 @@ std::vector<int> dola_candidate_layers(DolaMode mode, const std::vector<int>& la
     // token itself, so HF starts later; a 2-layer model has only layer 1.
     const int start = !tied_embeddings ? 0 : n > 2 ? 2 : n == 2 ? 1 : 0;
     if (start == n / 2) return {start};
-    return n <= 40 ? every_second(start, n / 2) : every_second(start, 20);
+    std::vector<int> out = n <= 40 ? every_second(start, n / 2) : every_second(start, 20);
+    // A 3-layer model's lower half is layer 1 alone, below where the rule
+    // starts: said as such, not as a missing set of logits later.
+    if (out.empty())
+      throw Error("dola=low: HF's rule (every second layer of the lower half, from layer " +
+                  std::to_string(start) + ") picks no layer for a " + std::to_string(n) +
+                  "-layer model; name the layers instead, e.g. dola=" + std::to_string(n / 2));
+    return out;
   }
   if (mode == DolaMode::kHigh) return n <= 40 ? every_second(n / 2, n) : every_second(n - 20, n);
   if (mode != DolaMode::kLayers) throw Error("dola: no layers asked for");

@@ -42,7 +42,8 @@ std::string dola_layers_text(DolaMode mode, const std::vector<int>& layers);
 
 // HF's candidate rule for an n_layer model. layers: the explicit list
 // (kLayers). Throws ts::Error (one line) for kOff, n_layer < 1, an empty
-// list, a layer outside [0, n_layer) or a duplicate.
+// list, a layer outside [0, n_layer), a duplicate, and "low" on a depth where
+// the rule picks no layer (3 layers with tied embeddings).
 std::vector<int> dola_candidate_layers(DolaMode mode, const std::vector<int>& layers, int n_layer,
                                        bool tied_embeddings = true);
 

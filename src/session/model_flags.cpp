@@ -144,7 +144,11 @@ std::string draft_model_help() {
   return "  --draft-model PATH      the draft model of speculative lanes (spec=N): any GPT-2\n"
          "                          model sharing the target's vocabulary (the target's own\n"
          "                          directory works: every draft is then accepted); loaded on\n"
-         "                          the same device, a vocabulary mismatch is refused\n";
+         "                          the same device; its tokenizer must give every id the\n"
+         "                          target's token (compared id by id, a mismatch is refused\n"
+         "                          naming the first id that differs); an llm.c .bin draft\n"
+         "                          without tokenizer files beside it uses the target's\n"
+         "                          tokenizer, its vocabulary size checked against it\n";
 }
 
 bool parse_ban_words_flag(FlagReader& reader, BanWordsFlags& flags) {

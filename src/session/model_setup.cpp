@@ -13,6 +13,7 @@
 #include "model/config_json.h"
 #include "model/llmc_loader.h"
 #include "model/model_loader.h"
+#include "session/speculative_lane.h"
 #include "util/error.h"
 #include "util/paths.h"
 
@@ -65,7 +66,11 @@ void warm_up(Engine& engine) {
   engine.cache().release(seq);
 }
 
-LoadedModel load_model_setup(const ModelSetupOptions& options) {
+namespace {
+
+// load_model_setup; `given` (when set) is the tokenizer, no files read.
+LoadedModel load_with_tokenizer(const ModelSetupOptions& options,
+                                std::shared_ptr<const Tokenizer> given) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   LoadedModel out;
@@ -86,7 +91,9 @@ LoadedModel load_model_setup(const ModelSetupOptions& options) {
                 ": not a regular file or directory (expected a Hugging Face GPT-2 directory "
                 "or an llm.c gpt2_*.bin file)");
   fs::path tok_dir = options.tokenizer;
-  if (tok_dir.empty()) {
+  if (given) {
+    out.tokenizer = std::move(given);
+  } else if (tok_dir.empty()) {
     // A file's directory; "gpt2_124M.bin" (no directory part) is in ".".
     tok_dir = is_dir ? out.path : out.path.parent_path();
     if (tok_dir.empty()) tok_dir = ".";
@@ -99,11 +106,11 @@ LoadedModel load_model_setup(const ModelSetupOptions& options) {
                   "; pass --tokenizer DIR");
     }
   }
-  out.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(tok_dir));
+  if (!out.tokenizer) out.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(tok_dir));
   // A vocabulary mismatch names both sides: the model's config.json and the
   // tokenizer's own file (which may be in another directory).
   const fs::path config_path = is_dir ? out.path / "config.json" : fs::path();
-  if (is_dir && fs::exists(config_path, ec)) {
+  if (is_dir && !tok_dir.empty() && fs::exists(config_path, ec)) {
     const ModelConfig cfg = load_config_json(config_path);
     if (cfg.vocab_size != out.tokenizer->vocab_size())
       throw Error(config_path.string() + ": vocab_size " + std::to_string(cfg.vocab_size) +
@@ -126,18 +133,40 @@ LoadedModel load_model_setup(const ModelSetupOptions& options) {
   return out;
 }
 
-LoadedModel load_draft_model(const ModelSetupOptions& target, const fs::path& path, int sequences) {
+}  // namespace
+
+LoadedModel load_model_setup(const ModelSetupOptions& options) {
+  return load_with_tokenizer(options, nullptr);
+}
+
+LoadedModel load_draft_model(const ModelSetupOptions& target, const fs::path& path, int sequences,
+                             std::shared_ptr<const Tokenizer> target_tokenizer) {
   ModelSetupOptions o;
   o.model = path;
   o.device = target.device;
   o.cpu_threads = target.cpu_threads;
   o.cache_sequences = std::max(2, sequences);
+  // An llm.c file holds no tokenizer: with none beside it, the draft reads
+  // the target's (the loader checks the file's vocabulary size against it).
+  std::shared_ptr<const Tokenizer> given;
+  std::error_code ec;
+  if (target_tokenizer && fs::is_regular_file(path, ec) && is_llmc_checkpoint(path)) {
+    fs::path dir = path.parent_path();
+    if (dir.empty()) dir = ".";
+    if (!has_tokenizer_files(dir)) given = target_tokenizer;
+  }
+  LoadedModel draft;
   try {
-    return load_model_setup(o);
+    draft = load_with_tokenizer(o, given);
   } catch (const Error& e) {
     // Said of the draft: the target loaded, so a broken file is the draft's.
     throw Error(std::string("draft model: ") + e.what());
   }
+  if (target_tokenizer) {
+    const std::string mismatch = spec_vocab_mismatch(*target_tokenizer, *draft.tokenizer);
+    if (!mismatch.empty()) throw Error(mismatch);
+  }
+  return draft;
 }
 
 KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int block_size,

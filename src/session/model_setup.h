@@ -70,9 +70,14 @@ LoadedModel load_model_setup(const ModelSetupOptions& options);
 // The draft model of speculative lanes: `path` loaded like the target of
 // `target` (device, threads), its KV cache sized for `sequences` full
 // contexts. Throws ts::Error with one line, "draft model: " and the file at
-// fault (a broken draft is never mistaken for the target).
+// fault (a broken draft is never mistaken for the target). With the target's
+// tokenizer given, an llm.c draft without tokenizer files beside it uses the
+// target's (its vocabulary size checked against it), and a draft whose own
+// tokenizer differs from the target's (size, or any id's token bytes) is
+// refused in one line naming the first id that differs.
 LoadedModel load_draft_model(const ModelSetupOptions& target, const std::filesystem::path& path,
-                             int sequences);
+                             int sequences,
+                             std::shared_ptr<const Tokenizer> target_tokenizer = nullptr);
 
 // The warm-up load_model_setup runs: a few-token prefill and one decode step
 // on a temporary KV sequence, recording what a session records. The cache is

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/token_display.h"
 #include "sampling/distribution.h"
 #include "sampling/sampling_pipeline.h"
 #include "sampling/speculative.h"
@@ -44,6 +45,22 @@ std::string spec_vocab_mismatch(const ModelConfig& target, const ModelConfig& dr
   return "draft model: its vocabulary has " + std::to_string(draft.vocab_size) +
          " tokens but the target's has " + std::to_string(target.vocab_size) +
          "; speculative decoding needs a draft that shares the target's vocabulary";
+}
+
+std::string spec_vocab_mismatch(const Tokenizer& target, const Tokenizer& draft) {
+  ModelConfig t, d;
+  t.vocab_size = target.vocab_size();
+  d.vocab_size = draft.vocab_size();
+  if (std::string sizes = spec_vocab_mismatch(t, d); !sizes.empty()) return sizes;
+  for (int id = 0; id < target.vocab_size(); ++id) {
+    const std::string want = target.token_bytes(id), got = draft.token_bytes(id);
+    if (want != got)
+      return "draft model: its token " + std::to_string(id) + " is \"" + display_piece(got) +
+             "\" but the target's is \"" + display_piece(want) +
+             "\" (the first id that differs); speculative decoding needs a draft whose "
+             "tokenizer gives every id the target's token";
+  }
+  return {};
 }
 
 LaneStep run_spec_round(const SpecRoundContext& ctx, const Lane& lane,

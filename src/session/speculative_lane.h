@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "model/tokenizer.h"
 #include "sampling/banned_words.h"
 #include "session/session.h"
 #include "trace/step_trace.h"
@@ -55,5 +56,9 @@ std::string spec_stop_reason(const Lane& lane, const LaneStep& record, int promp
 // One line naming both sizes when the draft cannot draft for the target
 // (their vocabularies differ); empty when it can.
 std::string spec_vocab_mismatch(const ModelConfig& target, const ModelConfig& draft);
+// The same by content: one line naming the sizes when they differ, else the
+// first id whose token bytes differ (a draft with the target's vocabulary
+// size but other ids drafts nonsense); empty when every id is the same token.
+std::string spec_vocab_mismatch(const Tokenizer& target, const Tokenizer& draft);
 
 }  // namespace ts

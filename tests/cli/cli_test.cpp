@@ -118,6 +118,68 @@ std::vector<std::string> error_lines(const CliRun& r) {
   return out;
 }
 
+// True when `s` is well-formed UTF-8 (no stray, cut, overlong or surrogate
+// sequences), what `iconv -f utf-8` accepts.
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    int len = 0;
+    uint32_t cp = 0;
+    if (b < 0x80) {
+      ++i;
+      continue;
+    } else if ((b & 0xE0) == 0xC0) {
+      len = 2, cp = b & 0x1F;
+    } else if ((b & 0xF0) == 0xE0) {
+      len = 3, cp = b & 0x0F;
+    } else if ((b & 0xF8) == 0xF0) {
+      len = 4, cp = b & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > s.size()) return false;
+    for (int k = 1; k < len; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+// --quiet prints what --json holds: valid UTF-8, a character cut between
+// tokens as U+FFFD, never the raw bytes (the fixture's byte-level tokens cut
+// characters often when sampled hot).
+TEST(Cli, QuietTextIsValidUtf8AsInTheJson) {
+  const fs::path file = scratch_dir() / "quiet.json";
+  const CliRun r = run_cli(with_tiny({"--quiet", "--steps", "20", "--strategy",
+                                      "temperature=1.5,seed=1", "--json", file.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(read_file(file));
+  const std::string text = doc.at("lanes").at(0).at("text").get<std::string>();
+  // The run cuts a character: the test shows the conversion, not its absence.
+  ASSERT_NE(text.find("\xEF\xBF\xBD"), std::string::npos) << text;
+  EXPECT_TRUE(valid_utf8(r.out)) << r.out;
+  // The printed line: prompt and text as the JSON has them, control
+  // characters written \xNN, then the stop reason.
+  std::string expected;
+  for (char ch : doc.at("prompt").get<std::string>() + text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      expected += buf;
+    } else {
+      expected += ch;
+    }
+  }
+  expected += "   [" + doc.at("lanes").at(0).at("stop_reason").get<std::string>() + "]\n";
+  EXPECT_EQ(r.out, expected);
+}
+
 TEST(Cli, HelpListsTheOptionsAndSucceeds) {
   const CliRun r = run_cli({"--help"});
   EXPECT_EQ(r.exit_code, 0);
@@ -1765,6 +1827,142 @@ TEST(CliSpeculative, JsonHasTheRounds) {
   }
   EXPECT_GT(rounds, 1);
   EXPECT_EQ(committed + 1, 11u);  // the prefill's token and the rounds' fill --steps + 1
+}
+
+// A copy of the tiny fixture whose vocab.json gives ids `a` and `b` each
+// other's token: the same vocabulary size, other ids.
+fs::path tiny_with_swapped_ids(int a, int b) {
+  const fs::path src = tiny_dir();
+  const fs::path dir = scratch_dir() / "swapped";
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "merges.txt", "model.safetensors"})
+    fs::copy_file(src / f, dir / f, fs::copy_options::overwrite_existing);
+  nlohmann::json vocab = nlohmann::json::parse(read_file(src / "vocab.json"));
+  for (auto& [token, id] : vocab.items()) {
+    if (id.get<int>() == a)
+      id = b;
+    else if (id.get<int>() == b)
+      id = a;
+  }
+  std::ofstream(dir / "vocab.json") << vocab.dump();
+  return dir;
+}
+
+// The tiny fixture written as an llm.c checkpoint (fp32: a header of 256
+// int32, then the tensors in llm.c's order, matrices [out, in]) at `file`,
+// with no tokenizer files beside it.
+void write_tiny_as_llmc(const fs::path& file) {
+  const std::string st = read_file(fs::path(tiny_dir()) / "model.safetensors");
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, st.data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(st.substr(8, header_len));
+  const char* data = st.data() + 8 + header_len;
+  auto tensor = [&](const std::string& name) {
+    const nlohmann::json& t = header.at(name);
+    const size_t begin = t["data_offsets"][0], end = t["data_offsets"][1];
+    std::vector<float> v((end - begin) / sizeof(float));
+    std::memcpy(v.data(), data + begin, end - begin);
+    return v;
+  };
+  auto transposed = [&](const std::string& name) {  // HF's [in, out] to [out, in]
+    const size_t rows = header.at(name)["shape"][0], cols = header.at(name)["shape"][1];
+    const std::vector<float> v = tensor(name);
+    std::vector<float> t(v.size());
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c) t[c * rows + r] = v[r * cols + c];
+    return t;
+  };
+  const nlohmann::json cfg = nlohmann::json::parse(read_file(fs::path(tiny_dir()) / "config.json"));
+  const int layers = cfg["n_layer"];
+  std::vector<int32_t> head(256, 0);
+  head[0] = 20240326;  // llm.c's magic
+  head[1] = 3;         // fp32
+  head[2] = cfg["n_positions"];
+  head[3] = cfg["vocab_size"];
+  head[4] = layers;
+  head[5] = cfg["n_head"];
+  head[6] = cfg["n_embd"];
+  head[7] = cfg["vocab_size"];  // no padding rows
+  fs::create_directories(file.parent_path());
+  std::ofstream out(file, std::ios::binary);
+  auto put = [&out](const std::vector<float>& v) {
+    out.write(reinterpret_cast<const char*>(v.data()),
+              static_cast<std::streamsize>(v.size() * sizeof(float)));
+  };
+  out.write(reinterpret_cast<const char*>(head.data()), 256 * sizeof(int32_t));
+  put(tensor("wte.weight"));
+  put(tensor("wpe.weight"));
+  const std::pair<const char*, bool> per_layer[] = {
+      {"ln_1.weight", false},      {"ln_1.bias", false},         {"attn.c_attn.weight", true},
+      {"attn.c_attn.bias", false}, {"attn.c_proj.weight", true}, {"attn.c_proj.bias", false},
+      {"ln_2.weight", false},      {"ln_2.bias", false},         {"mlp.c_fc.weight", true},
+      {"mlp.c_fc.bias", false},    {"mlp.c_proj.weight", true},  {"mlp.c_proj.bias", false}};
+  for (const auto& [name, matrix] : per_layer)
+    for (int l = 0; l < layers; ++l) {
+      const std::string n = "h." + std::to_string(l) + "." + name;
+      put(matrix ? transposed(n) : tensor(n));
+    }
+  put(tensor("ln_f.weight"));
+  put(tensor("ln_f.bias"));
+}
+
+// A draft whose tokenizer has the target's size but other ids is refused in
+// one line naming the first id that differs, in the CLI and the bench.
+TEST(CliSpeculative, DraftWithOtherIdsIsRefusedNamingTheFirstId) {
+  const std::string swapped = tiny_with_swapped_ids(5, 6).string();
+  // Ids 5 and 6 are "&" and "'" in the fixture's vocabulary.
+  const std::string says = "draft model: its token 5 is \"'\" but the target's is \"&\"";
+  expect_one_error_line(
+      run_cli(with_tiny({"--strategy", "spec=2", "--draft-model", swapped, "--steps", "2"})),
+      "tokenscope-cli", says, "cli");
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  expect_one_error_line(run_program(bench_path().string(), {"--model", tiny_dir(), "--draft-model",
+                                                            swapped, "--spec-only"}),
+                        "tokenscope-bench", says, "bench");
+}
+
+// An llm.c draft (no tokenizer in the file, none beside it) uses the target's
+// tokenizer: the fixture as llm.c drafting for the fixture, and for itself
+// as an llm.c target, gives the plain greedy text.
+TEST(CliSpeculative, LlmcDraftUsesTheTargetsTokenizer) {
+  const fs::path bin = scratch_dir() / "llmc" / "tiny.bin";
+  write_tiny_as_llmc(bin);
+  const CliRun plain = run_cli(with_tiny({"--steps", "20", "--quiet"}));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const CliRun r = run_cli(with_tiny(
+      {"--steps", "20", "--quiet", "--strategy", "spec=3", "--draft-model", bin.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  const CliRun both = run_cli({"--model", bin.string(), "--tokenizer", tiny_dir(), "--steps", "20",
+                               "--quiet", "--strategy", "spec=3", "--draft-model", bin.string()});
+  ASSERT_EQ(both.exit_code, 0) << both.err;
+  EXPECT_EQ(both.out, plain.out);
+}
+
+// The bench's --spec-self-draft on an llm.c model: --tokenizer DIR gives the
+// speculative section its prompt's tokenizer (the draft, the same file, uses
+// it too); without it the one line says to pass it.
+TEST(CliSpeculative, BenchSelfDraftOnAnLlmcModel) {
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  const fs::path bin = scratch_dir() / "llmc" / "tiny.bin";
+  write_tiny_as_llmc(bin);
+  const CliRun r =
+      run_program(bench_path().string(),
+                  {"--model", bin.string(), "--tokenizer", tiny_dir(), "--spec-self-draft",
+                   "--spec-only", "--spec-gamma", "2", "--spec-tokens", "12"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  const auto& runs = doc.at("speculative").at("pairs").at(0).at("runs");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].at("same_tokens_as_plain"), true);
+  EXPECT_DOUBLE_EQ(runs[0].at("acceptance_rate").get<double>(), 1.0);
+  expect_one_error_line(run_program(bench_path().string(),
+                                    {"--model", bin.string(), "--spec-self-draft", "--spec-only"}),
+                        "tokenscope-bench", "pass --tokenizer DIR", "no tokenizer");
+  // Only the speculative section reads text: --tokenizer alone is refused.
+  expect_one_error_line(
+      run_program(bench_path().string(), {"--model", tiny_dir(), "--tokenizer", tiny_dir()}),
+      "tokenscope-bench", "--tokenizer: only the speculative section", "tokenizer alone");
 }
 
 TEST(CliSpeculative, BadInputIsOneLine) {

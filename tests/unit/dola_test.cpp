@@ -79,6 +79,17 @@ TEST(DolaLayers, ExplicitListsAreCheckedAgainstTheModel) {
   EXPECT_THROW(dola_candidate_layers(DolaMode::kLayers, {}, 4), Error);
   EXPECT_THROW(dola_candidate_layers(DolaMode::kOff, {}, 4), Error);
   EXPECT_THROW(dola_candidate_layers(DolaMode::kLow, {}, 0), Error);
+  // A 3-layer model: the lower half (layer 1) is below layer 2, where the
+  // tied rule starts, so "low" picks nothing, and says so in one line.
+  try {
+    layers(DolaMode::kLow, 3);
+    FAIL() << "dola=low on 3 layers was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_NE(what.find("picks no layer for a 3-layer model"), std::string::npos) << what;
+  }
+  EXPECT_EQ(layers(DolaMode::kHigh, 3), std::vector<int>({1}));
   try {
     dola_candidate_layers(DolaMode::kLayers, {2, 7}, 4);
     FAIL();
