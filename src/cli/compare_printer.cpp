@@ -75,11 +75,12 @@ void ComparePrinter::print_row(std::ostream& out, const StepTrace& step) {
   for (const Lane& lane : session_.lanes()) {
     const LaneStep* r = session_.record(step.index, lane.id);
     std::string cell;
-    if (r && r->spec) {
-      // A speculative round: every token it committed, and how many.
+    if (r && (r->spec || r->lookahead)) {
+      // A speculative round or a lookahead pass: every token it committed, and how many.
+      const std::vector<int>& committed = r->spec ? r->spec->committed : r->lookahead->committed;
       cell.append("\"");
-      for (int id : r->spec->committed) cell.append(display_piece(tok.token_bytes(id)));
-      cell.append("\" x").append(std::to_string(r->spec->committed.size()));
+      for (int id : committed) cell.append(display_piece(tok.token_bytes(id)));
+      cell.append("\" x").append(std::to_string(committed.size()));
       if (first_token < 0) first_token = r->chosen_token;
       differ = differ || r->chosen_token != first_token;
     } else if (r) {
@@ -143,13 +144,14 @@ void ComparePrinter::print_summary(std::ostream& out) const {
     // Speculative lanes: drafts accepted / drafted, and tokens per target pass.
     const SpecLaneStats spec = spec_lane_stats(session_, lane.id);
     std::snprintf(line, sizeof line, "%6s  %8s  ",
-                  spec.rounds ? fmt("%.2f", spec.acceptance_rate()).c_str() : "-",
+                  spec.drafted ? fmt("%.2f", spec.acceptance_rate()).c_str() : "-",
                   spec.rounds ? fmt("%.2f", spec.tokens_per_pass()).c_str() : "-");
     out << line << (lane.stop_reason.empty() ? "running" : lane.stop_reason) << "\n";
   }
   if (session_.lanes().size() > 1)
     out << "(tok/s: the lanes share one batched forward pass per step; a speculative lane's time "
-           "is its own draft and verify passes)\n";
+           "is its own draft and verify passes, a lookahead or prompt-lookup lane's its own "
+           "passes)\n";
 }
 
 }  // namespace ts::cli

@@ -45,13 +45,18 @@ LaneSummary summarize_lane(const std::vector<StepTracePtr>& history, const std::
   for (int step = 0; step < static_cast<int>(history.size()); ++step) {
     const LaneStep* r = lane_record(history, lanes, step, lane_id);
     if (!r) continue;
-    // A speculative round's own passes; the other lanes share the step's
-    // batched forward, which is the step's time less its speculative rounds.
-    double spec_seconds = 0;
-    for (const LaneStep& ls : history[step]->lanes)
-      if (ls.spec) spec_seconds += ls.spec->draft_seconds + ls.spec->verify_seconds;
-    seconds += r->spec ? r->spec->draft_seconds + r->spec->verify_seconds
-                       : std::max(0.0, history[step]->seconds - spec_seconds);
+    // A speculative round's or a lookahead pass's own passes; the other
+    // lanes share the step's batched forward, which is the step's time less
+    // those.
+    const auto own_seconds = [](const LaneStep& ls) {
+      return ls.spec        ? ls.spec->draft_seconds + ls.spec->verify_seconds
+             : ls.lookahead ? ls.lookahead->seconds
+                            : 0.0;
+    };
+    double apart = 0;
+    for (const LaneStep& ls : history[step]->lanes) apart += own_seconds(ls);
+    seconds +=
+        r->spec || r->lookahead ? own_seconds(*r) : std::max(0.0, history[step]->seconds - apart);
     if (r->beam) {
       last_beam_step = r->beam.get();
     } else if (r->spec) {
@@ -62,6 +67,14 @@ LaneSummary summarize_lane(const std::vector<StepTracePtr>& history, const std::
         const size_t at = static_cast<size_t>(round.first_index) + j;
         if (at < tokens.size() && tokens[at] == round.committed[j])
           log_probs[at] = log_softmax(round.target_logits[j])[round.committed[j]];
+      }
+    } else if (r->lookahead) {
+      // A lookahead pass too: each token from the row it was chosen at.
+      const LookaheadPass& pass = *r->lookahead;
+      for (size_t j = 0; j < pass.committed.size() && j < pass.logits.size(); ++j) {
+        const size_t at = static_cast<size_t>(pass.first_index) + j;
+        if (at < tokens.size() && tokens[at] == pass.committed[j])
+          log_probs[at] = log_softmax(pass.logits[j])[pass.committed[j]];
       }
     } else if (r->step_index < static_cast<int>(tokens.size()) &&
                tokens[r->step_index] == r->chosen_token && r->chosen_token >= 0 &&
@@ -90,6 +103,12 @@ SpecLaneStats spec_lane_stats(const Session& session, int lane_id) {
   SpecLaneStats s;
   for (int step = 0; step < static_cast<int>(session.history().size()); ++step) {
     const LaneStep* r = session.record(step, lane_id);
+    if (r && r->lookahead) {  // a pass: tokens per pass, no draft
+      ++s.rounds;
+      s.committed += static_cast<int>(r->lookahead->committed.size());
+      s.verify_seconds += r->lookahead->seconds;
+      continue;
+    }
     if (!r || !r->spec) continue;
     ++s.rounds;
     s.drafted += r->spec->gamma;

@@ -51,6 +51,8 @@ struct SpecLaneStats {
   double acceptance_rate() const { return drafted ? static_cast<double>(accepted) / drafted : 0; }
   double tokens_per_pass() const { return rounds ? static_cast<double>(committed) / rounds : 0; }
 };
+// Speculative lanes' rounds; lookahead and prompt-lookup lanes count their
+// passes as rounds (committed tokens, no drafts: acceptance_rate() is 0).
 SpecLaneStats spec_lane_stats(const Session& session, int lane);
 
 }  // namespace ts

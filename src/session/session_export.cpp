@@ -303,9 +303,10 @@ std::string reopen_limits(const Session& session) {
     lanes += (lanes.empty() ? "" : ", ") + std::to_string(lane.id) + " (" + kind + ")";
   }
   if (lanes.empty()) return {};
-  return "this file cannot be re-opened in the window: lane" +
-         std::string(lanes.find(',') == std::string::npos ? " " : "s ") + lanes +
-         " keep steps the replay format does not store (the file holds them for reading)";
+  const bool one = lanes.find(',') == std::string::npos;
+  return "this file cannot be re-opened in the window: lane" + std::string(one ? " " : "s ") +
+         lanes + (one ? " keeps" : " keep") +
+         " steps the replay format does not store (the file holds them for reading)";
 }
 
 }  // namespace ts

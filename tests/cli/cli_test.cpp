@@ -153,6 +153,22 @@ bool valid_utf8(const std::string& s) {
 // --quiet prints what --json holds: valid UTF-8, a character cut between
 // tokens as U+FFFD, never the raw bytes (the fixture's byte-level tokens cut
 // characters often when sampled hot).
+// A session file the window cannot re-open whole says so when it is written.
+TEST(Cli, JsonOfLanesTheWindowCannotReopenSaysSo) {
+  const fs::path file = scratch_dir() / "limits.json";
+  const CliRun plain = run_cli(with_tiny({"--steps", "2", "--json", file.string()}));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err.find("cannot be re-opened"), std::string::npos) << plain.err;
+  const CliRun r = run_cli(with_tiny({"--steps", "2", "--compare", "greedy", "lookahead",
+                                      "prompt_lookup", "--json", file.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: " + file.string() +
+                       ": this file cannot be re-opened in the window: lanes 1 (lookahead), 2 "
+                       "(prompt lookup) keep steps"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, QuietTextIsValidUtf8AsInTheJson) {
   const fs::path file = scratch_dir() / "quiet.json";
   const CliRun r = run_cli(with_tiny({"--quiet", "--steps", "20", "--strategy",

@@ -20,6 +20,7 @@
 #include "sampling/sampling_params.h"
 #include "sampling/sampling_pipeline.h"
 #include "sampling/speculative.h"
+#include "session/lane_summary.h"
 #include "session/lookahead_lane.h"
 #include "session/session.h"
 #include "session/session_export.h"
@@ -372,6 +373,11 @@ TEST(LookaheadSession, LanesGiveGreedysTokensAndStepBackWhole) {
   EXPECT_EQ(generated(s, 2), generated(s, 0));
   EXPECT_EQ(s.lanes()[1].stop_reason, s.lanes()[0].stop_reason);
   EXPECT_TRUE(multi) << "a counting prompt must let some pass commit several tokens";
+  // Each committed token's log-probability is its own row's: the same text
+  // scores the same as greedy's.
+  EXPECT_NEAR(summarize_lane(s, 1).log_prob, summarize_lane(s, 0).log_prob, 1e-6);
+  EXPECT_NEAR(summarize_lane(s, 2).log_prob, summarize_lane(s, 0).log_prob, 1e-6);
+  EXPECT_LT(spec_lane_stats(s, 1).rounds, static_cast<int>(generated(s, 1).size()));
   // Back undoes whole passes: the tokens and the cache (which holds every
   // token but the last); stepping again gives the same tokens.
   const std::vector<int> full = generated(s, 1);
