@@ -13,6 +13,7 @@
 #include "app/app.h"
 #include "app/panels/lanes.h"
 #include "app/panels/lookahead.h"
+#include "app/panels/transport.h"
 #include "app/view_model.h"
 #include "gui_test_support.h"
 #include "session/model_setup.h"
@@ -114,6 +115,11 @@ TEST(GuiLookahead, PassesOnARepeatingPromptMatchTheRecord) {
   app.settle(2, 4);
   EXPECT_FALSE(app.lookahead_panel().view().has_pass);
   EXPECT_NE(app.lookahead_panel().view().message.find("next decode step"), std::string::npos);
+  // The step control's "Next:" line says the pass may commit several tokens.
+  EXPECT_NE(TransportPanel::next_text(*app.controller().snapshot())
+                .find("lookahead and prompt-lookup lanes: one pass each"),
+            std::string::npos)
+      << TransportPanel::next_text(*app.controller().snapshot());
   bool window_accepted = false, draft_accepted = false, changed = false;
   for (int i = 0; i < 10 && !(window_accepted && draft_accepted && changed); ++i) {
     step(app);
@@ -155,6 +161,39 @@ TEST(GuiLookahead, TheWindowAndCandidatesFitAProjector) {
     step(app);
     check_panel_matches_record(app, 0);
   }
+}
+
+// "Add a lane" offers both, and a click adds a lane of that kind; a greedy
+// session's "Next:" line says nothing of passes.
+TEST(GuiLookahead, AddALaneOffersLookaheadAndPromptLookup) {
+  REQUIRE_DISPLAY();
+  AppOptions o = lookahead_options({"greedy"});
+  o.layout = "lanes";
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  int lookahead = 0, prompt_lookup = 0;
+  for (const auto& [label, strategy] : lane_presets()) {
+    const SamplingParams p = parse_strategy(strategy);
+    if (p.lookahead_on) {
+      ++lookahead;
+      EXPECT_EQ(label, "lookahead");
+    }
+    if (p.prompt_lookup_on) {
+      ++prompt_lookup;
+      EXPECT_EQ(label, "prompt lookup");
+    }
+  }
+  EXPECT_EQ(lookahead, 1);
+  EXPECT_EQ(prompt_lookup, 1);
+  ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kLanes));
+  for (const char* label : {"lookahead", "prompt lookup"}) {
+    const PanelBox b = app.lanes_panel().preset_box(label);
+    EXPECT_GT(b.w, 0.0f) << label << " has no button";
+  }
+  step(app);  // prefill
+  const std::string next = TransportPanel::next_text(*app.controller().snapshot());
+  EXPECT_EQ(next.find("may commit several tokens"), std::string::npos) << next;
 }
 
 }  // namespace
