@@ -140,6 +140,29 @@ TEST(GuiLookahead, PassesOnARepeatingPromptMatchTheRecord) {
   EXPECT_TRUE(window_accepted) << "no lookahead candidate accepted in 10 passes";
   EXPECT_TRUE(draft_accepted) << "no prompt-lookup draft accepted in 10 passes";
   EXPECT_TRUE(changed) << "the window never showed a changed cell";
+  // What lesson 5 (assets/lessons/5-no-draft-model-needed.lesson) tells the
+  // class on this prompt: prompt lookup's first pass accepts two of its four
+  // draft tokens and commits three; lookahead's third pass verifies two
+  // candidates from a pool of 7, accepts the first whole (two tokens) and
+  // commits three from 13 rows.
+  {
+    const SnapshotPtr s = app.controller().snapshot();
+    ASSERT_GE(s->history.size(), 4u);
+    const LaneStep* pl = lane_record(*s, 1, 2);
+    ASSERT_TRUE(pl && pl->lookahead);
+    ASSERT_EQ(pl->lookahead->layout.candidates.size(), 1u);
+    EXPECT_EQ(pl->lookahead->layout.candidates[0].size(), 4u);
+    EXPECT_EQ(pl->lookahead->verdict.matched, 2);
+    EXPECT_EQ(pl->lookahead->committed.size(), 3u);
+    const LaneStep* la = lane_record(*s, 3, 1);
+    ASSERT_TRUE(la && la->lookahead);
+    EXPECT_EQ(la->lookahead->pool_size, 7);
+    EXPECT_EQ(la->lookahead->layout.candidates.size(), 2u);
+    EXPECT_EQ(la->lookahead->verdict.candidate, 0);
+    EXPECT_EQ(la->lookahead->verdict.matched, 2);
+    EXPECT_EQ(la->lookahead->committed.size(), 3u);
+    EXPECT_EQ(la->lookahead->fed(), 13);
+  }
   // A greedy lane: one line saying what the panel is for.
   select_lane(app.state(), app.controller().snapshot().get(), 0);
   app.settle(2, 4);
