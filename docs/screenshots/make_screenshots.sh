@@ -156,6 +156,12 @@ fi
   --width 1400 --height 860 --screenshot "$OUT/speculative.png"
 if [ -n "$DRAFT_TMP" ]; then rm -rf "$DRAFT_TMP"; fi
 
+# Lookahead decoding: the third pass of a lookahead lane on a prompt that
+# repeats itself (its window, the pool's candidates, one accepted).
+"${RUN[@]}" "$BIN" "${MODEL_ARGS[@]}" --prompt "I'm not sure I'm not sure I'm not sure" \
+  --compare greedy lookahead prompt_lookup --steps 3 --lane 1 --layout lookahead \
+  --width 1100 --height 760 --screenshot "$OUT/lookahead.png"
+
 # Committed pictures are kept small: 256-colour palettes (text stays sharp),
 # then lossless recompression, when the tools are installed
 # (apt-get install pngquant optipng).

@@ -20,6 +20,7 @@
 #include "app/panels/lanes.h"
 #include "app/panels/lens.h"
 #include "app/panels/logits.h"
+#include "app/panels/lookahead.h"
 #include "app/panels/panel_table.h"
 #include "app/panels/prompt.h"
 #include "app/panels/quiz.h"
@@ -108,6 +109,7 @@ class App {
   QuizPanel& quiz_panel() { return panel<QuizPanel>(PanelId::kQuiz); }
   ScorePanel& score_panel() { return panel<ScorePanel>(PanelId::kScore); }
   SpeculativePanel& speculative_panel() { return panel<SpeculativePanel>(PanelId::kSpeculative); }
+  LookaheadPanel& lookahead_panel() { return panel<LookaheadPanel>(PanelId::kLookahead); }
   bool has_heatmap_renderer() const { return renderer_ != nullptr; }
   // Problems that do not stop the window (font, shaders).
   const std::string& notices() const { return notices_; }

@@ -1,4 +1,4 @@
-// The four shipped lessons, run one after another in one window as a class
+// The five shipped lessons, run one after another in one window as a class
 // would (under Xvfb), at 1280x720 and 1920x1080, presentation mode on and off.
 // At every step: the panel the step names is open, drawn inside the window
 // and outlined, and the state its text describes holds (the lanes, lane 0's
@@ -28,7 +28,8 @@ struct State {
   float temperature = 1.0f;   // lane 0's
   float top_p = 1.0f;         // lane 0's
   bool lane1_contrastive = false;
-  bool kv = true;  // the Step control's KV cache box
+  bool lane1_lookahead = false;  // and lane 2 prompt lookup
+  bool kv = true;                // the Step control's KV cache box
 };
 
 // Per lesson file, per step: the state at its start.
@@ -44,6 +45,9 @@ std::vector<State> expected(const std::string& file, int steps) {
   } else if (file == "4-greedy-vs-contrastive.lesson") {
     // Step 1 adds a contrastive lane beside greedy lane 0.
     for (int i = 1; i < steps; ++i) s[i].lanes = 2, s[i].lane1_contrastive = true;
+  } else if (file == "5-no-draft-model-needed.lesson") {
+    // Step 1 adds a lookahead and a prompt-lookup lane beside greedy lane 0.
+    for (int i = 1; i < steps; ++i) s[i].lanes = 3, s[i].lane1_lookahead = true;
   }
   return s;
 }
@@ -73,6 +77,11 @@ void expect_state(App& app, const State& want) {
   }
   if (want.lanes > 1) {
     EXPECT_EQ(lanes[1].contrastive(), want.lane1_contrastive);
+    EXPECT_EQ(lanes[1].lookahead_on, want.lane1_lookahead);
+  }
+  if (want.lane1_lookahead) {
+    ASSERT_GE(lanes.size(), 3u);
+    EXPECT_TRUE(lanes[2].prompt_lookup_on);
   }
   EXPECT_EQ(snap->kv_cache, want.kv);
 }
@@ -91,7 +100,10 @@ void act(App& app, const lesson::Step& step, const std::string& file, int index)
       break;
     case lesson::ActionKind::kPrefill:
     case lesson::ActionKind::kStep: {
-      const int n = file == "4-greedy-vs-contrastive.lesson" && index == 2 ? 6 : 1;
+      // Lesson 5's fifth step says "two more decode steps".
+      const int n = file == "4-greedy-vs-contrastive.lesson" && index == 2   ? 6
+                    : file == "5-no-draft-model-needed.lesson" && index == 4 ? 2
+                                                                             : 1;
       for (int i = 0; i < n; ++i) {
         app.advance();
         settle(app);
@@ -159,7 +171,7 @@ TEST_P(LessonsInOrder, EveryStepShowsItsPanelAndTheStateItsTextDescribes) {
   const auto dir = find_data("lessons");
   ASSERT_FALSE(dir.empty()) << "no lessons folder beside the build";
   const auto files = lesson::list_lessons(dir);
-  ASSERT_EQ(files.size(), 4u);
+  ASSERT_EQ(files.size(), 5u);
   AppOptions o = test::fixture_options("classroom");
   o.width = w;
   o.height = h;
@@ -210,6 +222,22 @@ TEST_P(LessonsInOrder, EveryStepShowsItsPanelAndTheStateItsTextDescribes) {
         EXPECT_LE(button.y + button.h, lanes.y + lanes.h) << "the button is below the panel";
         app.state().lane_setup = app.state().strategies();
         app.state().lane_setup.push_back(parse_strategy("contrastive=4,alpha=0.6"));
+        settle(app);
+      }
+      if (file == "5-no-draft-model-needed.lesson" && i == 0) {
+        // "click "lookahead" and then "prompt lookup" after "Add a lane:"".
+        ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kLanes));
+        const PanelBox& lanes = app.last_frame().boxes[static_cast<int>(PanelId::kLanes)];
+        for (const char* label : {"lookahead", "prompt lookup"}) {
+          const PanelBox button = app.lanes_panel().preset_box(label);
+          EXPECT_GT(button.w, 0.0f) << label;
+          EXPECT_GE(button.x, lanes.x) << label;
+          EXPECT_LE(button.x + button.w, lanes.x + lanes.w) << label << " is clipped";
+          EXPECT_LE(button.y + button.h, lanes.y + lanes.h) << label << " is below the panel";
+        }
+        app.state().lane_setup = app.state().strategies();
+        app.state().lane_setup.push_back(parse_strategy("lookahead"));
+        app.state().lane_setup.push_back(parse_strategy("prompt_lookup"));
         settle(app);
       }
       act(app, step, file, i);

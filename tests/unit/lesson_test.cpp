@@ -248,12 +248,13 @@ TEST(Lesson, TheBundledLessonsParseWithTheWindowsNames) {
   // The panel keys and layout names the window accepts (its panel_list.h and
   // layout.cpp); a bundled lesson using another name would fail here.
   const Vocabulary window{{"prompt", "transport", "attention", "kv", "logits", "sampling",
-                           "timeline", "roofline", "lens", "cache", "lanes", "help"},
+                           "timeline", "roofline", "lens", "cache", "lanes", "lookahead", "help"},
                           {"classroom", "lesson", "memory", "cost", "layers", "compare", "prompt",
                            "transport", "attention", "kv", "logits", "sampling", "timeline",
-                           "roofline", "lens", "cache", "lanes", "help"}};
+                           "roofline", "lens", "cache", "lanes", "lookahead", "help"}};
   const auto list = list_lessons(std::filesystem::path(TS_SOURCE_DIR) / "assets" / "lessons");
-  ASSERT_GE(list.size(), 3u);
+  ASSERT_GE(list.size(), 5u);
+  EXPECT_EQ(list[4].filename(), "5-no-draft-model-needed.lesson");
   for (const auto& p : list) {
     SCOPED_TRACE(p.string());
     const Lesson l = load_lesson(p, window);

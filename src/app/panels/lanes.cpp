@@ -39,7 +39,9 @@ constexpr Preset kPresets[] = {{"greedy", "greedy"},
                                {"contrastive 4", "contrastive=4,alpha=0.6"},
                                {"DoLa high", "dola=high"},
                                {"DoLa low", "dola=low"},
-                               {"spec 4", "spec=4"}};
+                               {"spec 4", "spec=4"},
+                               {"lookahead", "lookahead"},
+                               {"prompt lookup", "prompt_lookup"}};
 
 }  // namespace
 
@@ -290,7 +292,8 @@ void LanesPanel::draw_setup(PanelContext& ctx) {
   ImGui::EndDisabled();
   dim_text_wrapped(
       "Type any strategy (e.g. \"top_p=0.9,temperature=0.8,seed=7\", \"beams=4,"
-      "length_penalty=1.2\", \"contrastive=4,alpha=0.6\"). Press Space to run the prefill "
+      "length_penalty=1.2\", \"contrastive=4,alpha=0.6\", \"lookahead=4,3,4\", "
+      "\"prompt_lookup=10,2\"). Press Space to run the prefill "
       "once for every lane.");
 }
 

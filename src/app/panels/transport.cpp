@@ -32,6 +32,22 @@ std::string TransportPanel::where_text(const SessionSnapshot& snap) {
   return "Paused after decode step " + std::to_string(n - 1);
 }
 
+std::string TransportPanel::next_text(const SessionSnapshot& snap) {
+  if (snap.state != SessionState::kPaused) return snap.next_action;
+  bool lookahead = false, prompt_lookup = false;
+  for (const Lane& lane : snap.lanes) {
+    if (!lane.running()) continue;
+    lookahead = lookahead || lane.params.lookahead_on;
+    prompt_lookup = prompt_lookup || lane.params.prompt_lookup_on;
+  }
+  if (!lookahead && !prompt_lookup) return snap.next_action;
+  const char* kinds = lookahead && prompt_lookup ? "lookahead and prompt-lookup lanes"
+                      : lookahead                ? "lookahead lanes"
+                                                 : "prompt-lookup lanes";
+  return snap.next_action + "; " + kinds + ": one pass each (the last token and the candidates" +
+         (lookahead ? ", and the window," : "") + " fed together) that may commit several tokens";
+}
+
 void TransportPanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kTransport)) return;
   AppState& st = ctx.state;
@@ -71,7 +87,7 @@ void TransportPanel::draw(PanelContext& ctx) {
   } else {
     ImGui::PushTextWrapPos(0.0f);
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s",
-                       snap.next_action.c_str());
+                       next_text(snap).c_str());
     ImGui::PopTextWrapPos();
   }
 

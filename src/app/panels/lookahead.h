@@ -1,0 +1,70 @@
+#pragma once
+// Lookahead decoding and prompt lookup decoding: the viewed step's pass of
+// such a lane, as the session recorded it (LookaheadPass). For lookahead the
+// 2D Jacobi window as a grid (cells the last pass changed highlighted) with
+// the next row the model guessed, the n-gram pool before the pass and the
+// n-grams it added; for both kinds the candidates verified, their accepted
+// prefix marked, the model's own token after it, the tokens committed, the
+// rows fed in the one pass and its time, and the lane's tokens per pass.
+#include <string>
+#include <vector>
+
+#include "app/panels/panel.h"
+
+namespace ts::app {
+
+// The lane's passes up to and including a history step.
+struct LookaheadTotals {
+  int passes = 0;     // forward passes (one per step)
+  int committed = 0;  // tokens they added to the lane
+  int fed = 0;        // rows they fed
+  double tokens_per_pass() const {
+    return passes > 0 ? static_cast<double>(committed) / passes : 0;
+  }
+};
+LookaheadTotals lookahead_totals(const SessionSnapshot& snap, int lane, int up_to_step);
+
+// What the panel shows, built from the record each frame (tests read it).
+struct LookaheadPanelView {
+  bool has_pass = false;
+  std::string message;  // the one line shown instead when there is no pass
+  bool prompt_lookup = false;
+  // Lookahead: the window before the pass, row-major, and its next row.
+  int window_rows = 0, window_cols = 0;
+  std::vector<std::string> window_cells;
+  std::vector<uint8_t> window_changed;
+  std::vector<std::string> window_next;  // the model's guess after each last-row cell
+  int pool_size = 0, new_ngrams = 0;
+  struct Candidate {
+    std::vector<int> tokens;
+    std::vector<std::string> pieces;
+    int agree = 0;          // leading tokens equal to the committed ones
+    bool accepted = false;  // the verdict's candidate
+  };
+  std::vector<Candidate> candidates;
+  int accepted_candidate = -1;  // verdict.candidate
+  int matched = 0;              // candidate tokens accepted
+  int model_token = -1;         // the model's own token after them (the last committed)
+  std::string model_piece;
+  std::vector<std::string> committed;  // pieces of the tokens the pass committed
+  bool sampled = false;
+  int fed = 0;
+  double seconds = 0;
+  LookaheadTotals totals;
+  int clipped_cells = 0;  // table cells whose text ran past their column last frame
+};
+
+class LookaheadPanel : public Panel {
+ public:
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
+  const LookaheadPanelView& view() const { return view_; }
+
+ private:
+  void build_view(const PanelContext& ctx);
+  void draw_pass(PanelContext& ctx);
+
+  LookaheadPanelView view_;
+};
+
+}  // namespace ts::app
