@@ -120,7 +120,7 @@ TEST(ThreadPool, RefusesMoreThanFourTimesTheHardwareThreads) {
 }
 
 // Bytes of address space this process uses now (VmSize in /proc/self/status).
-long long address_space_bytes() {
+[[maybe_unused]] long long address_space_bytes() {
   std::ifstream in("/proc/self/status");
   for (std::string line; std::getline(in, line);)
     if (line.rfind("VmSize:", 0) == 0) return std::stoll(line.substr(7)) * 1024;
