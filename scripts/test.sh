@@ -34,10 +34,6 @@ fi
 # build/ keeps this choice for a later scripts/run.sh: it still runs on every
 # GPU the default covers, the driver compiling the PTX on first use.
 bash scripts/build.sh release -DCMAKE_CUDA_ARCHITECTURES="${TS_TEST_CUDA_ARCHITECTURES:-75}"
-if [ "$full" = 1 ]; then
-  bash scripts/build.sh asan
-  bash scripts/build.sh tsan
-fi
 
 status=0
 # The GUI tests need a display: Xvfb gives them one. -noreset: by default the
@@ -51,12 +47,34 @@ with_display() {
     "$@"
   fi
 }
+# Whether every test that failed in the last ctest run of build folder $1
+# passed all its GoogleTest checks and then failed only on LeakSanitizer's
+# tracer crash at exit (see the ASan run below).
+lsan_tracer_crashes_only() {
+  local tmp="$1/Testing/Temporary"
+  [ -s "$tmp/LastTestsFailed.log" ] && [ -f "$tmp/LastTest.log" ] || return 1
+  awk -F: 'NR == FNR { failed[substr($0, index($0, ":") + 1)] = 1; next }
+    match($0, /^[0-9]+\/[0-9]+ Test: /) { name = substr($0, RLENGTH + 1); next }
+    /^\[  PASSED  \] / { passed[name] = 1 }
+    /^Tracer caught signal / { tracer[name] = 1 }
+    /LeakSanitizer has encountered a fatal error/ { fatal[name] = 1 }
+    /(ERROR|WARNING): (Address|Undefined|Leak)Sanitizer|runtime error:/ { other[name] = 1 }
+    END {
+      for (t in failed)
+        if (!(t in passed) || !(t in tracer) || !(t in fatal) || (t in other)) exit 1
+    }' "$tmp/LastTestsFailed.log" "$tmp/LastTest.log"
+}
 echo "== release tests"
 with_display ctest --test-dir build -j"$jobs" --output-on-failure || status=1
+# The time so far is what the plain test command takes (with --full too: the
+# sanitizer configurations are built only after this point).
+echo "test: release build and tests took $((SECONDS / 60)) min $((SECONDS % 60)) s"
 if [ "$full" = 0 ]; then
   echo "test: release tests done; scripts/test.sh --full adds the sanitizer configurations and libFuzzer"
   exit $status
 fi
+bash scripts/build.sh asan
+bash scripts/build.sh tsan
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer tests"
 # The validation-loss check runs the whole held-out text through the model
 # (~300 full-context forward passes): it runs in the release configuration
@@ -71,8 +89,24 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer tests"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan_suppressions.txt:print_suppressions=0"
-with_display ctest --test-dir build-asan -j"$jobs" --output-on-failure \
-  -E '(BundledModel|DraftModel).ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\.' || status=1
+asan_tests=(ctest --test-dir build-asan -j"$jobs" --output-on-failure
+  -E '(BundledModel|DraftModel).ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\.')
+if ! with_display "${asan_tests[@]}"; then
+  # LeakSanitizer's leak check at exit stops every thread with a tracer
+  # process; now and then that tracer itself crashes ("Tracer caught signal
+  # 11", then "LeakSanitizer has encountered a fatal error") after the test
+  # has passed, in a window test whose GL driver threads are still alive.
+  # That is a known sanitizer fault, not a leak and not a failed check (seen
+  # once in ~540 window and unit tests). Only when every failed test passed
+  # its checks and then hit exactly that crash are those tests run once more;
+  # any other failure fails as before.
+  if lsan_tracer_crashes_only build-asan; then
+    echo "test: rerunning the tests whose only fault was LeakSanitizer's tracer crash at exit"
+    with_display ctest --test-dir build-asan --rerun-failed --output-on-failure || status=1
+  else
+    status=1
+  fi
+fi
 unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
 echo "== ThreadSanitizer tests"
 # The session worker, the GUI's analysis jobs, the CPU backend's thread pool
@@ -102,4 +136,5 @@ echo "== fuzz targets (20 s each)"
 # libFuzzer on every loader and parser (scripts/fuzz.sh); a crash fails CI
 # and leaves its input in build-fuzz/crashes/TARGET/.
 bash scripts/fuzz.sh all "${TS_FUZZ_SECONDS:-20}" || status=1
+echo "test: everything took $((SECONDS / 60)) min $((SECONDS % 60)) s"
 exit $status
