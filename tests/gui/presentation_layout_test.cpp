@@ -31,6 +31,14 @@ void step(App& app) {
   app.settle(2, 100);
 }
 
+// The fixture model loaded, its prefill and one decode step run.
+void load_and_step_twice(App& app) {
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  step(app);
+}
+
 const PanelBox& box(App& app, PanelId id) { return app.last_frame().boxes[static_cast<int>(id)]; }
 
 bool overlap(const RooflineBox& a, const RooflineBox& b) {
@@ -52,10 +60,7 @@ void expect_inside(App& app, PanelId id, float w, float h) {
 TEST(PresentationLayout, TheChoosingTableKeepsItsRowsInView) {
   REQUIRE_DISPLAY();
   App app(test::fixture_options("lesson"));
-  app.load_model_blocking();
-  app.settle();
-  step(app);
-  step(app);
+  load_and_step_twice(app);
   for (const bool presentation : {true, false}) {
     app.state().settings.presentation = presentation;
     for (const auto& [w, h] : kSizes) {
@@ -76,6 +81,54 @@ TEST(PresentationLayout, TheChoosingTableKeepsItsRowsInView) {
       }
     }
   }
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
+// With every sampling stage on, the Choosing table cuts no header, count or
+// probability at projector sizes (before, at 1024x768 in presentation mode
+// the headers ran into each other, "%" signs were cut and the top-p column
+// read "154 (\u22128,030"): the bars give way first, then the table scrolls.
+TEST(PresentationLayout, TheChoosingTableCutsNoCellAtProjectorSizes) {
+  REQUIRE_DISPLAY();
+  App app(test::fixture_options("lesson"));
+  load_and_step_twice(app);
+  SamplingParams p;
+  p.do_sample = true;
+  p.temperature = 0.8f;
+  p.top_k = 40;
+  p.top_p = 0.9f;
+  p.min_p = 0.01f;
+  p.repetition_penalty = 1.2f;
+  app.state().strategy = p;
+  app.controller().choose_with(0, p);
+  app.settle(3, 50);
+  bool saw_scrolled = false, saw_bars = false;
+  for (const bool presentation : {true, false})
+    for (const auto& [w, h] : {std::pair{1024, 768}, {1280, 720}, {1600, 900}, {1920, 1080}}) {
+      app.state().settings.presentation = presentation;
+      resize(app, w, h);
+      for (const char* layout : {"lesson", "sampling"}) {
+        app.state().layout_request = layout;
+        app.settle(3, 50);
+        app.frame();
+        SCOPED_TRACE(std::string(layout) + " at " + std::to_string(w) + "x" + std::to_string(h) +
+                     (presentation ? ", presentation" : ""));
+        ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kSampling));
+        const SamplingPanel& panel = app.sampling_panel();
+        ASSERT_TRUE(panel.record().has_value());
+        const auto& stages = panel.record()->stages;
+        EXPECT_GE(std::count_if(stages.begin(), stages.end(),
+                                [](const StageRecord& st) { return st.active; }),
+                  5)
+            << "every stage should be on";
+        EXPECT_EQ(panel.clipped_cells(), 0);
+        saw_scrolled |= panel.stage_table_layout() == SamplingPanel::StageTableLayout::kScrolled;
+        saw_bars |= panel.stage_table_layout() == SamplingPanel::StageTableLayout::kBars;
+      }
+    }
+  // Both ends of the range were met: a narrow projector and a wide screen.
+  EXPECT_TRUE(saw_scrolled);
+  EXPECT_TRUE(saw_bars);
   EXPECT_EQ(app.last_frame().gl_errors, 0);
 }
 

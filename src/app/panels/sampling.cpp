@@ -16,7 +16,9 @@ namespace ts::app {
 const char* const SamplingPanel::kHelp =
     "How the decoding strategy turns the logits into one token, stage by stage "
     "(Hugging Face order): repetition penalty, banned words, temperature, top-k, top-p, "
-    "min-p, then the draw. Greyed tokens were removed by that stage.\n\n\"Ban listed "
+    "min-p, then the draw. Greyed tokens were removed by that stage. In a narrow panel the "
+    "bars give way to the numbers alone, and then the table scrolls sideways, the token "
+    "column held in place.\n\n\"Ban listed "
     "words\" gives the tokens of a word list logit -inf (one-token words always, the last "
     "token of a longer one right after its other tokens); it changes only what the model "
     "generates, never the prompt.\n\nGreedy takes the most "

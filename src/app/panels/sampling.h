@@ -33,6 +33,12 @@ class SamplingPanel : public Panel {
   // their one-line header for want of room.
   static constexpr int kMinTableRows = 5;
   int visible_rows() const { return visible_rows_; }
+  // How the stage table fitted its panel when last drawn: bars beside the
+  // numbers, the numbers alone, or columns at their own widths that scroll
+  // sideways; and how many of its cells were cut at their right edge (tests).
+  enum class StageTableLayout { kBars, kNumbers, kScrolled };
+  StageTableLayout stage_table_layout() const { return table_layout_; }
+  int clipped_cells() const { return clipped_cells_; }
   bool controls_folded() const { return fold_controls_; }
 
  private:
@@ -65,6 +71,8 @@ class SamplingPanel : public Panel {
   std::vector<float> alpha_scores_;
   int hovered_candidate_ = -1;
   int visible_rows_ = 0;
+  StageTableLayout table_layout_ = StageTableLayout::kBars;
+  int clipped_cells_ = 0;
   float controls_h_ = 0;            // the controls' height as last drawn unfolded
   bool fold_controls_ = false;      // too short for controls and table: controls behind a header
   bool controls_unfolded_ = false;  // the header opened by a click

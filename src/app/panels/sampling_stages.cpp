@@ -80,10 +80,63 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float below) {
   const ImVec2 child_max(child_min.x + ImGui::GetWindowWidth(),
                          child_min.y + ImGui::GetWindowHeight());
   const int cols = static_cast<int>(shown.size()) + 1;
-  if (ImGui::BeginTable("stagetable", cols,
-                        ImGuiTableFlags_SizingStretchSame | ImGuiTableFlags_BordersInnerV)) {
-    ImGui::TableSetupColumn("token", ImGuiTableColumnFlags_WidthFixed, font * 6.5f);
-    for (int s : shown) ImGui::TableSetupColumn(r.stages[s].name.c_str());
+  // What each stage column needs so that nothing in it is cut: its header,
+  // its kept count and a probability (or "removed"), plus a bar of at least
+  // two characters. Where the panel is narrower (a projector font in a
+  // 1024-pixel window), the bars go first; where even the numbers do not
+  // fit, the columns keep their widths and the table scrolls sideways with
+  // the token column held in place.
+  std::vector<std::string> kept_text(r.stages.size());
+  for (int s : shown) {
+    const StageRecord& st = r.stages[s];
+    kept_text[s] = st.removed_here > 0
+                       ? format_count(st.kept) + " (\u2212" + format_count(st.removed_here) + ")"
+                       : format_count(st.kept);
+  }
+  const float pad = ImGui::GetStyle().CellPadding.x * 2;
+  // The widest a probability can print (format_percent), or "removed".
+  float tw = 0;
+  for (const char* widest : {"<0.001%", "0.000%", "100.0%", "removed"})
+    tw = std::max(tw, ImGui::CalcTextSize(widest).x);
+  const float token_w = font * 6.5f;
+  std::vector<float> need_text(r.stages.size(), 0), need_bars(r.stages.size(), 0);
+  // A few pixels a column of slack: ImGui rounds the edges and borders.
+  float sum_text = token_w + pad + 4, sum_bars = token_w + pad + 4;
+  for (int s : shown) {
+    const float label_w =
+        std::max(ImGui::CalcTextSize(stage_label(r.stages[s], r.params).c_str()).x,
+                 ImGui::CalcTextSize(kept_text[s].c_str()).x);
+    need_text[s] = std::max(label_w, tw) + pad;
+    need_bars[s] = std::max(label_w, tw + font * 2.3f) + pad;
+    sum_text += need_text[s] + 4;
+    sum_bars += need_bars[s] + 4;
+  }
+  const float avail = ImGui::GetContentRegionAvail().x;
+  table_layout_ = sum_bars <= avail   ? StageTableLayout::kBars
+                  : sum_text <= avail ? StageTableLayout::kNumbers
+                                      : StageTableLayout::kScrolled;
+  const bool bars = table_layout_ == StageTableLayout::kBars;
+  const bool scrolled = table_layout_ == StageTableLayout::kScrolled;
+  clipped_cells_ = 0;
+  // Counts a cell whose last item reaches past the cell's right edge.
+  auto check_fit = [&](float cell_right) {
+    if (ImGui::GetItemRectMax().x > cell_right + 0.5f) ++clipped_cells_;
+  };
+  const ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerV |
+                                (scrolled ? ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollX
+                                          : ImGuiTableFlags_SizingStretchProp);
+  if (ImGui::BeginTable("stagetable", cols, flags)) {
+    if (scrolled) ImGui::TableSetupScrollFreeze(1, 0);
+    ImGui::TableSetupColumn("token", ImGuiTableColumnFlags_WidthFixed, token_w);
+    // Stretched columns share the room in proportion to what each needs, so
+    // that each gets at least that; scrolled ones keep exactly that.
+    for (int s : shown)
+      ImGui::TableSetupColumn(
+          r.stages[s].name.c_str(),
+          scrolled ? ImGuiTableColumnFlags_WidthFixed : ImGuiTableColumnFlags_WidthStretch,
+          scrolled ? need_text[s] - pad
+          : bars   ? need_bars[s]
+                   : need_text[s]);
     // Header: stage name and how many tokens it kept.
     ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
     ImGui::TableNextColumn();
@@ -91,7 +144,9 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float below) {
     for (int s : shown) {
       ImGui::TableNextColumn();
       const StageRecord& st = r.stages[s];
+      const float cell_right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
       ImGui::TextUnformatted(stage_label(st, r.params).c_str());
+      check_fit(cell_right);
       if (ImGui::IsItemHovered()) {
         if (st.removed_here > 0)
           ImGui::SetTooltip("this stage removed %d tokens; %d remain", st.removed_here, st.kept);
@@ -105,11 +160,13 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float below) {
     for (int s : shown) {
       ImGui::TableNextColumn();
       const StageRecord& st = r.stages[s];
+      const float cell_right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
       if (st.removed_here > 0)
-        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s (\u2212%s)",
-                           format_count(st.kept).c_str(), format_count(st.removed_here).c_str());
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s",
+                           kept_text[s].c_str());
       else
-        ImGui::TextDisabled("%s", format_count(st.kept).c_str());
+        ImGui::TextDisabled("%s", kept_text[s].c_str());
+      check_fit(cell_right);
     }
     for (int id : candidates_) {
       ImGui::TableNextRow();
@@ -130,15 +187,21 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float below) {
                                                                 st.removed_ids_here.end(), id);
         const float p = stage_probs_[s][id];
         const float w = ImGui::GetContentRegionAvail().x;
+        const ImVec2 pos = ImGui::GetCursorScreenPos();
+        const float cell_right = pos.x + w;
         char label[32];
         if (removed)
           std::snprintf(label, sizeof(label), removed_here ? "removed" : "");
         else
           std::snprintf(label, sizeof(label), "%s", format_percent(p).c_str());
-        const float tw = ImGui::CalcTextSize("0.000%").x;
         const float bar_w = std::max(w - tw - font * 0.3f, font);
-        const ImVec2 pos = ImGui::GetCursorScreenPos();
-        if (removed) {
+        if (!bars) {
+          // Numbers only: the removed ones greyed, the chosen one in the accent.
+          const ImU32 col = removed        ? ctx.pal.removed
+                            : id == chosen ? ctx.pal.accent
+                                           : ImGui::GetColorU32(ImGuiCol_Text);
+          ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(col), "%s", label);
+        } else if (removed) {
           ImDrawList* dl = ImGui::GetWindowDrawList();
           const float y = pos.y + ImGui::GetTextLineHeight() * 0.15f;
           const float h = ImGui::GetTextLineHeight() * 0.7f;
@@ -158,6 +221,7 @@ void SamplingPanel::draw_stages(PanelContext& ctx, float below) {
           ImGui::SameLine(0, font * 0.3f);
           ImGui::TextUnformatted(label);
         }
+        check_fit(cell_right);
         if (ImGui::IsItemHovered() && !removed)
           ImGui::SetTooltip("\u201C%s\u201D after %s: logit %.3f, probability %.4f", piece.c_str(),
                             stage_label(st, r.params).c_str(), st.logits[id], p);
