@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "app/app.h"
+#include "app/panels/attention.h"
 #include "app/panels/lanes.h"
 #include "app/panels/lookahead.h"
 #include "app/panels/timeline.h"
@@ -349,6 +350,56 @@ TEST(GuiLookahead, RowStepperShowsEachFedRowsBranchAndMask) {
   app.settle(2, 4);
   EXPECT_EQ(app.lookahead_panel().view().row, 0);
   EXPECT_EQ(app.lookahead_panel().view().row_branch.kind, LookaheadRowBranch::kInput);
+}
+
+// Attention on a lookahead pass: the earlier passes keep only the rows of
+// the tokens they committed (row r is position r), the viewed pass shows all
+// of its fed rows with their tokens, the model gave no weight where the
+// pass's mask forbids it, and those cells are the ones greyed over.
+TEST(GuiLookahead, AttentionGreysWhatThePassMaskForbids) {
+  REQUIRE_DISPLAY();
+  AppOptions o = lookahead_options({"greedy", "lookahead", "prompt_lookup"});
+  o.layout = "attention";
+  App app(o);
+  three_passes(app);
+  const SnapshotPtr s = app.controller().snapshot();
+  select_lane(app.state(), s.get(), 1);
+  app.state().view_step = 3;
+  for (int i = 0; i < 200 && !app.attention_panel().settled(); ++i) app.settle(1, 2);
+  app.settle(2, 4);
+  ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kAttention));
+  ASSERT_TRUE(app.attention_panel().settled());
+  const LaneStep* rec = lane_record(*s, 3, 1);
+  ASSERT_TRUE(rec && rec->lookahead);
+  const LookaheadPassLayout& l = rec->lookahead->layout;
+  const int start = rec->start_pos, fed = static_cast<int>(l.tokens.size());
+  const AttentionMatrix& m = app.attention_panel().matrix();
+  ASSERT_EQ(m.n, start + fed) << "earlier passes keep one row per committed position";
+  EXPECT_EQ(m.first_new_row, start);
+  ASSERT_EQ(m.pass_rows, fed);
+  EXPECT_EQ(m.pass_mask, l.mask);
+  // The rows' tokens: the lane's context, then the fed tokens.
+  ASSERT_EQ(m.tokens.size(), static_cast<size_t>(m.n));
+  for (int r = 0; r < start; ++r) EXPECT_EQ(m.tokens[r], rec->context_ids[r]) << "row " << r;
+  for (int i = 0; i < fed; ++i) EXPECT_EQ(m.tokens[start + i], l.tokens[i]) << "fed row " << i;
+  int forbidden = 0;
+  for (int q = 0; q < fed; ++q)
+    for (int k = 0; k < q; ++k) {
+      const bool sees = l.mask[static_cast<size_t>(q) * fed + k] != 0;
+      EXPECT_EQ(m.pass_allows(start + q, start + k), sees);
+      if (sees) continue;
+      ++forbidden;
+      EXPECT_EQ(m.at(start + q, start + k), 0.0f) << "fed row " << q << " weighs fed row " << k;
+    }
+  EXPECT_GT(forbidden, 0);
+  EXPECT_EQ(app.attention_panel().pass_masked_cells(), forbidden);
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+  // A greedy lane's step: no pass, nothing greyed.
+  select_lane(app.state(), s.get(), 0);
+  for (int i = 0; i < 200 && !app.attention_panel().settled(); ++i) app.settle(1, 2);
+  app.settle(2, 4);
+  EXPECT_EQ(app.attention_panel().matrix().pass_rows, 0);
+  EXPECT_EQ(app.attention_panel().pass_masked_cells(), 0);
 }
 
 // "Add a lane" offers both, and a click adds a lane of that kind; a greedy
