@@ -5,7 +5,9 @@
 // the next row the model guessed, the n-gram pool before the pass and the
 // n-grams it added; for both kinds the candidates verified, their accepted
 // prefix marked, the model's own token after it, the tokens committed, the
-// rows fed in the one pass and its time, and the lane's tokens per pass.
+// rows fed in the one pass and its time, a stepper through the fed rows
+// (each row's token, position, branch and mask row), and the lane's tokens
+// per pass.
 #include <string>
 #include <vector>
 

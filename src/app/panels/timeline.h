@@ -2,6 +2,8 @@
 // Timeline: prefill and every decode step with its measured wall time and
 // analytic FLOPs, bytes moved and FLOPs per byte, on the backend that ran it.
 // Charts take extra series (a cache-off run could be overlaid the same way).
+// Steps with lookahead or prompt-lookup passes add a chart of the tokens the
+// passes committed beside the rows they fed.
 #include <string>
 
 #include "app/panels/panel.h"
