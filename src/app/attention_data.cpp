@@ -45,7 +45,10 @@ struct LayerRows {
 // pass computed γ + 1 rows; an earlier round keeps only the rows of the
 // positions its lane kept (its committed count: the pending token and the
 // accepted drafts), so that row r is position r. The viewed round keeps all
-// of its rows (the rejected drafts' too: what the pass computed).
+// of its rows (the rejected drafts' too: what the pass computed). An earlier
+// lookahead or prompt-lookup pass keeps the rows of x and its accepted
+// candidate tokens (its verdict's kept rows, not contiguous); the viewed
+// pass keeps all of its fed rows.
 bool collect_rows(const SessionSnapshot& snap, int step, int lane, int layer, int n_head,
                   AttentionSource& source, LayerRows& out) {
   out = LayerRows{};
@@ -58,19 +61,25 @@ bool collect_rows(const SessionSnapshot& snap, int step, int lane, int layer, in
     if (!ls) break;  // the lane had stopped
     AttentionLayer data = source.get(snap, s, lane, layer);
     const int rows = ls->rows(), ctx = ls->context();
+    std::vector<int> kept;  // the record's rows that stay, in position order
+    if (ls->lookahead && s < last) {
+      const LookaheadPass& p = *ls->lookahead;
+      for (int r : p.verdict.kept_rows)
+        if (kept.size() < p.committed.size() && r < rows) kept.push_back(r);
+    } else {
+      const int n_kept = ls->spec && s < last
+                             ? std::min(rows, static_cast<int>(ls->spec->committed.size()))
+                             : rows;
+      for (int r = 0; r < n_kept; ++r) kept.push_back(r);
+    }
     if (!data || static_cast<int64_t>(data->size()) < static_cast<int64_t>(n_head) * rows * ctx) {
       complete = false;
-      const int kept = ls->spec && s < last
-                           ? std::min(rows, static_cast<int>(ls->spec->committed.size()))
-                           : rows;
       for (int h = 0; h < n_head; ++h)
-        for (int r = 0; r < kept; ++r) out.rows[h].push_back(nullptr);
+        for (size_t r = 0; r < kept.size(); ++r) out.rows[h].push_back(nullptr);
       continue;
     }
-    const int kept =
-        ls->spec && s < last ? std::min(rows, static_cast<int>(ls->spec->committed.size())) : rows;
     for (int h = 0; h < n_head; ++h)
-      for (int r = 0; r < kept; ++r)
+      for (int r : kept)
         out.rows[h].push_back(data->data() + (static_cast<size_t>(h) * rows + r) * ctx);
     out.keep.push_back(std::move(data));
   }
@@ -108,6 +117,18 @@ AttentionMatrix build_attention_matrix(const SessionSnapshot& snap, int step, in
                                        : VerifyRowRole::kUnchecked;
     }
     m.kept_rows = std::min(m.verify_rows, static_cast<int>(sr->committed.size()));
+  }
+  if (const LookaheadPass* p = view.record->lookahead.get()) {
+    // The rows are the pass's fed tokens (its context holds the committed ones).
+    const LookaheadPassLayout& l = p->layout;
+    m.tokens.resize(std::min<size_t>(m.tokens.size(), static_cast<size_t>(m.first_new_row)));
+    m.tokens.insert(m.tokens.end(), l.tokens.begin(), l.tokens.end());
+    m.tokens.resize(std::min<size_t>(m.tokens.size(), static_cast<size_t>(n)));
+    m.pass_rows = std::min(p->fed(), std::max(0, n - m.first_new_row));
+    if (m.pass_rows == p->fed() && l.mask.size() == static_cast<size_t>(p->fed()) * p->fed())
+      m.pass_mask = l.mask;
+    else
+      m.pass_rows = 0;
   }
   m.values.assign(static_cast<size_t>(n) * n, kMaskedValue);
   for (int r = 0; r < n; ++r) {

@@ -3,6 +3,7 @@
 // prefill the full causal T x T (every prompt row from the one parallel pass);
 // each decode step then appends its one query row. Cells above the diagonal
 // are kMaskedValue. No GL, no ImGui.
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -59,6 +60,19 @@ struct AttentionMatrix {
   int verify_rows = 0;
   int kept_rows = 0;
   std::vector<VerifyRowRole> row_roles;
+  // A lookahead or prompt-lookup pass viewed: its fed rows are the rows
+  // [first_new_row, first_new_row + pass_rows) (the last token, candidates,
+  // window), and pass_mask (pass_rows x pass_rows, row-major) says which fed
+  // rows each may attend to; every fed row sees the cached positions before
+  // them. 0 / empty for other steps.
+  int pass_rows = 0;
+  std::vector<uint8_t> pass_mask;
+  // False where the pass's mask keeps query from key (both fed rows).
+  bool pass_allows(int query, int key) const {
+    const int q = query - first_new_row, k = key - first_new_row;
+    if (pass_rows <= 0 || q < 0 || k < 0 || q >= pass_rows || k >= pass_rows) return true;
+    return pass_mask[static_cast<size_t>(q) * pass_rows + k] != 0;
+  }
   float at(int query, int key) const { return values[static_cast<size_t>(query) * n + key]; }
 };
 

@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "app/app.h"
+#include "app/panels/attention.h"
 #include "app/panels/lanes.h"
 #include "app/panels/lookahead.h"
+#include "app/panels/timeline.h"
 #include "app/panels/transport.h"
 #include "app/view_model.h"
 #include "gui_test_support.h"
@@ -184,6 +186,220 @@ TEST(GuiLookahead, TheWindowAndCandidatesFitAProjector) {
     step(app);
     check_panel_matches_record(app, 0);
   }
+}
+
+// Prefill and three passes of each lane on the repeating prompt (the third
+// lookahead pass is lesson 5's: 13 rows, two candidates, a 2 x 4 window).
+void three_passes(App& app) {
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < 4; ++i) {
+    step(app);
+    ASSERT_TRUE(app.controller().snapshot()->last_error.empty());
+  }
+}
+
+// The Timeline: each step's lookahead and prompt-lookup passes as tokens
+// committed beside rows fed, and the step's tooltip line "3 tok / 13 fed".
+TEST(GuiLookahead, TimelineShowsEachPassTokensBesideRowsFed) {
+  REQUIRE_DISPLAY();
+  {
+    // Without such lanes the chart is not drawn.
+    AppOptions g = lookahead_options({"greedy"});
+    g.layout = "timeline";
+    App plain(g);
+    three_passes(plain);
+    plain.settle(2, 4);
+    ASSERT_TRUE(plain.last_frame().was_drawn(PanelId::kTimeline));
+    EXPECT_TRUE(plain.timeline_panel().pass_series().empty());
+  }
+  AppOptions o = lookahead_options({"greedy", "lookahead", "prompt_lookup"});
+  o.layout = "timeline";
+  App app(o);
+  three_passes(app);
+  app.settle(2, 4);
+  ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kTimeline));
+  const SnapshotPtr s = app.controller().snapshot();
+  const std::vector<ChartSeries>& passes = app.timeline_panel().pass_series();
+  const std::vector<std::string>& notes = app.timeline_panel().notes();
+  ASSERT_EQ(passes.size(), 2u) << "tokens committed and rows fed";
+  ASSERT_EQ(notes.size(), s->history.size());
+  for (size_t i = 0; i < s->history.size(); ++i) {
+    ASSERT_LT(i, passes[0].values.size());
+    ASSERT_LT(i, passes[1].values.size());
+    int n = 0, committed = 0, fed = 0;
+    for (const LaneStep& ls : s->history[i]->lanes) {
+      if (!ls.lookahead) continue;
+      ++n;
+      committed += static_cast<int>(ls.lookahead->committed.size());
+      fed += static_cast<int>(ls.input_tokens.size());
+    }
+    EXPECT_EQ(passes[0].values[i], committed) << "step " << i;
+    EXPECT_EQ(passes[1].values[i], fed) << "step " << i;
+    if (n == 0) {
+      EXPECT_EQ(notes[i].find(" fed"), std::string::npos) << notes[i];
+      continue;
+    }
+    EXPECT_EQ(n, 2) << "both lanes ran one pass at step " << i;
+    const std::string want =
+        std::to_string(committed) + " tok / " + std::to_string(fed) + " fed (2 passes)";
+    EXPECT_NE(notes[i].find(want), std::string::npos) << notes[i] << " lacks " << want;
+  }
+  // The prefill has no pass; lesson 5's third lookahead pass is in step 3's bar.
+  EXPECT_EQ(passes[1].values[0], 0.0);
+  const LaneStep* la = lane_record(*s, 3, 1);
+  ASSERT_TRUE(la && la->lookahead);
+  EXPECT_GE(passes[1].values[3], 13.0);
+  // One pass alone reads as the task describes it.
+  TimelineBar one;
+  one.passes = 1;
+  one.pass_committed = 3;
+  one.pass_fed = 17;
+  EXPECT_EQ(timeline_pass_note(one), "3 tok / 17 fed");
+  EXPECT_EQ(timeline_pass_note(TimelineBar{}), "");
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
+// The row stepper walks the viewed pass's fed rows: each row's token,
+// position, branch and mask row are the layout's, the branches' masks are
+// the paper's, and the row is clamped when a pass with fewer rows is viewed.
+TEST(GuiLookahead, RowStepperShowsEachFedRowsBranchAndMask) {
+  REQUIRE_DISPLAY();
+  App app(lookahead_options({"greedy", "lookahead", "prompt_lookup"}));
+  three_passes(app);
+  const SnapshotPtr s = app.controller().snapshot();
+  select_lane(app.state(), s.get(), 1);
+  app.state().view_step = 3;
+  app.settle(2, 4);
+  const LaneStep* rec = lane_record(*s, 3, 1);
+  ASSERT_TRUE(rec && rec->lookahead);
+  const LookaheadPassLayout& l = rec->lookahead->layout;
+  const int n = static_cast<int>(l.tokens.size());
+  ASSERT_EQ(n, 13);
+  ASSERT_EQ(l.candidates.size(), 2u);
+  ASSERT_GE(l.window_row, 0);
+  int inputs = 0, candidate_rows = 0, window_rows = 0;
+  for (int r = 0; r < n; ++r) {
+    app.lookahead_panel().select_row(r);
+    app.settle(2, 4);
+    const LookaheadPanelView& v = app.lookahead_panel().view();
+    ASSERT_TRUE(v.has_pass);
+    EXPECT_EQ(v.row, r);
+    EXPECT_EQ(v.row_token, l.tokens[r]);
+    EXPECT_EQ(v.row_piece, token_piece(*s, l.tokens[r]));
+    EXPECT_EQ(v.row_position, l.positions[r]);
+    // The mask row as the panel lists it.
+    std::vector<int> mask_row;
+    for (int j = 0; j < n; ++j)
+      if (l.mask[static_cast<size_t>(r) * n + j]) mask_row.push_back(j);
+    EXPECT_EQ(v.row_sees, mask_row) << "row " << r;
+    const LookaheadRowBranch& b = v.row_branch;
+    std::vector<int> paper = {0};  // every row sees x
+    if (r == 0) {
+      ++inputs;
+      EXPECT_EQ(b.kind, LookaheadRowBranch::kInput);
+      EXPECT_EQ(b.text(), "input: the last token x");
+    } else if (r < l.window_row) {
+      ++candidate_rows;
+      ASSERT_EQ(b.kind, LookaheadRowBranch::kCandidate) << "row " << r;
+      ASSERT_GE(b.candidate, 0);
+      const int first = l.candidate_row[b.candidate];
+      EXPECT_EQ(first + b.index, r);
+      EXPECT_EQ(l.candidates[b.candidate][b.index], l.tokens[r]);
+      EXPECT_EQ(v.row_position, l.positions[0] + 1 + b.index);
+      // A candidate's token sees its own branch's tokens up to itself.
+      for (int i = 0; i <= b.index; ++i) paper.push_back(first + i);
+      EXPECT_NE(b.text().find("verification candidate " + std::to_string(b.candidate + 1)),
+                std::string::npos);
+    } else {
+      ++window_rows;
+      ASSERT_EQ(b.kind, LookaheadRowBranch::kWindow) << "row " << r;
+      EXPECT_EQ(l.window_row + b.row * l.window_cols + b.col, r);
+      EXPECT_EQ(v.row_position, l.positions[0] + 1 + b.row + b.col);
+      // A window cell sees row 0 up to its column and its column above it.
+      for (int c = 0; c <= b.col; ++c) paper.push_back(l.window_row + c);
+      for (int rr = 1; rr <= b.row; ++rr)
+        paper.push_back(l.window_row + rr * l.window_cols + b.col);
+      EXPECT_NE(b.text().find("lookahead window row " + std::to_string(b.row + 1) + ", column " +
+                              std::to_string(b.col + 1)),
+                std::string::npos);
+    }
+    EXPECT_EQ(v.row_sees, paper) << "row " << r << ": " << b.text();
+  }
+  EXPECT_EQ(inputs, 1);
+  EXPECT_EQ(candidate_rows, 4);
+  EXPECT_EQ(window_rows, 8);
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+
+  // Past the end: the last row. The prompt-lookup lane's pass has fewer
+  // rows: the stepper moves to its last.
+  app.lookahead_panel().select_row(100);
+  app.settle(2, 4);
+  EXPECT_EQ(app.lookahead_panel().view().row, n - 1);
+  const LaneStep* pl = lane_record(*s, 3, 2);
+  ASSERT_TRUE(pl && pl->lookahead);
+  ASSERT_LT(pl->lookahead->fed(), n);
+  select_lane(app.state(), s.get(), 2);
+  app.settle(2, 4);
+  const LookaheadPanelView& v = app.lookahead_panel().view();
+  ASSERT_TRUE(v.has_pass);
+  EXPECT_EQ(v.fed, pl->lookahead->fed());
+  EXPECT_EQ(v.row, v.fed - 1);
+  EXPECT_EQ(v.row_token, pl->lookahead->layout.tokens[v.fed - 1]);
+  app.lookahead_panel().select_row(-3);
+  app.settle(2, 4);
+  EXPECT_EQ(app.lookahead_panel().view().row, 0);
+  EXPECT_EQ(app.lookahead_panel().view().row_branch.kind, LookaheadRowBranch::kInput);
+}
+
+// Attention on a lookahead pass: the earlier passes keep only the rows of
+// the tokens they committed (row r is position r), the viewed pass shows all
+// of its fed rows with their tokens, the model gave no weight where the
+// pass's mask forbids it, and those cells are the ones greyed over.
+TEST(GuiLookahead, AttentionGreysWhatThePassMaskForbids) {
+  REQUIRE_DISPLAY();
+  AppOptions o = lookahead_options({"greedy", "lookahead", "prompt_lookup"});
+  o.layout = "attention";
+  App app(o);
+  three_passes(app);
+  const SnapshotPtr s = app.controller().snapshot();
+  select_lane(app.state(), s.get(), 1);
+  app.state().view_step = 3;
+  for (int i = 0; i < 200 && !app.attention_panel().settled(); ++i) app.settle(1, 2);
+  app.settle(2, 4);
+  ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kAttention));
+  ASSERT_TRUE(app.attention_panel().settled());
+  const LaneStep* rec = lane_record(*s, 3, 1);
+  ASSERT_TRUE(rec && rec->lookahead);
+  const LookaheadPassLayout& l = rec->lookahead->layout;
+  const int start = rec->start_pos, fed = static_cast<int>(l.tokens.size());
+  const AttentionMatrix& m = app.attention_panel().matrix();
+  ASSERT_EQ(m.n, start + fed) << "earlier passes keep one row per committed position";
+  EXPECT_EQ(m.first_new_row, start);
+  ASSERT_EQ(m.pass_rows, fed);
+  EXPECT_EQ(m.pass_mask, l.mask);
+  // The rows' tokens: the lane's context, then the fed tokens.
+  ASSERT_EQ(m.tokens.size(), static_cast<size_t>(m.n));
+  for (int r = 0; r < start; ++r) EXPECT_EQ(m.tokens[r], rec->context_ids[r]) << "row " << r;
+  for (int i = 0; i < fed; ++i) EXPECT_EQ(m.tokens[start + i], l.tokens[i]) << "fed row " << i;
+  int forbidden = 0;
+  for (int q = 0; q < fed; ++q)
+    for (int k = 0; k < q; ++k) {
+      const bool sees = l.mask[static_cast<size_t>(q) * fed + k] != 0;
+      EXPECT_EQ(m.pass_allows(start + q, start + k), sees);
+      if (sees) continue;
+      ++forbidden;
+      EXPECT_EQ(m.at(start + q, start + k), 0.0f) << "fed row " << q << " weighs fed row " << k;
+    }
+  EXPECT_GT(forbidden, 0);
+  EXPECT_EQ(app.attention_panel().pass_masked_cells(), forbidden);
+  EXPECT_EQ(app.last_frame().gl_errors, 0);
+  // A greedy lane's step: no pass, nothing greyed.
+  select_lane(app.state(), s.get(), 0);
+  for (int i = 0; i < 200 && !app.attention_panel().settled(); ++i) app.settle(1, 2);
+  app.settle(2, 4);
+  EXPECT_EQ(app.attention_panel().matrix().pass_rows, 0);
+  EXPECT_EQ(app.attention_panel().pass_masked_cells(), 0);
 }
 
 // "Add a lane" offers both, and a click adds a lane of that kind; a greedy

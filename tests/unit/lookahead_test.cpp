@@ -336,6 +336,81 @@ TEST(LookaheadSampled, FirstTokenFollowsPlainSamplingAndAWrongRuleDoesNot) {
   EXPECT_LT(p_wrong, 1e-6);
 }
 
+// The second token, given the first: candidates that all start with the
+// likeliest first token a and go on with the three likeliest tokens after it,
+// so that a is committed only when accepted and the second token is then
+// verified at depth 1 of the same pass. Conditioned on a, it must follow
+// plain sampling's distribution after prompt + a; the wrong rule (a rejected
+// token kept for the next test and the draw) at that depth must not.
+TEST(LookaheadSampled, SecondTokenGivenTheFirstFollowsPlainSamplingAndAWrongRuleDoesNot) {
+  auto w = std::make_shared<const ModelWeights>(load_model_dir(test::bundled_model_dir()));
+  Engine engine(w, make_cpu_backend(w, 2), 4 * w->config.n_ctx);
+  const std::vector<int> prompt = {100, 200, 300, 400, 500, 600, 700, 800};
+  SamplingParams params = parse_strategy("lookahead=1,3,3,temperature=0.9");
+  const auto top = [](const std::vector<float>& probs, int k) {
+    std::vector<int> order(probs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int x, int y) { return probs[x] > probs[y]; });
+    order.resize(k);
+    return order;
+  };
+  const std::vector<float> p1 =
+      sample_next(engine.forward_scratch(prompt, {}).outputs[0].logits, prompt, params, 0)
+          .final_probs;
+  const int a = top(p1, 1)[0];
+  std::vector<int> after_a = prompt;
+  after_a.push_back(a);
+  const std::vector<float> p2 =
+      sample_next(engine.forward_scratch(after_a, {}).outputs[0].logits, after_a, params, 1)
+          .final_probs;
+  const std::vector<int> second = top(p2, 3);
+  auto state = std::make_shared<LookaheadState>(*initial_lookahead_state(params.lookahead, prompt));
+  for (int k = 2; k >= 0; --k) state->pool.add({prompt.back(), a, second[k]});
+
+  const SeqId base = engine.cache().create();
+  engine.forward({{base, std::vector<int>(prompt.begin(), prompt.end() - 1)}}, {});
+  const LookaheadContext lc{engine, nullptr, {}};
+  const int want = 1000;  // passes that committed a first
+  int n = 0, seeds = 0, accepted = 0;
+  std::map<int, int> right, wrong;
+  for (int s = 0; n < want && s < 20 * want; ++s) {
+    params.seed = static_cast<uint64_t>(s) + 1;
+    // A seed whose first uniform fails a's first test (with a margin for
+    // rounding) cannot commit a: a is then removed from p. Its pass is not
+    // run, to keep the test short; the first-token test covers those seeds.
+    if (lookahead_uniform(params.seed, 0, 0) >= p1[a] * 1.001) continue;
+    ++seeds;
+    const SeqId seq = engine.cache().fork(base);
+    const LookaheadPass pass = run_lookahead_pass(lc, seq, prompt, 0, params, state);
+    engine.cache().release(seq);
+    const LookaheadVerdict& v = pass.verdict;
+    if (v.committed[0] != a) continue;
+    ASSERT_GE(v.committed.size(), 2u) << "a is committed only as an accepted candidate";
+    ASSERT_EQ(v.uniforms[0].size(), 1u) << "a is accepted at its first test";
+    ++n;
+    ++right[v.committed[1]];
+    for (int t : second) accepted += v.committed[1] == t;
+    // Wrong, at depth 1 with the same uniforms: a rejected token is not
+    // removed before the next test / the draw.
+    int k = static_cast<int>(v.uniforms[0].size()), chosen = -1;
+    const auto u = [&](int i) { return lookahead_uniform(params.seed, 0, i); };
+    for (int c = 0; c < 3 && chosen < 0; ++c)
+      if (u(k++) < p2[second[c]]) chosen = second[c];
+    if (chosen < 0) chosen = draw_from_probs(p2, u(k));
+    ++wrong[chosen];
+  }
+  ASSERT_EQ(n, want) << "a was committed in " << n << " of " << seeds << " passes";
+  EXPECT_GT(accepted, n / 4) << "the second tokens must be accepted often enough to test the rule";
+  const double p_right = chi2_tokens(right, p2, n), p_wrong = chi2_tokens(wrong, p2, n);
+  std::printf(
+      "sampled lookahead: first token a (p %.3f) in %d of %d passes run; %d of its second tokens "
+      "were candidates; chi-square p = %.3g (the rule), %.3g (the wrong rule)\n",
+      p1[a], n, seeds, accepted, p_right, p_wrong);
+  EXPECT_GT(p_right, 0.01);
+  EXPECT_LT(p_wrong, 1e-6);
+}
+
 // ---- the session's lanes ----
 
 namespace session_lanes {

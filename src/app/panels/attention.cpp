@@ -13,7 +13,10 @@ const char* const AttentionPanel::kHelp =
     "(causal mask). After prefill every prompt row is there at once; each decode "
     "step adds one new row at the bottom (outlined). A speculative round adds \u03B3 + 1 "
     "rows at once, its verify pass (a small prefill over the cache); the rows of drafts the "
-    "target rejected are struck through.\n\nThe small grid shows every "
+    "target rejected are struck through. A lookahead or prompt-lookup pass adds all of its "
+    "fed rows (the last token, the candidates, the window); the cells among them greyed over "
+    "are those its mask forbids: each branch sees the context, x and its own tokens only."
+    "\n\nThe small grid shows every "
     "layer \u00D7 head; click one to show it. 'avg' averages the heads of a layer. A log "
     "scale makes small weights visible.";
 
@@ -216,6 +219,10 @@ void AttentionPanel::draw(PanelContext& ctx) {
       ImGui::PushStyleColor(ImGuiCol_Text, ctx.pal.accent);
       ImGui::TextWrapped("\u2014 %s (outlined)", verify_caption_.c_str());
       ImGui::PopStyleColor();
+    } else if (!synthetic_ && matrix_.pass_rows > 0) {
+      ImGui::TextDisabled(
+          "\u2014 one pass of %d fed rows (outlined); grey: what the pass's mask forbids",
+          matrix_.pass_rows);
     } else if (!synthetic_)
       ImGui::TextDisabled("\u2014 decode step %d added the outlined row", ctx.view.step);
     if (!matrix_.complete) {
@@ -374,6 +381,21 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
         dl->AddText(ImVec2(img.x + disp - ts.x - font * 0.2f, y0 - ts.y), ctx.pal.accent, tag);
     }
   }
+  // A lookahead or prompt-lookup pass: the cells among its fed rows that
+  // its mask forbids (another branch, or a window cell outside its row 0
+  // prefix and column), greyed over: the paper's figure of who sees whom.
+  pass_masked_cells_ = 0;
+  if (!synthetic_ && matrix_.pass_rows > 0) {
+    const int first = matrix_.first_new_row;
+    const ImU32 grey = with_alpha(ctx.pal.text, 0.45f);
+    for (int q = first; q < first + matrix_.pass_rows && q < n; ++q)
+      for (int k = first; k < q; ++k) {
+        if (matrix_.pass_allows(q, k)) continue;
+        dl->AddRectFilled(ImVec2(img.x + k * cell, img.y + q * cell),
+                          ImVec2(img.x + (k + 1) * cell, img.y + (q + 1) * cell), grey);
+        ++pass_masked_cells_;
+      }
+  }
   // The query chosen in the token strip.
   const int q_sel = ctx.state.attention.query;
   if (q_sel >= 0 && q_sel < n) {
@@ -395,6 +417,8 @@ void AttentionPanel::draw_heatmap(PanelContext& ctx, float side, float label_w) 
     const float v = matrix_.at(q, k);
     if (v < 0)
       ImGui::TextDisabled("masked: a token cannot attend to a later token");
+    else if (!synthetic_ && !matrix_.pass_allows(q, k))
+      ImGui::TextDisabled("masked by the pass: these fed rows are on different branches (greyed)");
     else
       ImGui::Text("weight: %.4f  (%.1f%% of the row)", v, v * 100.0f);
     if (down > 1)

@@ -35,6 +35,10 @@ class AttentionPanel : public Panel {
   // A speculative round viewed: the caption drawn over the frame of its
   // verify rows (empty otherwise).
   const std::string& verify_caption_text() const { return verify_caption_; }
+  // A lookahead or prompt-lookup pass viewed: the cells among its fed rows
+  // that the pass's mask forbids (under the causal diagonal), greyed over by
+  // the last frame (0 otherwise).
+  int pass_masked_cells() const { return pass_masked_cells_; }
   // The ticks the last frame drew under the colour legend (those with room
   // for their label), each at its position along the legend.
   const std::vector<LegendTick>& legend_ticks_drawn() const { return legend_ticks_drawn_; }
@@ -73,6 +77,7 @@ class AttentionPanel : public Panel {
 
   PanelBox heatmap_box_, new_rows_box_;
   std::string verify_caption_;
+  int pass_masked_cells_ = 0;
   bool synthetic_ = false;
   bool rerender_every_frame_ = false;
 };

@@ -23,7 +23,8 @@ const char* const LookaheadPanel::kHelp =
     "lookup (\"prompt_lookup\" or \"prompt_lookup=K,M\") finds the context's last M tokens "
     "earlier in the context and proposes the K tokens that followed them there. Both help "
     "most on text that repeats itself: a list, a refrain, code. Below: the rows fed, the "
-    "pass's time, and the lane's tokens per pass so far.";
+    "pass's time, a stepper through the fed rows (each row's token, position, branch and the "
+    "rows its mask lets it attend to), and the lane's tokens per pass so far.";
 
 LookaheadTotals lookahead_totals(const SessionSnapshot& snap, int lane, int up_to_step) {
   LookaheadTotals t;
@@ -36,6 +37,49 @@ LookaheadTotals lookahead_totals(const SessionSnapshot& snap, int lane, int up_t
     t.fed += ls->lookahead->fed();
   }
   return t;
+}
+
+std::string LookaheadRowBranch::text() const {
+  switch (kind) {
+    case kCandidate:
+      return "verification candidate " + std::to_string(candidate + 1) + ", token " +
+             std::to_string(index + 1);
+    case kWindow:
+      return "lookahead window row " + std::to_string(row + 1) + ", column " +
+             std::to_string(col + 1);
+    case kInput:
+      break;
+  }
+  return "input: the last token x";
+}
+
+LookaheadRowBranch lookahead_row_branch(const LookaheadPassLayout& layout, int row) {
+  LookaheadRowBranch b;
+  if (layout.window_row >= 0 && layout.window_cols > 0 && row >= layout.window_row) {
+    b.kind = LookaheadRowBranch::kWindow;
+    b.row = (row - layout.window_row) / layout.window_cols;
+    b.col = (row - layout.window_row) % layout.window_cols;
+    return b;
+  }
+  for (size_t g = 0; g < layout.candidate_row.size() && g < layout.candidates.size(); ++g) {
+    const int first = layout.candidate_row[g];
+    if (row >= first && row < first + static_cast<int>(layout.candidates[g].size())) {
+      b.kind = LookaheadRowBranch::kCandidate;
+      b.candidate = static_cast<int>(g);
+      b.index = row - first;
+      return b;
+    }
+  }
+  return b;
+}
+
+std::vector<int> lookahead_row_sees(const LookaheadPassLayout& layout, int row) {
+  const size_t n = layout.tokens.size();
+  std::vector<int> sees;
+  if (row < 0 || static_cast<size_t>(row) >= n || layout.mask.size() < n * n) return sees;
+  for (size_t j = 0; j < n; ++j)
+    if (layout.mask[static_cast<size_t>(row) * n + j]) sees.push_back(static_cast<int>(j));
+  return sees;
 }
 
 void LookaheadPanel::build_view(const PanelContext& ctx) {
@@ -87,6 +131,17 @@ void LookaheadPanel::build_view(const PanelContext& ctx) {
   view_.sampled = !v.tried.empty();
   view_.fed = p.fed();
   view_.seconds = p.seconds;
+  // The stepper's row: kept while the passes have it, else the last one.
+  row_ = std::clamp(row_, 0, std::max(0, view_.fed - 1));
+  view_.row = row_;
+  if (row_ < view_.fed) {
+    view_.row_token = p.layout.tokens[row_];
+    view_.row_piece = token_piece(snap, view_.row_token);
+    view_.row_position =
+        row_ < static_cast<int>(p.layout.positions.size()) ? p.layout.positions[row_] : 0;
+    view_.row_branch = lookahead_row_branch(p.layout, row_);
+    view_.row_sees = lookahead_row_sees(p.layout, row_);
+  }
   view_.totals = lookahead_totals(snap, ctx.view.lane, ctx.view.step);
 }
 
@@ -285,6 +340,7 @@ void LookaheadPanel::draw_pass(PanelContext& ctx) {
   ImGui::Text("cost: 1 pass of %d rows, %s, %s, %s", v.fed, format_seconds(v.seconds).c_str(),
               format_flops(p.cost.flops).c_str(), format_bytes_moved(p.cost.bytes()).c_str());
   view_.clipped_cells = clipped;
+  draw_row_stepper(ctx);
 
   // The lane so far.
   const LookaheadTotals& t = v.totals;
@@ -293,6 +349,89 @@ void LookaheadPanel::draw_pass(PanelContext& ctx) {
   ImGui::Text("%.2f tokens per pass (%d tokens in %d passes, %d rows fed)", t.tokens_per_pass(),
               t.committed, t.passes, t.fed);
   if (ctx.heading_font) ImGui::PopFont();
+}
+
+}  // namespace ts::app
+
+namespace ts::app {
+
+void LookaheadPanel::draw_row_stepper(PanelContext& ctx) {
+  const LookaheadPanelView& v = view_;
+  if (v.fed <= 0) return;
+  const LookaheadPassLayout& layout = ctx.view.record->lookahead->layout;
+  const Palette& pal = ctx.pal;
+  const float font = ImGui::GetFontSize();
+  ImGui::Spacing();
+  ImGui::PushID("rows");
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("Fed row");
+  ImGui::SameLine();
+  if (ImGui::ArrowButton("prev", ImGuiDir_Left)) row_ = std::max(0, v.row - 1);
+  ImGui::SameLine();
+  ImGui::Text("%d / %d", v.row + 1, v.fed);
+  ImGui::SameLine();
+  if (ImGui::ArrowButton("next", ImGuiDir_Right)) row_ = std::min(v.fed - 1, v.row + 1);
+  ImGui::SameLine();
+  ImGui::TextWrapped("%s (id %d) at position %d: %s", quoted(v.row_piece, font * 8).c_str(),
+                     v.row_token, v.row_position, v.row_branch.text().c_str());
+
+  // Its mask row: one square per fed row, filled where it may attend, the
+  // row itself outlined; a gap before each branch. Click a square to step there.
+  const int n = v.fed;
+  const float sq = font * 0.8f, pad = font * 0.15f, branch_gap = font * 0.5f;
+  std::vector<uint8_t> sees(static_cast<size_t>(n), 0);
+  for (int j : v.row_sees)
+    if (j >= 0 && j < n) sees[static_cast<size_t>(j)] = 1;
+  const auto starts_branch = [&](int j) {
+    if (j == layout.window_row) return true;
+    return std::find(layout.candidate_row.begin(), layout.candidate_row.end(), j) !=
+           layout.candidate_row.end();
+  };
+  const float width = std::max(ImGui::GetContentRegionAvail().x, sq * 4);
+  std::vector<ImVec2> at(static_cast<size_t>(n));
+  float x = 0, y = 0;
+  for (int j = 0; j < n; ++j) {
+    if (j > 0 && starts_branch(j)) x += branch_gap;
+    if (x + sq > width && x > 0) {
+      x = 0;
+      y += sq + pad;
+    }
+    at[static_cast<size_t>(j)] = ImVec2(x, y);
+    x += sq + pad;
+  }
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  ImGui::InvisibleButton("mask", ImVec2(width, y + sq));
+  const bool hovered = ImGui::IsItemHovered();
+  const bool clicked = ImGui::IsItemClicked();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  int hover = -1;
+  for (int j = 0; j < n; ++j) {
+    const ImVec2 a(origin.x + at[static_cast<size_t>(j)].x,
+                   origin.y + at[static_cast<size_t>(j)].y);
+    const ImVec2 b(a.x + sq, a.y + sq);
+    dl->AddRectFilled(
+        a, b, sees[static_cast<size_t>(j)] ? pal.accent : ImGui::GetColorU32(ImGuiCol_FrameBg));
+    if (j == v.row) dl->AddRect(a, b, pal.accent2, 0, 0, 2.0f);
+    if (hovered && mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y) hover = j;
+  }
+  if (hover >= 0) {
+    const LookaheadRowBranch b = lookahead_row_branch(layout, hover);
+    ImGui::SetTooltip(
+        "row %d: %s at position %d, %s%s", hover + 1,
+        quoted(token_piece(*ctx.snap, layout.tokens[static_cast<size_t>(hover)]), font * 8).c_str(),
+        layout.positions[static_cast<size_t>(hover)], b.text().c_str(),
+        sees[static_cast<size_t>(hover)] ? " (seen by the selected row)" : "");
+    if (clicked) row_ = hover;
+  }
+  std::string seen;
+  for (int j : v.row_sees) seen += (seen.empty() ? "" : ", ") + std::to_string(j + 1);
+  dim_text_wrapped("%s",
+                   ("It attends to the cached context and fed rows " + seen +
+                    " (filled): the mask keeps each branch from seeing the others, so one pass "
+                    "computes them all as if each ran alone.")
+                       .c_str());
+  ImGui::PopID();
 }
 
 }  // namespace ts::app

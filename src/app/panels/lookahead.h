@@ -5,7 +5,9 @@
 // the next row the model guessed, the n-gram pool before the pass and the
 // n-grams it added; for both kinds the candidates verified, their accepted
 // prefix marked, the model's own token after it, the tokens committed, the
-// rows fed in the one pass and its time, and the lane's tokens per pass.
+// rows fed in the one pass and its time, a stepper through the fed rows
+// (each row's token, position, branch and mask row), and the lane's tokens
+// per pass.
 #include <string>
 #include <vector>
 
@@ -23,6 +25,17 @@ struct LookaheadTotals {
   }
 };
 LookaheadTotals lookahead_totals(const SessionSnapshot& snap, int lane, int up_to_step);
+
+// Which part of the pass a fed row belongs to (sampling/lookahead.h's layout).
+struct LookaheadRowBranch {
+  enum Kind { kInput, kCandidate, kWindow } kind = kInput;
+  int candidate = -1, index = -1;  // candidate g's i-th token
+  int row = -1, col = -1;          // window cell (r, c)
+  std::string text() const;        // "input x", "candidate 2 token 1", "window row 1 col 3"
+};
+LookaheadRowBranch lookahead_row_branch(const LookaheadPassLayout& layout, int row);
+// The fed rows row `row` may attend to (its mask row), in order.
+std::vector<int> lookahead_row_sees(const LookaheadPassLayout& layout, int row);
 
 // What the panel shows, built from the record each frame (tests read it).
 struct LookaheadPanelView {
@@ -52,6 +65,13 @@ struct LookaheadPanelView {
   double seconds = 0;
   LookaheadTotals totals;
   int clipped_cells = 0;  // table cells whose text ran past their column last frame
+  // The row stepper: one fed row of the pass, clamped to the rows it has.
+  int row = 0;
+  int row_token = -1;
+  std::string row_piece;
+  int row_position = 0;  // its position (the wpe row it adds)
+  LookaheadRowBranch row_branch;
+  std::vector<int> row_sees;  // the fed rows its mask row lets it attend to
 };
 
 class LookaheadPanel : public Panel {
@@ -59,12 +79,17 @@ class LookaheadPanel : public Panel {
   void draw(PanelContext& ctx) override;
   static const char* const kHelp;  // its "?" text
   const LookaheadPanelView& view() const { return view_; }
+  // The row stepper's row (clamped to the viewed pass's rows when drawn).
+  void select_row(int row) { row_ = row; }
 
  private:
   void build_view(const PanelContext& ctx);
   void draw_pass(PanelContext& ctx);
 
+  void draw_row_stepper(PanelContext& ctx);
+
   LookaheadPanelView view_;
+  int row_ = 0;
 };
 
 }  // namespace ts::app

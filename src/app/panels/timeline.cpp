@@ -1,6 +1,7 @@
 #include "app/panels/timeline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace ts::app {
@@ -13,11 +14,19 @@ const char* const TimelinePanel::kHelp =
     "token per lane (low intensity: memory bound). Click a bar to look at that step.\n\n"
     "A speculative lane's step is one round: its bar stacks the draft model's passes "
     "(one per drafted token, on a small model) under the target's single verify pass over "
-    "all of them. The round commits up to \u03B3 + 1 tokens for that one target pass.";
+    "all of them. The round commits up to \u03B3 + 1 tokens for that one target pass.\n\n"
+    "A lookahead or prompt-lookup lane's step is one pass over many rows (the last token, "
+    "the candidates, the window): the \"tokens / rows fed\" chart puts the tokens each "
+    "pass committed beside the rows it fed, and a bar's tooltip says \"3 tok / 17 fed\".";
 
 TimelineBar timeline_bar(const StepTrace& t) {
   TimelineBar b;
   for (const LaneStep& ls : t.lanes) {
+    if (ls.lookahead) {
+      ++b.passes;
+      b.pass_committed += static_cast<int>(ls.lookahead->committed.size());
+      b.pass_fed += ls.lookahead->fed();
+    }
     if (!ls.spec) continue;
     const SpecRound& r = *ls.spec;
     ++b.rounds;
@@ -57,6 +66,14 @@ std::string timeline_note(const TimelineBar& b) {
   return s;
 }
 
+std::string timeline_pass_note(const TimelineBar& b) {
+  if (b.passes == 0) return {};
+  std::string s =
+      std::to_string(b.pass_committed) + " tok / " + std::to_string(b.pass_fed) + " fed";
+  if (b.passes > 1) s += " (" + std::to_string(b.passes) + " passes)";
+  return s;
+}
+
 void TimelinePanel::draw(PanelContext& ctx) {
   if (!begin_panel(ctx, PanelId::kTimeline)) return;
   if (!ctx.snap) {
@@ -68,6 +85,8 @@ void TimelinePanel::draw(PanelContext& ctx) {
   const SessionSnapshot& snap = *ctx.snap;
   const float font = ImGui::GetFontSize();
   last_wall_.clear();
+  last_passes_.clear();
+  last_notes_.clear();
   ImGui::Text("Cost of each step on %s", snap.backend.c_str());
   ImGui::SameLine();
   ImGui::TextDisabled("(%s)", snap.device.c_str());
@@ -91,13 +110,22 @@ void TimelinePanel::draw(PanelContext& ctx) {
   ChartSeries wall_verify{"verify pass", {}, verify_color, {}};
   ChartSeries flops_draft = wall_draft, flops_verify = wall_verify;
   ChartSeries bytes_draft = wall_draft, bytes_verify = wall_verify;
-  bool any_spec = false;
+  // Lookahead and prompt-lookup passes: tokens committed beside rows fed.
+  ChartSeries pass_tokens{"tokens committed", {}, ctx.pal.ok, {}};
+  ChartSeries pass_rows{"rows fed", {}, ctx.pal.accent2, {}};
+  bool any_spec = false, any_pass = false;
   for (int i = 0; i < n; ++i) {
     const StepTrace& t = *snap.history[i];
     const TimelineBar b = timeline_bar(t);
     any_spec |= b.rounds > 0;
+    any_pass |= b.passes > 0;
     labels.push_back(t.phase == Phase::kPrefill ? "prefill" : std::to_string(i));
-    notes.push_back(timeline_note(b));
+    std::string note = timeline_note(b);
+    const std::string pass_note = timeline_pass_note(b);
+    if (!pass_note.empty()) note += (note.empty() ? "" : " \u00B7 ") + pass_note;
+    notes.push_back(std::move(note));
+    pass_tokens.values.push_back(b.pass_committed);
+    pass_rows.values.push_back(b.pass_fed);
     colors.push_back(t.phase == Phase::kPrefill ? ctx.pal.accent2 : ctx.pal.accent);
     wall.values.push_back(b.rest_seconds);
     flops.values.push_back(b.rest_cost.flops);
@@ -117,6 +145,8 @@ void TimelinePanel::draw(PanelContext& ctx) {
                     : std::vector<ChartSeries>{rest};
   };
   last_wall_ = with_rounds(wall, wall_draft, wall_verify);
+  if (any_pass) last_passes_ = {pass_tokens, pass_rows};
+  last_notes_ = notes;
 
   // The viewed step in one line (what the highlighted bars say).
   if (ctx.view.trace) {
@@ -155,6 +185,18 @@ void TimelinePanel::draw(PanelContext& ctx) {
             format_seconds(b.verify_seconds).c_str(), b.committed, b.committed == 1 ? "" : "s",
             b.committed);
     }
+    // Lookahead and prompt-lookup passes: the tokens for the rows.
+    if (b.passes > 0) {
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.ok), "%s",
+                         timeline_pass_note(b).c_str());
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip(
+            "The step's lookahead or prompt-lookup pass%s committed %d token%s in one forward "
+            "pass over %d rows (the last token, the candidates and the window): the rows are "
+            "the pass's cost, the tokens what it bought.",
+            b.passes == 1 ? "" : "es", b.pass_committed, b.pass_committed == 1 ? "" : "s",
+            b.pass_fed);
+    }
   }
   ImGui::SameLine();
   const char* toggle = show_table_ ? "charts" : "table";
@@ -170,33 +212,35 @@ void TimelinePanel::draw(PanelContext& ctx) {
     return;
   }
   const float gap = ImGui::GetStyle().ItemSpacing.x;
-  const bool grid = avail.x < font * 48;  // 2 x 2 when narrow, else one row
-  const float chart_w = grid ? (avail.x - gap) / 2.0f : (avail.x - 3 * gap) / 4.0f;
+  const int charts = any_pass ? 5 : 4;
+  const bool grid = avail.x < font * 12 * charts;  // two rows when narrow, else one
+  const int cols = grid ? (charts + 1) / 2 : charts;
+  const float chart_w = (avail.x - (cols - 1) * gap) / static_cast<float>(cols);
   const float chart_h = grid ? (avail.y - ImGui::GetStyle().ItemSpacing.y) / 2.0f : avail.y;
   const ImVec2 size(chart_w, std::max(chart_h, font * 3.5f));
+  int drawn = 0;
   auto chart = [&](const char* id, const char* title, const std::vector<ChartSeries>& s,
-                   std::function<std::string(double)> fmt, bool same_line) {
-    if (same_line) ImGui::SameLine(0, gap);
+                   std::function<std::string(double)> fmt, bool stacked) {
+    if (drawn % cols != 0) ImGui::SameLine(0, gap);
+    ++drawn;
     ChartOptions o;
     o.title = title;
     o.format = std::move(fmt);
     o.x_labels = labels;
     o.highlight = ctx.view.step;
-    if (s.size() > 1) {
-      o.stacked = true;
-      o.x_notes = notes;
-    }
+    o.stacked = stacked && s.size() > 1;
+    o.x_notes = notes;
     const int clicked = bar_chart(id, s, o, size);
     if (clicked >= 0) ctx.state.view_step = clicked;
   };
   chart(
-      "wall", "wall time", last_wall_, [](double v) { return format_seconds(v); }, false);
+      "wall", "wall time", last_wall_, [](double v) { return format_seconds(v); }, true);
   chart(
       "flops", "FLOPs", with_rounds(flops, flops_draft, flops_verify),
       [](double v) { return format_flops(v); }, true);
   chart(
       "bytes", "bytes moved", with_rounds(bytes, bytes_draft, bytes_verify),
-      [](double v) { return format_bytes_moved(v); }, !grid);
+      [](double v) { return format_bytes_moved(v); }, true);
   chart(
       "intensity", "FLOPs per byte", {intensity},
       [](double v) {
@@ -204,7 +248,12 @@ void TimelinePanel::draw(PanelContext& ctx) {
         std::snprintf(b, sizeof(b), "%.2f", v);
         return std::string(b);
       },
-      true);
+      false);
+  // Side by side, not stacked: what each pass bought against what it cost.
+  if (any_pass)
+    chart(
+        "passes", "tokens / rows fed", last_passes_,
+        [](double v) { return std::to_string(static_cast<long long>(std::llround(v))); }, false);
   end_panel();
 }
 
