@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "model/half_float.h"
@@ -16,10 +17,6 @@
 // The build targets AVX2 (x86-64-v3); the skinny kernel also has an
 // AVX-512F twin, compiled for that target alone and chosen at run time.
 #define TS_HAVE_AVX512_TWIN 1
-#endif
-#if defined(__F16C__)
-// The bf16 / f16 kernels' vector paths (F16C widens f16; x86-64-v3 has it).
-#define TS_HAVE_HALF_SIMD 1
 #endif
 #endif
 
@@ -157,43 +154,89 @@ void start_columns(int m, int n, const float* bias, float* y, int n0, int n1) {
   }
 }
 
+// ---- how W's values are read, as fp32: one (at) or eight (load8) at a time ----
+struct F32Reader {
+  using T = float;
+  static float at(const float* p) { return *p; }
+#ifdef TS_HAVE_AVX2
+  [[gnu::always_inline]] static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+#endif
+};
+
+// 16-bit W, each value widened to fp32 in registers (exactly).
+template <WeightFormat F>
+struct Half {
+  using T = uint16_t;
+  static float at(const uint16_t* p) {
+    if constexpr (F == WeightFormat::kBF16)
+      return bf16_to_fp32(*p);
+    else
+      return fp16_to_fp32(*p);
+  }
+#ifdef TS_HAVE_AVX2
+  // bf16 is the high half of an fp32: zero-extend and shift; f16 goes
+  // through F16C (x86-64-v3 has it).
+  [[gnu::always_inline]] static __m256 load8(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (F == WeightFormat::kBF16) {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    } else {
+#ifdef __F16C__
+      return _mm256_cvtph_ps(h);
+#else
+      alignas(32) float v[8];
+      for (int i = 0; i < 8; ++i) v[i] = at(p + i);
+      return _mm256_load_ps(v);
+#endif
+    }
+  }
+#endif
+};
+
 // ---- skinny path: y[r, n0:n1] = bias + sum_{k0 <= kk < k1} x[r,kk] * w[kk, n0:n1] ----
 // Eight rows of W are read together, one 8-column vector of each held in
 // registers while every row of x is applied to them: W is read from memory
 // once whatever m is, and each y vector is loaded and stored once per 8 FMAs.
 // (The FMAs still grow with m, so more rows still take longer, without
 // more reads.) Within a row the FMAs run in k order, one per k,
-// so the result is bit-identical to the packed path's.
-void skinny_block(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
-                  int n0, int n1, int k0, int k1, [[maybe_unused]] bool wide) {
+// so the result is bit-identical to the packed path's. R reads W (fp32 or
+// 16-bit: the same FMAs on the widened values); wide: the AVX-512 twins (fp32
+// only); simd = false keeps to the scalar loops (the 16-bit kernels' tests).
+template <class R>
+void skinny_block(const float* x, int m, int k, const typename R::T* w, int n, const float* bias,
+                  float* y, int n0, int n1, int k0, int k1, [[maybe_unused]] bool wide,
+                  [[maybe_unused]] bool simd) {
+  using T = typename R::T;
   start_columns(m, n, bias, y, n0, n1);
   constexpr int kG = 8;  // rows of W per pass
   int kk = k0;
   for (; kk + kG <= k1; kk += kG) {
-    const float* wk = w + static_cast<size_t>(kk) * n;
+    const T* wk = w + static_cast<size_t>(kk) * n;
     int j = n0;
 #ifdef TS_HAVE_AVX2
-    if (m == 1) {
+    if (simd && m == 1) {
       // One row (a decode step): x's eight values stay in registers and W is
       // read straight into the FMAs.
 #ifdef TS_HAVE_AVX512_TWIN
-      if (wide) j = one_row_avx512(x + kk, wk, static_cast<size_t>(n), y, j, n1);
+      if constexpr (std::is_same_v<T, float>)
+        if (wide) j = one_row_avx512(x + kk, wk, static_cast<size_t>(n), y, j, n1);
 #endif
       __m256 a[kG];
       for (int g = 0; g < kG; ++g) a[g] = _mm256_broadcast_ss(x + kk + g);
       for (; j + 8 <= n1; j += 8) {
         __m256 acc = _mm256_loadu_ps(y + j);
         for (int g = 0; g < kG; ++g)
-          acc = _mm256_fmadd_ps(a[g], _mm256_loadu_ps(wk + static_cast<size_t>(g) * n + j), acc);
+          acc = _mm256_fmadd_ps(a[g], R::load8(wk + static_cast<size_t>(g) * n + j), acc);
         _mm256_storeu_ps(y + j, acc);
       }
     }
 #ifdef TS_HAVE_AVX512_TWIN
-    if (wide && m > 1) j = several_rows_avx512(x, m, k, kk, wk, static_cast<size_t>(n), y, j, n1);
+    if constexpr (std::is_same_v<T, float>)
+      if (wide && m > 1) j = several_rows_avx512(x, m, k, kk, wk, static_cast<size_t>(n), y, j, n1);
 #endif
-    for (; j + 8 <= n1; j += 8) {
+    for (; simd && j + 8 <= n1; j += 8) {
       __m256 wv[kG];
-      for (int g = 0; g < kG; ++g) wv[g] = _mm256_loadu_ps(wk + static_cast<size_t>(g) * n + j);
+      for (int g = 0; g < kG; ++g) wv[g] = R::load8(wk + static_cast<size_t>(g) * n + j);
       all_rows(x, m, k, kk, wv, y, n, j);
     }
 #endif
@@ -204,98 +247,29 @@ void skinny_block(const float* x, int m, int k, const float* w, int n, const flo
       float* yr = y + static_cast<size_t>(r) * n;
       for (int c = j; c < n1; ++c) {
         float acc = yr[c];
-        for (int g = 0; g < kG; ++g) acc = std::fma(xr[g], wk[static_cast<size_t>(g) * n + c], acc);
+        for (int g = 0; g < kG; ++g)
+          acc = std::fma(xr[g], R::at(wk + static_cast<size_t>(g) * n + c), acc);
         yr[c] = acc;
       }
     }
   }
   for (; kk < k1; ++kk) {
-    const float* w0 = w + static_cast<size_t>(kk) * n;
+    const T* w0 = w + static_cast<size_t>(kk) * n;
     for (int r = 0; r < m; ++r) {
       const float a = x[static_cast<size_t>(r) * k + kk];
       float* yr = y + static_cast<size_t>(r) * n;
-      for (int j = n0; j < n1; ++j) yr[j] = std::fma(a, w0[j], yr[j]);
-    }
-  }
-}
-
-// ---- 16-bit weights: each value widened to fp32 in registers ----
-template <WeightFormat F>
-struct Half {
-  static float at(const uint16_t* p) {
-    if constexpr (F == WeightFormat::kBF16)
-      return bf16_to_fp32(*p);
-    else
-      return fp16_to_fp32(*p);
-  }
-#ifdef TS_HAVE_HALF_SIMD
-  // Eight values: bf16 is the high half of an fp32, so zero-extend and
-  // shift; f16 goes through F16C. Both exact.
-  [[gnu::always_inline]] static __m256 load8(const uint16_t* p) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    if constexpr (F == WeightFormat::kBF16)
-      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    else
-      return _mm256_cvtph_ps(h);
-  }
-#endif
-};
-
-// skinny_block for 16-bit W: the same FMAs in the same order on the widened
-// values (so the same bits as skinny_block on W rounded to the format),
-// without its AVX-512 twin. simd = false keeps to the scalar loops.
-template <WeightFormat F>
-void skinny_block_half(const float* x, int m, int k, const uint16_t* w, int n, const float* bias,
-                       float* y, int n0, int n1, int k0, int k1, [[maybe_unused]] bool simd) {
-  using H = Half<F>;
-  start_columns(m, n, bias, y, n0, n1);
-  constexpr int kG = 8;  // rows of W per pass
-  int kk = k0;
-  for (; kk + kG <= k1; kk += kG) {
-    const uint16_t* wk = w + static_cast<size_t>(kk) * n;
-    int j = n0;
-#ifdef TS_HAVE_HALF_SIMD
-    if (simd && m == 1) {
-      __m256 a[kG];
-      for (int g = 0; g < kG; ++g) a[g] = _mm256_broadcast_ss(x + kk + g);
-      for (; j + 8 <= n1; j += 8) {
-        __m256 acc = _mm256_loadu_ps(y + j);
-        for (int g = 0; g < kG; ++g)
-          acc = _mm256_fmadd_ps(a[g], H::load8(wk + static_cast<size_t>(g) * n + j), acc);
-        _mm256_storeu_ps(y + j, acc);
-      }
-    }
-    for (; simd && j + 8 <= n1; j += 8) {
-      __m256 wv[kG];
-      for (int g = 0; g < kG; ++g) wv[g] = H::load8(wk + static_cast<size_t>(g) * n + j);
-      all_rows(x, m, k, kk, wv, y, n, j);
-    }
-#endif
-    for (int r = 0; r < m; ++r) {
-      const float* xr = x + static_cast<size_t>(r) * k + kk;
-      float* yr = y + static_cast<size_t>(r) * n;
-      for (int c = j; c < n1; ++c) {
-        float acc = yr[c];
-        for (int g = 0; g < kG; ++g)
-          acc = std::fma(xr[g], H::at(wk + static_cast<size_t>(g) * n + c), acc);
-        yr[c] = acc;
-      }
-    }
-  }
-  for (; kk < k1; ++kk) {
-    const uint16_t* w0 = w + static_cast<size_t>(kk) * n;
-    for (int r = 0; r < m; ++r) {
-      const float a = x[static_cast<size_t>(r) * k + kk];
-      float* yr = y + static_cast<size_t>(r) * n;
-      for (int j = n0; j < n1; ++j) yr[j] = std::fma(a, H::at(w0 + j), yr[j]);
+      for (int j = n0; j < n1; ++j) yr[j] = std::fma(a, R::at(w0 + j), yr[j]);
     }
   }
 }
 
 // ---- packed path ----
 // Packs W[k0:k0+kc, n0:n0+nc] into panels of kNr columns: panel p holds
-// kc rows of 16 contiguous floats (zero padded past n).
-void pack_w(const float* w, int n, int k0, int kc, int n0, int nc, float* packed) {
+// kc rows of 16 contiguous floats (zero padded past n), 16-bit W widened.
+template <class R>
+void pack_w(const typename R::T* w, int n, int k0, int kc, int n0, int nc, float* packed,
+            [[maybe_unused]] bool simd) {
+  using T = typename R::T;
   const int panels = (nc + kNr - 1) / kNr;
   for (int p = 0; p < panels; ++p) {
     const int c0 = n0 + p * kNr;
@@ -305,47 +279,17 @@ void pack_w(const float* w, int n, int k0, int kc, int n0, int nc, float* packed
 #ifdef TS_HAVE_AVX2
     // A whole panel row is two vector moves (a memcpy call per 64 bytes made
     // prefill measurably slower: docs/performance.md).
-    if (cols == kNr) {
-      for (; kk < kc; ++kk) {
-        const float* src = w + static_cast<size_t>(k0 + kk) * n + c0;
-        float* d = dst + static_cast<size_t>(kk) * kNr;
-        _mm256_storeu_ps(d, _mm256_loadu_ps(src));
-        _mm256_storeu_ps(d + 8, _mm256_loadu_ps(src + 8));
-      }
-    }
-#endif
-    for (; kk < kc; ++kk) {
-      const float* src = w + static_cast<size_t>(k0 + kk) * n + c0;
-      float* d = dst + static_cast<size_t>(kk) * kNr;
-      std::memcpy(d, src, sizeof(float) * cols);
-      for (int c = cols; c < kNr; ++c) d[c] = 0.0f;
-    }
-  }
-}
-
-// pack_w for 16-bit W: the panels hold the widened fp32 values.
-template <WeightFormat F>
-void pack_w_half(const uint16_t* w, int n, int k0, int kc, int n0, int nc, float* packed,
-                 [[maybe_unused]] bool simd) {
-  using H = Half<F>;
-  const int panels = (nc + kNr - 1) / kNr;
-  for (int p = 0; p < panels; ++p) {
-    const int c0 = n0 + p * kNr;
-    const int cols = std::min(kNr, n0 + nc - c0);
-    float* dst = packed + static_cast<size_t>(p) * kc * kNr;
-    int kk = 0;
-#ifdef TS_HAVE_HALF_SIMD
     for (; simd && cols == kNr && kk < kc; ++kk) {
-      const uint16_t* src = w + static_cast<size_t>(k0 + kk) * n + c0;
+      const T* src = w + static_cast<size_t>(k0 + kk) * n + c0;
       float* d = dst + static_cast<size_t>(kk) * kNr;
-      _mm256_storeu_ps(d, H::load8(src));
-      _mm256_storeu_ps(d + 8, H::load8(src + 8));
+      _mm256_storeu_ps(d, R::load8(src));
+      _mm256_storeu_ps(d + 8, R::load8(src + 8));
     }
 #endif
     for (; kk < kc; ++kk) {
-      const uint16_t* src = w + static_cast<size_t>(k0 + kk) * n + c0;
+      const T* src = w + static_cast<size_t>(k0 + kk) * n + c0;
       float* d = dst + static_cast<size_t>(kk) * kNr;
-      for (int c = 0; c < kNr; ++c) d[c] = c < cols ? H::at(src + c) : 0.0f;
+      for (int c = 0; c < kNr; ++c) d[c] = c < cols ? R::at(src + c) : 0.0f;
     }
   }
 }
@@ -390,19 +334,18 @@ void pack_w_half(const uint16_t* w, int n, int k0, int kc, int n0, int nc, float
 #endif
 }
 
-// y[m0:m1, n0:n1] = bias (or 0) + sum over [ka, kb) of x * w; pack(w, n,
-// k0, kc, n0, nc, panels) packs W (pack_w or pack_w_half).
-template <class T, class Pack>
-void packed_block(const float* x, int m0, int m1, int k, const T* w, int n, const float* bias,
-                  float* y, int n0, int n1, int ka, int kb, std::vector<float>& packed,
-                  const Pack& pack) {
+// y[m0:m1, n0:n1] = bias (or 0) + sum over [ka, kb) of x * w (R reads W).
+template <class R>
+void packed_block(const float* x, int m0, int m1, int k, const typename R::T* w, int n,
+                  const float* bias, float* y, int n0, int n1, int ka, int kb,
+                  std::vector<float>& packed, bool simd) {
   const int nc = n1 - n0;
   const int panels = (nc + kNr - 1) / kNr;
   packed.resize(static_cast<size_t>(panels) * kKc * kNr);
   alignas(32) float acc[kMr * kNr];
   for (int k0 = ka; k0 < kb; k0 += kKc) {
     const int kc = std::min(kKc, kb - k0);
-    pack(w, n, k0, kc, n0, nc, packed.data());
+    pack_w<R>(w, n, k0, kc, n0, nc, packed.data(), simd);
     for (int r0 = m0; r0 < m1; r0 += kMr) {
       const int rows = std::min(kMr, m1 - r0);
       for (int p = 0; p < panels; ++p) {
@@ -481,7 +424,6 @@ template <class B, class Load>
       y[static_cast<size_t>(r0 + r) * n + j + t] = horizontal_sum(acc[r][t]);
 }
 
-inline __m256 load_f32(const float* p) { return _mm256_loadu_ps(p); }
 #endif
 
 #ifdef TS_HAVE_AVX512_TWIN
@@ -557,11 +499,11 @@ void transposed_block(const float* x, int m, int k, const float* b, int n, float
 #endif
 #ifdef TS_HAVE_AVX2
     if (k % 8 == 0 && m == 1) {
-      for (; j + 8 <= j1; j += 8) transposed_one_row<8>(x, k, b, y, j, load_f32);
-      for (; j + 4 <= j1; j += 4) transposed_one_row<4>(x, k, b, y, j, load_f32);
+      for (; j + 8 <= j1; j += 8) transposed_one_row<8>(x, k, b, y, j, F32Reader::load8);
+      for (; j + 4 <= j1; j += 4) transposed_one_row<4>(x, k, b, y, j, F32Reader::load8);
     }
     if (k % 8 == 0)
-      for (; j + 4 <= j1; j += 4) transposed_four(x, r0, rows, k, b, n, y, j, load_f32);
+      for (; j + 4 <= j1; j += 4) transposed_four(x, r0, rows, k, b, n, y, j, F32Reader::load8);
 #endif
     for (; j < j1; ++j) {
       const float* bj = b + static_cast<size_t>(j) * k;
@@ -580,17 +522,16 @@ void transposed_block(const float* x, int m, int k, const float* b, int n, float
 template <WeightFormat F>
 void transposed_block_half(const float* x, int m, int k, const uint16_t* b, int n, float* y, int j0,
                            int j1, [[maybe_unused]] bool simd) {
-  using H = Half<F>;
   for (int r0 = 0; r0 < m; r0 += 4) {
     const int rows = std::min(4, m - r0);
     int j = j0;
-#ifdef TS_HAVE_HALF_SIMD
+#ifdef TS_HAVE_AVX2
     if (simd && k % 8 == 0) {
       if (m == 1) {
-        for (; j + 8 <= j1; j += 8) transposed_one_row<8>(x, k, b, y, j, H::load8);
-        for (; j + 4 <= j1; j += 4) transposed_one_row<4>(x, k, b, y, j, H::load8);
+        for (; j + 8 <= j1; j += 8) transposed_one_row<8>(x, k, b, y, j, Half<F>::load8);
+        for (; j + 4 <= j1; j += 4) transposed_one_row<4>(x, k, b, y, j, Half<F>::load8);
       }
-      for (; j + 4 <= j1; j += 4) transposed_four(x, r0, rows, k, b, n, y, j, H::load8);
+      for (; j + 4 <= j1; j += 4) transposed_four(x, r0, rows, k, b, n, y, j, Half<F>::load8);
     }
 #endif
     for (; j < j1; ++j) {
@@ -598,7 +539,7 @@ void transposed_block_half(const float* x, int m, int k, const uint16_t* b, int 
       for (int r = 0; r < rows; ++r) {
         const float* xr = x + static_cast<size_t>(r0 + r) * k;
         float s = 0.0f;
-        for (int kk = 0; kk < k; ++kk) s = std::fma(xr[kk], H::at(bj + kk), s);
+        for (int kk = 0; kk < k; ++kk) s = std::fma(xr[kk], Half<F>::at(bj + kk), s);
         y[static_cast<size_t>(r0 + r) * n + j] = s;
       }
     }
@@ -661,13 +602,11 @@ void matmul_transposed(const float* x, int m, int k, const float* b, int n, floa
 
 namespace {
 
-// The work split of every matmul, whatever W's format: skinny(x, m, k, w, n,
-// bias, y, n0, n1, k0, k1) computes a skinny block (skinny_block or
-// skinny_block_half), pack(w, n, k0, kc, n0, nc, panels) packs W for the
-// packed path (pack_w or pack_w_half).
-template <class T, class Skinny, class Pack>
-void matmul_driver(const float* x, int m, int k, const T* w, int n, const float* bias, float* y,
-                   ThreadPool& pool, const Skinny& skinny, const Pack& pack) {
+// The work split of every matmul, whatever W's format (R reads it); wide and
+// simd as skinny_block's.
+template <class R>
+void matmul_driver(const float* x, int m, int k, const typename R::T* w, int n, const float* bias,
+                   float* y, ThreadPool& pool, bool wide, bool simd) {
   if (m <= 0 || n <= 0) return;
   // The inner dimension is cut in two halves (when long enough), summed
   // apart and then added: y = (bias + x[:, :h] W[:h]) + x[:, h:] W[h:]. Both
@@ -697,9 +636,9 @@ void matmul_driver(const float* x, int m, int k, const T* w, int n, const float*
       const int n0 = (t % cols) * chunk;
       const int n1 = std::min(n, n0 + chunk);
       if (half == 0)
-        skinny(x, m, k, w, n, bias, y, n0, n1, 0, h);
+        skinny_block<R>(x, m, k, w, n, bias, y, n0, n1, 0, h, wide, simd);
       else
-        skinny(x, m, k, w, n, nullptr, upper, n0, n1, h, k);
+        skinny_block<R>(x, m, k, w, n, nullptr, upper, n0, n1, h, k, wide, simd);
     });
     add_second_half();
     return;
@@ -716,37 +655,25 @@ void matmul_driver(const float* x, int m, int k, const T* w, int n, const float*
     const int n0 = (t % col_tasks) * kNc;
     const int m0 = (t / col_tasks) * rows_per_task;
     const int m1 = std::min(m, m0 + rows_per_task);
-    packed_block(x, m0, m1, k, w, n, bias, y, n0, std::min(n, n0 + kNc), 0, h, packed, pack);
+    packed_block<R>(x, m0, m1, k, w, n, bias, y, n0, std::min(n, n0 + kNc), 0, h, packed, simd);
     if (halves == 2)
-      packed_block(x, m0, m1, k, w, n, nullptr, upper, n0, std::min(n, n0 + kNc), h, k, packed,
-                   pack);
+      packed_block<R>(x, m0, m1, k, w, n, nullptr, upper, n0, std::min(n, n0 + kNc), h, k, packed,
+                      simd);
   });
   add_second_half();
 }
 
 void matmul_fp32(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
                  ThreadPool& pool) {
-  const bool wide = g_avx512.load(std::memory_order_relaxed);
-  matmul_driver(
-      x, m, k, w, n, bias, y, pool,
-      [wide](const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
-             int n0, int n1, int k0,
-             int k1) { skinny_block(x, m, k, w, n, bias, y, n0, n1, k0, k1, wide); },
-      pack_w);
+  matmul_driver<F32Reader>(x, m, k, w, n, bias, y, pool, g_avx512.load(std::memory_order_relaxed),
+                           true);
 }
 
 template <WeightFormat F>
 void matmul_half(const float* x, int m, int k, const uint16_t* w, int n, const float* bias,
                  float* y, ThreadPool& pool) {
-  const bool simd = !g_scalar_half.load(std::memory_order_relaxed);
-  matmul_driver(
-      x, m, k, w, n, bias, y, pool,
-      [simd](const float* x, int m, int k, const uint16_t* w, int n, const float* bias, float* y,
-             int n0, int n1, int k0,
-             int k1) { skinny_block_half<F>(x, m, k, w, n, bias, y, n0, n1, k0, k1, simd); },
-      [simd](const uint16_t* w, int n, int k0, int kc, int n0, int nc, float* panels) {
-        pack_w_half<F>(w, n, k0, kc, n0, nc, panels, simd);
-      });
+  matmul_driver<Half<F>>(x, m, k, w, n, bias, y, pool, false,
+                         !g_scalar_half.load(std::memory_order_relaxed));
 }
 
 template <WeightFormat F>
@@ -819,7 +746,7 @@ void matmul_transposed(const float* x, int m, int k, MatrixView b, int n, float*
 void force_scalar_half(bool on) { g_scalar_half.store(on, std::memory_order_relaxed); }
 
 const char* half_kernel() {
-#ifdef TS_HAVE_HALF_SIMD
+#ifdef TS_HAVE_AVX2
   if (!g_scalar_half.load(std::memory_order_relaxed)) return "avx2";
 #endif
   return "scalar";

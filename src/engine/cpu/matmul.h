@@ -26,7 +26,7 @@ void matmul_transposed(const float* x, int m, int k, const float* b, int n, floa
 // widened values: its results are those of the fp32 matmul on weights rounded
 // to the format, bit for bit, on every path (scalar or AVX2, decode or
 // prefill; a prefill widens each packed panel as it packs it). For bf16 and
-// f16 the AVX2 paths are used where the build has AVX2 and F16C (as the
+// f16 the AVX2 paths are used where the build has AVX2 (as the
 // fp32 kernels'), the scalar loops otherwise.
 void matmul(const float* x, int m, int k, MatrixView w, int n, const float* bias, float* y,
             ThreadPool& pool);
