@@ -110,7 +110,9 @@ load time, and where memory goes after loading and after the run.
                           only, to compare the two on one machine (the layers give the
                           same bits either way, the logits differ in the last bits);
                           machine.cpu_decode_kernel says which ran (avx512,
-                          avx2, or scalar in a build without AVX2)
+                          avx2, or scalar in a build without AVX2); with --weights
+                          bf16|f16 the 16-bit kernels' (avx2 or scalar), and each
+                          step's bound counts that format's bytes
   --spec-gamma LIST       draft lengths g measured, each 1 to 16 or auto (adaptive);
                           default 4,auto
   --spec-tokens N         new tokens generated per measurement, at least 2 (default 64,

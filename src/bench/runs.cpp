@@ -145,7 +145,8 @@ std::string bench_model_dir(const BenchOptions& o) {
 
 json bench_model(BenchOptions o, const std::string& model_dir, bool& identical) {
   const auto load_start = std::chrono::steady_clock::now();
-  auto weights = std::make_shared<const ts::ModelWeights>(ts::load_model(model_dir));
+  auto weights = std::make_shared<const ts::ModelWeights>(
+      ts::convert_weights(ts::load_model(model_dir), o.setup.weights));
   const int n_ctx = weights->config.n_ctx;
   fit_to_context(o, n_ctx, model_dir);
   ts::BackendSelection sel = ts::make_backend(o.setup.device, weights, o.setup.cpu_threads);
@@ -165,16 +166,19 @@ json bench_model(BenchOptions o, const std::string& model_dir, bool& identical) 
 
   const ts::cpu::MachineRoofs roofs =
       ts::measure_bench_roofs(engine.backend(), o.setup.cpu_threads);
+  const bool f32 = weights->format == ts::WeightFormat::kF32;
+  const char* kernel = f32 ? ts::cpu::decode_kernel() : ts::cpu::half_kernel();
   json report = {{"model", model_dir},
                  {"parameters", cfg.parameter_count()},
                  {"weight_bytes_fp32", cfg.parameter_count() * 4},
+                 {"weights", ts::weight_format_name(weights->format)},
                  {"backend", engine.backend().name()},
                  {"device", engine.backend().device_name()},
                  {"machine",
                   {{"read_bandwidth_gb_per_s", roofs.read_bandwidth * 1e-9},
                    {"peak_gflops", roofs.peak_flops * 1e-9},
                    {"threads", roofs.threads},
-                   {"cpu_decode_kernel", ts::cpu::decode_kernel()}}},
+                   {"cpu_decode_kernel", kernel}}},
                  {"load_seconds", load_seconds}};
   report["prefill"] = {bench_prefill(engine, o, roofs, false),
                        bench_prefill(engine, o, roofs, true)};

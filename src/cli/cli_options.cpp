@@ -15,8 +15,9 @@ namespace {
 // --score reads the model's probabilities of a given text: nothing is
 // generated or sampled, so only these flags mean something beside it.
 void check_score_flags(const std::vector<std::string>& given) {
-  const std::vector<std::string> allowed = {"--score", "--prompt",    "--top",    "--json",
-                                            "--model", "--tokenizer", "--device", "--threads"};
+  const std::vector<std::string> allowed = {"--score",  "--prompt",  "--top",
+                                            "--json",   "--model",   "--tokenizer",
+                                            "--device", "--weights", "--threads"};
   for (const std::string& g : given)
     if (std::find(allowed.begin(), allowed.end(), g) == allowed.end())
       throw Error("--score and " + g +
@@ -345,10 +346,10 @@ CliOptions parse_cli(int argc, char** argv) {
   if (seen("--eval-loss")) {
     for (const std::string& g : given)
       if (g != "--eval-loss" && g != "--eval-window" && g != "--model" && g != "--tokenizer" &&
-          g != "--device" && g != "--threads")
+          g != "--device" && g != "--weights" && g != "--threads")
         throw conflict("--eval-loss", g,
                        "--eval-loss only prints the loss of a file as JSON (with --model, "
-                       "--tokenizer, --device, --threads, --eval-window)");
+                       "--tokenizer, --device, --weights, --threads, --eval-window)");
   } else if (seen("--eval-window")) {
     throw Error("--eval-window needs --eval-loss FILE");
   }

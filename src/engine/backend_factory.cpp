@@ -13,6 +13,17 @@ BackendSelection make_backend(const std::string& device,
   if (device != "auto" && device != "cpu" && device != "cuda")
     throw Error("--device must be auto, cpu or cuda (got '" + device + "')");
   BackendSelection sel;
+  // The CUDA backend copies fp32 tensors: 16-bit weights run on the CPU.
+  if (weights->format != WeightFormat::kF32) {
+    const std::string format = weight_format_name(weights->format);
+    if (device == "cuda")
+      throw Error("--weights " + format +
+                  ": the CUDA backend reads f32 weights only; use --device cpu or --weights f32");
+    if (device == "auto")
+      sel.notice = "--weights " + format + " runs on the CPU (CUDA reads f32 only)";
+    sel.backend = make_cpu_backend(std::move(weights), cpu_threads);
+    return sel;
+  }
   if (device != "cpu") {
 #ifdef TS_HAVE_CUDA
     std::string why;

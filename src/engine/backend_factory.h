@@ -18,7 +18,9 @@ struct BackendSelection {
 };
 
 // device: "auto", "cpu" or "cuda". Throws ts::Error for any other name, and
-// for "cuda" when no CUDA device can be used.
+// for "cuda" when no CUDA device can be used or the weights are not fp32
+// (ModelWeights::format: the CUDA backend reads fp32 only; "auto" then takes
+// the CPU and says so in the notice).
 BackendSelection make_backend(const std::string& device,
                               std::shared_ptr<const ModelWeights> weights, int cpu_threads = 0);
 

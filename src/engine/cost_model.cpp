@@ -2,7 +2,9 @@
 
 namespace ts {
 
-StepCost estimate_step_cost(const ModelConfig& cfg, const std::vector<EntryShape>& entries) {
+StepCost estimate_step_cost(const ModelConfig& cfg, const std::vector<EntryShape>& entries,
+                            WeightFormat format) {
+  const double mb = bytes_per_weight(format);  // a matmul weight's (and wte's) bytes
   const double c = cfg.n_embd, l = cfg.n_layer, v = cfg.vocab_size;
   StepCost cost;
   double rows = 0, logit_rows = 0;
@@ -20,9 +22,10 @@ StepCost estimate_step_cost(const ModelConfig& cfg, const std::vector<EntryShape
   // qkv (3C^2) + proj (C^2) + fc (4C^2) + fc_proj (4C^2) per layer and row.
   cost.flops += rows * l * 2.0 * 12.0 * c * c;
   cost.flops += logit_rows * 2.0 * c * v;
-  const double per_layer = 12.0 * c * c + 13.0 * c;  // matrices, biases and layer norms
-  cost.weight_bytes = (l * per_layer + 2.0 * c) * 4.0 + rows * 2.0 * c * 4.0;  // + wte/wpe rows
-  if (logit_rows > 0) cost.weight_bytes += v * c * 4.0;  // the unembedding reads all of wte
+  // Per layer: the matrices (12 C^2 values) in `format`, biases and layer norms (13 C) in fp32.
+  const double per_layer = 12.0 * c * c * mb + 13.0 * c * 4.0;
+  cost.weight_bytes = l * per_layer + 2.0 * c * 4.0 + rows * c * (mb + 4.0);  // + wte/wpe rows
+  if (logit_rows > 0) cost.weight_bytes += v * c * mb;  // the unembedding reads all of wte
   return cost;
 }
 

@@ -7,12 +7,13 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/weight_format.h"
 
 namespace ts {
 
 struct StepCost {
   double flops = 0;           // multiply-adds count 2
-  double weight_bytes = 0;    // fp32 weights read once
+  double weight_bytes = 0;    // weights read once (fp32, or 16-bit matmul weights)
   double kv_read_bytes = 0;   // cached K and V read by attention (once per entry)
   double kv_write_bytes = 0;  // K and V of the new tokens
   double bytes() const { return weight_bytes + kv_read_bytes + kv_write_bytes; }
@@ -32,6 +33,8 @@ struct EntryShape {
   int logit_rows = 1;  // rows whose logits are computed
 };
 
-StepCost estimate_step_cost(const ModelConfig& config, const std::vector<EntryShape>& entries);
+// format: the matmul weights' and wte's (ModelWeights::format); the rest is fp32.
+StepCost estimate_step_cost(const ModelConfig& config, const std::vector<EntryShape>& entries,
+                            WeightFormat format = WeightFormat::kF32);
 
 }  // namespace ts

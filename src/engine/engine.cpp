@@ -114,7 +114,7 @@ ForwardResult Engine::forward(const std::vector<ForwardRequest>& requests,
       cache_.undo_append(batch[i].seq, batch[i].start_pos, result.plans[i]);
     throw;
   }
-  result.cost = estimate_step_cost(cfg, shapes);
+  result.cost = estimate_step_cost(cfg, shapes, weights_->format);
   return result;
 }
 

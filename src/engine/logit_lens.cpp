@@ -13,7 +13,8 @@ std::vector<float> lens_logits(const ModelWeights& w, const float* residual_row)
   cpu::layernorm(residual_row, w.ln_f_weight, w.ln_f_bias, 1, cfg.n_embd, cfg.layer_norm_epsilon,
                  normed.data());
   static ThreadPool pool(1);  // the lens runs on the session's worker; keep it serial
-  cpu::matmul_transposed(normed.data(), 1, cfg.n_embd, w.wte, cfg.vocab_size, logits.data(), pool);
+  cpu::matmul_transposed(normed.data(), 1, cfg.n_embd, w.wte_matrix(), cfg.vocab_size,
+                         logits.data(), pool);
   return logits;
 }
 
@@ -21,7 +22,8 @@ std::vector<float> early_exit_logits(const ModelWeights& w, const float* residua
   const ModelConfig& cfg = w.config;
   std::vector<float> logits(cfg.vocab_size);
   static ThreadPool pool(1);  // runs on the session's worker; keep it serial
-  cpu::matmul_transposed(residual_row, 1, cfg.n_embd, w.wte, cfg.vocab_size, logits.data(), pool);
+  cpu::matmul_transposed(residual_row, 1, cfg.n_embd, w.wte_matrix(), cfg.vocab_size, logits.data(),
+                         pool);
   return logits;
 }
 

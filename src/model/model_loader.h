@@ -45,6 +45,14 @@ bool copies_weights(WeightPlacement placement, int64_t available_bytes, int64_t 
 // or config.json file -> its directory. tokenizer_vocab_size as above.
 ModelWeights load_model(const std::filesystem::path& path, int tokenizer_vocab_size = -1);
 
+// Stores the matmul weights (wte, each layer's qkv, attn proj, MLP fc and
+// proj) in `format`, rounded to nearest even, in one new owned buffer beside
+// copies of the fp32 tensors (biases, layer norms, wpe); the old storage is
+// released. fp32 weights asked for fp32 come back as they are. Throws
+// ts::Error in one line naming the tensor when a finite value overflows f16
+// (beyond 65504), and for weights already in a 16-bit format.
+ModelWeights convert_weights(ModelWeights weights, WeightFormat format);
+
 // Both loaders refuse weights that hold a NaN or an infinity (every logit
 // would be NaN): this throws ts::Error with one line naming `file`, the
 // first such tensor (its HF name after `name_prefix`, e.g. "transformer."),

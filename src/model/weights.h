@@ -4,11 +4,16 @@
 // The loaders copy (F32) or convert (F16/BF16, llm.c) the tensors once into
 // one owned buffer (util/anonymous_memory.h), or with little memory available
 // use aligned F32 in place from the file map; `storage` keeps either alive.
+// convert_weights (model_loader.h) may then store the matmul weights in a
+// 16-bit format (`format`): their float pointers are then null and the
+// `*_half` pointers hold the same layout in 16-bit values.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "model/config.h"
+#include "model/weight_format.h"
 
 namespace ts {
 
@@ -25,6 +30,18 @@ struct LayerWeights {
   const float* mlp_fc_bias = nullptr;       // [4C]
   const float* mlp_proj_weight = nullptr;   // [4C, C]  (mlp.c_proj.weight)
   const float* mlp_proj_bias = nullptr;     // [C]
+  // The four matrices above in ModelWeights::format when it is 16-bit.
+  const uint16_t* attn_qkv_half = nullptr;
+  const uint16_t* attn_proj_half = nullptr;
+  const uint16_t* mlp_fc_half = nullptr;
+  const uint16_t* mlp_proj_half = nullptr;
+};
+
+// A matmul weight as the CPU kernels take it: fp32 values, or 16-bit values
+// of `format`, in the same row-major layout.
+struct MatrixView {
+  const void* data = nullptr;
+  WeightFormat format = WeightFormat::kF32;
 };
 
 struct ModelWeights {
@@ -34,6 +51,23 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   const float* ln_f_weight = nullptr;  // [C]
   const float* ln_f_bias = nullptr;    // [C]
+  // The format of wte and the layers' four matrices; wte_half holds wte
+  // when it is 16-bit (wte is then null).
+  WeightFormat format = WeightFormat::kF32;
+  const uint16_t* wte_half = nullptr;
+
+  MatrixView matrix(const float* f32, const uint16_t* half) const {
+    return format == WeightFormat::kF32 ? MatrixView{f32, format} : MatrixView{half, format};
+  }
+  MatrixView wte_matrix() const { return matrix(wte, wte_half); }
+  MatrixView qkv(const LayerWeights& l) const { return matrix(l.attn_qkv_weight, l.attn_qkv_half); }
+  MatrixView attn_proj(const LayerWeights& l) const {
+    return matrix(l.attn_proj_weight, l.attn_proj_half);
+  }
+  MatrixView fc(const LayerWeights& l) const { return matrix(l.mlp_fc_weight, l.mlp_fc_half); }
+  MatrixView mlp_proj(const LayerWeights& l) const {
+    return matrix(l.mlp_proj_weight, l.mlp_proj_half);
+  }
 
   std::string source;         // path it was loaded from, for messages
   std::string storage_dtype;  // "F32", "F16", "BF16" as stored on disk

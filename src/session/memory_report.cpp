@@ -73,12 +73,14 @@ std::vector<Range> weight_ranges(const ModelWeights& w) {
   const ModelConfig& c = w.config;
   const int64_t C = c.n_embd;
   std::vector<Range> out;
-  auto add = [&](const float* p, int64_t floats) {
-    if (p == nullptr || floats <= 0) return;
+  // A tensor of `count` values (fp32, or 16-bit matmul weights).
+  auto add = [&]<class T>(const T* p, int64_t count) {
+    if (p == nullptr || count <= 0) return;
     const auto b = reinterpret_cast<uintptr_t>(p);
-    out.push_back({b, b + static_cast<uintptr_t>(floats) * sizeof(float)});
+    out.push_back({b, b + static_cast<uintptr_t>(count) * sizeof(T)});
   };
   add(w.wte, int64_t(c.vocab_size) * C);
+  add(w.wte_half, int64_t(c.vocab_size) * C);
   add(w.wpe, int64_t(c.n_ctx) * C);
   for (const LayerWeights& L : w.layers) {
     add(L.ln_1_weight, C);
@@ -93,6 +95,10 @@ std::vector<Range> weight_ranges(const ModelWeights& w) {
     add(L.mlp_fc_bias, 4 * C);
     add(L.mlp_proj_weight, 4 * C * C);
     add(L.mlp_proj_bias, C);
+    add(L.attn_qkv_half, C * 3 * C);
+    add(L.attn_proj_half, C * C);
+    add(L.mlp_fc_half, C * 4 * C);
+    add(L.mlp_proj_half, 4 * C * C);
   }
   add(w.ln_f_weight, C);
   add(w.ln_f_bias, C);
@@ -183,6 +189,7 @@ MemoryReport memory_report(const Engine& engine) {
   MemoryReport r;
   const ModelWeights& w = engine.weights();
   r.weight_dtype = w.storage_dtype;
+  r.weight_format = weight_format_name(w.format);
   const std::vector<Range> tensors = weight_ranges(w);
   const std::vector<Range> files = file_mappings();
   for (const Range& t : tensors) {
@@ -236,7 +243,9 @@ MemoryReport memory_report(const Session& session) {
 
 std::vector<std::string> memory_report_lines(const MemoryReport& r) {
   std::vector<std::string> lines;
-  std::string weights = "weights  " + mib(r.weight_bytes) + " fp32 (stored " +
+  const std::string format =
+      r.weight_format == "f32" ? "fp32" : r.weight_format + " matmuls, fp32 rest";
+  std::string weights = "weights  " + mib(r.weight_bytes) + " " + format + " (stored " +
                         (r.weight_dtype.empty() ? std::string("?") : r.weight_dtype) +
                         "): " + mib(r.weight_converted_bytes) + " read into memory at load, " +
                         mib(r.weight_mapped_bytes) + " read in place from the file map; " +
@@ -303,7 +312,8 @@ nlohmann::json memory_report_json(const MemoryReport& r) {
             {"mapped_bytes", r.weight_mapped_bytes},
             {"converted_bytes", r.weight_converted_bytes},
             {"resident_bytes", r.weight_resident_bytes},
-            {"stored_as", r.weight_dtype}}},
+            {"stored_as", r.weight_dtype},
+            {"format", r.weight_format}}},
           {"kv_pool",
            {{"on_host", r.kv_on_host},
             {"reserved_bytes", r.kv_reserved_bytes},

@@ -17,12 +17,14 @@ class Engine;
 class Session;
 
 struct MemoryReport {
-  // Weights: the fp32 tensors the backend reads.
+  // Weights: the tensors the backend reads (fp32, the matmul weights in
+  // weight_format: 2 bytes a value for bf16 / f16).
   int64_t weight_bytes = 0;            // every tensor's size, summed
   int64_t weight_mapped_bytes = 0;     // of those, read in place from the file's memory map
   int64_t weight_converted_bytes = 0;  // of those, copied or converted into memory at load
   int64_t weight_resident_bytes = 0;   // pages of the tensors in memory now (mincore)
   std::string weight_dtype;            // as stored on disk
+  std::string weight_format = "f32";   // the matmul weights' format in memory (--weights)
 
   // KV pool. On a GPU it is device memory: kv_on_host is false and the
   // resident figure is 0 (it is not in this process's RSS).

@@ -110,6 +110,8 @@ bool parse_model_flag(FlagReader& reader, ModelSetupOptions& setup) {
     if (d != "auto" && d != "cpu" && d != "cuda")
       throw Error("--device: expected auto, cpu or cuda, got '" + d + "'");
     setup.device = d;
+  } else if (f == "--weights") {
+    setup.weights = parse_weight_format(reader.value());
   } else if (f == "--threads") {
     setup.cpu_threads =
         static_cast<int>(parse_whole_number(f, reader.value(), 0, max_cpu_threads()));
@@ -127,6 +129,8 @@ std::string model_flags_help() {
          "  --tokenizer DIR         directory with vocab.json + merges.txt (or encoder.json +\n"
          "                          vocab.bpe); default: the model's directory\n"
          "  --device auto|cpu|cuda  backend; auto takes CUDA when a device is usable\n"
+         "  --weights f32|bf16|f16  format of the matmul weights, converted at load (default\n"
+         "                          f32); bf16 and f16 halve the bytes a step reads, CPU only\n"
          "  --threads N             CPU threads, 0 = all hardware threads (default), at most " +
          std::to_string(max_cpu_threads()) +
          "\n"

@@ -59,7 +59,8 @@ std::string non_empty(const std::string& flag, const std::string& text);
 // The most CPU threads a front end accepts: 4 x the hardware threads.
 int max_cpu_threads();
 
-// --model PATH, --tokenizer DIR, --device auto|cpu|cuda, --threads N. Returns
+// --model PATH, --tokenizer DIR, --device auto|cpu|cuda, --weights
+// f32|bf16|f16, --threads N. Returns
 // false (consuming nothing) when reader's flag is none of them.
 bool parse_model_flag(FlagReader& reader, ModelSetupOptions& setup);
 

@@ -117,8 +117,8 @@ LoadedModel load_with_tokenizer(const ModelSetupOptions& options,
                   " does not match the tokenizer " + tokenizer_vocab_file(tok_dir).string() + " (" +
                   std::to_string(out.tokenizer->vocab_size()) + " tokens)");
   }
-  auto weights =
-      std::make_shared<const ModelWeights>(load_model(out.path, out.tokenizer->vocab_size()));
+  auto weights = std::make_shared<const ModelWeights>(
+      convert_weights(load_model(out.path, out.tokenizer->vocab_size()), options.weights));
   out.name = out.path.filename().string();
   if (out.name.empty()) out.name = out.path.parent_path().filename().string();
   BackendSelection sel = make_backend(options.device, weights, options.cpu_threads);
@@ -144,6 +144,7 @@ LoadedModel load_draft_model(const ModelSetupOptions& target, const fs::path& pa
   ModelSetupOptions o;
   o.model = path;
   o.device = target.device;
+  o.weights = target.weights;
   o.cpu_threads = target.cpu_threads;
   o.cache_sequences = std::max(2, sequences);
   // An llm.c file holds no tokenizer: with none beside it, the draft reads

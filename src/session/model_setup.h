@@ -18,8 +18,10 @@ struct ModelSetupOptions {
   std::filesystem::path model;      // empty: the bundled default
   std::filesystem::path tokenizer;  // empty: the model directory
   std::string device = "auto";      // auto | cpu | cuda
-  int cpu_threads = 0;              // 0: every hardware thread
-  int cache_sequences = 10;         // KV capacity in full contexts (lanes + scratch)
+  // The matmul weights' format (--weights), converted at load.
+  WeightFormat weights = WeightFormat::kF32;
+  int cpu_threads = 0;       // 0: every hardware thread
+  int cache_sequences = 10;  // KV capacity in full contexts (lanes + scratch)
 };
 
 struct LoadedModel {

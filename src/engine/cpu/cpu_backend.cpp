@@ -1,4 +1,5 @@
-// The reference backend: GPT-2's forward pass in fp32 on the host. forward()
+// The reference backend: GPT-2's forward pass in fp32 on the host (the
+// matmul weights in fp32, bf16 or f16, read as stored: ModelWeights::format). forward()
 // reads as the model, one op per line; the ops are in their own files, named
 // after the CUDA kernels they are twins of (layernorm.cpp <-> kernels/layernorm.cu,
 // ...), and the plumbing (the batch's row layout, the attention's work split
@@ -147,7 +148,7 @@ void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpti
   Activations a(rows, c);
   outputs.assign(batch.size(), EntryOutput{});
 
-  cpu::embed(w.wte, w.wpe, in.tokens.data(), in.positions.data(), rows, c, a.x.data());
+  cpu::embed(w.wte_matrix(), w.wpe, in.tokens.data(), in.positions.data(), rows, c, a.x.data());
   if (options.record_residuals) record_residual(0, in, a.x, outputs);
   cpu::layernorm(a.x.data(), w.layers[0].ln_1_weight, w.layers[0].ln_1_bias, rows, c, eps,
                  a.ln.data());  // ln_1 of block 0
@@ -155,19 +156,16 @@ void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpti
     const LayerWeights& L = w.layers[l];
     const bool last = l + 1 == w.config.n_layer;
     // ln_1 -> qkv -> KV append -> attention -> proj + residual, ln_2
-    cpu::matmul(a.ln.data(), rows, c, L.attn_qkv_weight, 3 * c, L.attn_qkv_bias, a.qkv.data(),
-                pool_);
+    cpu::matmul(a.ln.data(), rows, c, w.qkv(L), 3 * c, L.attn_qkv_bias, a.qkv.data(), pool_);
     cpu::kv_append(a.qkv.data(), in.slots.data(), rows, c, k_pool_[l].data(), v_pool_[l].data());
     attention(l, batch, in, a, options.wants_attention(l), outputs);
-    cpu::matmul(a.attn.data(), rows, c, L.attn_proj_weight, c, L.attn_proj_bias, a.proj.data(),
-                pool_);
+    cpu::matmul(a.attn.data(), rows, c, w.attn_proj(L), c, L.attn_proj_bias, a.proj.data(), pool_);
     cpu::residual_layernorm(a.x.data(), a.proj.data(), L.ln_2_weight, L.ln_2_bias, rows, c, eps,
                             a.ln.data());
     // fc -> gelu -> proj + residual, then the next block's ln_1 (ln_f after the last)
-    cpu::matmul(a.ln.data(), rows, c, L.mlp_fc_weight, 4 * c, L.mlp_fc_bias, a.hidden.data(),
-                pool_);
+    cpu::matmul(a.ln.data(), rows, c, w.fc(L), 4 * c, L.mlp_fc_bias, a.hidden.data(), pool_);
     gelu(a.hidden);
-    cpu::matmul(a.hidden.data(), rows, 4 * c, L.mlp_proj_weight, c, L.mlp_proj_bias, a.proj.data(),
+    cpu::matmul(a.hidden.data(), rows, 4 * c, w.mlp_proj(L), c, L.mlp_proj_bias, a.proj.data(),
                 pool_);
     cpu::residual_layernorm(
         a.x.data(), a.proj.data(), last ? w.ln_f_weight : w.layers[l + 1].ln_1_weight,
@@ -307,8 +305,8 @@ int64_t CpuBackend::logits(const std::vector<float>& ln_f, const BatchRows& in, 
   std::vector<float>& all = logits_scratch_;
   all.resize(static_cast<size_t>(n) * v);
   const int64_t bytes = int64_t(sizeof(float)) * int64_t(rows_in.size() + all.size());
-  cpu::matmul_transposed(rows_in.data(), n, static_cast<int>(c), w.wte, static_cast<int>(v),
-                         all.data(), pool_);
+  cpu::matmul_transposed(rows_in.data(), n, static_cast<int>(c), w.wte_matrix(),
+                         static_cast<int>(v), all.data(), pool_);
   size_t at = 0;
   for (size_t e = 0; e < outputs.size(); ++e) {
     outputs[e].logit_rows = count[e];

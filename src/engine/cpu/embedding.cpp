@@ -1,5 +1,9 @@
 #include "engine/cpu/embedding.h"
 
+#include <cstdint>
+
+#include "model/half_float.h"
+
 namespace ts::cpu {
 
 void embed(const float* wte, const float* wpe, const int* tokens, const int* positions, int rows,
@@ -9,6 +13,20 @@ void embed(const float* wte, const float* wpe, const int* tokens, const int* pos
     const float* p = wpe + static_cast<long long>(positions[r]) * c;
     float* o = out + static_cast<long long>(r) * c;
     for (int i = 0; i < c; ++i) o[i] = t[i] + p[i];
+  }
+}
+
+void embed(MatrixView wte, const float* wpe, const int* tokens, const int* positions, int rows,
+           int c, float* out) {
+  if (wte.format == WeightFormat::kF32)
+    return embed(static_cast<const float*>(wte.data), wpe, tokens, positions, rows, c, out);
+  const bool bf16 = wte.format == WeightFormat::kBF16;
+  for (int r = 0; r < rows; ++r) {
+    const uint16_t* t =
+        static_cast<const uint16_t*>(wte.data) + static_cast<long long>(tokens[r]) * c;
+    const float* p = wpe + static_cast<long long>(positions[r]) * c;
+    float* o = out + static_cast<long long>(r) * c;
+    for (int i = 0; i < c; ++i) o[i] = (bf16 ? bf16_to_fp32(t[i]) : fp16_to_fp32(t[i])) + p[i];
   }
 }
 

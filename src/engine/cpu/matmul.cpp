@@ -5,7 +5,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
+
+#include "model/half_float.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -124,17 +127,23 @@ template <int R>
                                wv[g], acc[r]);
   for (int r = 0; r < R; ++r) _mm256_storeu_ps(y + static_cast<size_t>(r0 + r) * n + j, acc[r]);
 }
+
+// Every row of x applied to the 8 W vectors in wv (columns j..j+8), in
+// groups of up to four: independent FMA chains interleaved (a lone row's
+// eight dependent FMAs would wait on each other), so 5 rows go as 3 + 2 and
+// 4 as one group rather than leaving a row alone.
+[[gnu::always_inline]] inline void all_rows(const float* x, int m, int k, int kk, const __m256* wv,
+                                            float* y, int n, int j) {
+  int r = 0;
+  for (; m - r >= 4 && m - r != 5; r += 4) skinny_rows<4>(x, r, k, kk, wv, y, n, j);
+  for (; m - r >= 3 && m - r != 4; r += 3) skinny_rows<3>(x, r, k, kk, wv, y, n, j);
+  for (; m - r >= 2; r += 2) skinny_rows<2>(x, r, k, kk, wv, y, n, j);
+  if (r < m) skinny_rows<1>(x, r, k, kk, wv, y, n, j);
+}
 #endif
 
-// ---- skinny path: y[r, n0:n1] = bias + sum_{k0 <= kk < k1} x[r,kk] * w[kk, n0:n1] ----
-// Eight rows of W are read together, one 8-column vector of each held in
-// registers while every row of x is applied to them: W is read from memory
-// once whatever m is, and each y vector is loaded and stored once per 8 FMAs.
-// (The FMAs still grow with m, so more rows still take longer, without
-// more reads.) Within a row the FMAs run in k order, one per k,
-// so the result is bit-identical to the packed path's.
-void skinny_block(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
-                  int n0, int n1, int k0, int k1, [[maybe_unused]] bool wide) {
+// y[r, n0:n1] = bias[n0:n1] (or 0) for every row r: where a skinny block starts.
+void start_columns(int m, int n, const float* bias, float* y, int n0, int n1) {
   for (int r = 0; r < m; ++r) {
     float* yr = y + static_cast<size_t>(r) * n;
     if (bias) {
@@ -143,41 +152,92 @@ void skinny_block(const float* x, int m, int k, const float* w, int n, const flo
       std::fill(yr + n0, yr + n1, 0.0f);
     }
   }
+}
+
+// ---- how W's values are read, as fp32: one (at) or eight (load8) at a time ----
+struct F32Reader {
+  using T = float;
+  static float at(const float* p) { return *p; }
+#ifdef TS_HAVE_AVX2
+  [[gnu::always_inline]] static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+#endif
+};
+
+// 16-bit W, each value widened to fp32 in registers (exactly).
+template <WeightFormat F>
+struct Half {
+  using T = uint16_t;
+  static float at(const uint16_t* p) {
+    if constexpr (F == WeightFormat::kBF16)
+      return bf16_to_fp32(*p);
+    else
+      return fp16_to_fp32(*p);
+  }
+#ifdef TS_HAVE_AVX2
+  // bf16 is the high half of an fp32: zero-extend and shift; f16 goes
+  // through F16C (x86-64-v3 has it).
+  [[gnu::always_inline]] static __m256 load8(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (F == WeightFormat::kBF16) {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    } else {
+#ifdef __F16C__
+      return _mm256_cvtph_ps(h);
+#else
+      alignas(32) float v[8];
+      for (int i = 0; i < 8; ++i) v[i] = at(p + i);
+      return _mm256_load_ps(v);
+#endif
+    }
+  }
+#endif
+};
+
+// ---- skinny path: y[r, n0:n1] = bias + sum_{k0 <= kk < k1} x[r,kk] * w[kk, n0:n1] ----
+// Eight rows of W are read together, one 8-column vector of each held in
+// registers while every row of x is applied to them: W is read from memory
+// once whatever m is, and each y vector is loaded and stored once per 8 FMAs.
+// (The FMAs still grow with m, so more rows still take longer, without
+// more reads.) Within a row the FMAs run in k order, one per k,
+// so the result is bit-identical to the packed path's. R reads W (fp32 or
+// 16-bit: the same FMAs on the widened values); wide: the AVX-512 twins (fp32
+// only); simd = false keeps to the scalar loops (the 16-bit kernels' tests).
+template <class R>
+void skinny_block(const float* x, int m, int k, const typename R::T* w, int n, const float* bias,
+                  float* y, int n0, int n1, int k0, int k1, [[maybe_unused]] bool wide,
+                  [[maybe_unused]] bool simd) {
+  using T = typename R::T;
+  start_columns(m, n, bias, y, n0, n1);
   constexpr int kG = 8;  // rows of W per pass
   int kk = k0;
   for (; kk + kG <= k1; kk += kG) {
-    const float* wk = w + static_cast<size_t>(kk) * n;
+    const T* wk = w + static_cast<size_t>(kk) * n;
     int j = n0;
 #ifdef TS_HAVE_AVX2
-    if (m == 1) {
+    if (simd && m == 1) {
       // One row (a decode step): x's eight values stay in registers and W is
       // read straight into the FMAs.
 #ifdef TS_HAVE_AVX512_TWIN
-      if (wide) j = one_row_avx512(x + kk, wk, static_cast<size_t>(n), y, j, n1);
+      if constexpr (std::is_same_v<T, float>)
+        if (wide) j = one_row_avx512(x + kk, wk, static_cast<size_t>(n), y, j, n1);
 #endif
       __m256 a[kG];
       for (int g = 0; g < kG; ++g) a[g] = _mm256_broadcast_ss(x + kk + g);
       for (; j + 8 <= n1; j += 8) {
         __m256 acc = _mm256_loadu_ps(y + j);
         for (int g = 0; g < kG; ++g)
-          acc = _mm256_fmadd_ps(a[g], _mm256_loadu_ps(wk + static_cast<size_t>(g) * n + j), acc);
+          acc = _mm256_fmadd_ps(a[g], R::load8(wk + static_cast<size_t>(g) * n + j), acc);
         _mm256_storeu_ps(y + j, acc);
       }
     }
 #ifdef TS_HAVE_AVX512_TWIN
-    if (wide && m > 1) j = several_rows_avx512(x, m, k, kk, wk, static_cast<size_t>(n), y, j, n1);
+    if constexpr (std::is_same_v<T, float>)
+      if (wide && m > 1) j = several_rows_avx512(x, m, k, kk, wk, static_cast<size_t>(n), y, j, n1);
 #endif
-    for (; j + 8 <= n1; j += 8) {
+    for (; simd && j + 8 <= n1; j += 8) {
       __m256 wv[kG];
-      for (int g = 0; g < kG; ++g) wv[g] = _mm256_loadu_ps(wk + static_cast<size_t>(g) * n + j);
-      // Rows in groups of up to four: independent FMA chains interleaved
-      // (a lone row's eight dependent FMAs would wait on each other), so
-      // 5 rows go as 3 + 2 and 4 as one group rather than leaving a row alone.
-      int r = 0;
-      for (; m - r >= 4 && m - r != 5; r += 4) skinny_rows<4>(x, r, k, kk, wv, y, n, j);
-      for (; m - r >= 3 && m - r != 4; r += 3) skinny_rows<3>(x, r, k, kk, wv, y, n, j);
-      for (; m - r >= 2; r += 2) skinny_rows<2>(x, r, k, kk, wv, y, n, j);
-      if (r < m) skinny_rows<1>(x, r, k, kk, wv, y, n, j);
+      for (int g = 0; g < kG; ++g) wv[g] = R::load8(wk + static_cast<size_t>(g) * n + j);
+      all_rows(x, m, k, kk, wv, y, n, j);
     }
 #endif
     // Columns past the last whole vector (all of them without AVX2), a row
@@ -187,25 +247,29 @@ void skinny_block(const float* x, int m, int k, const float* w, int n, const flo
       float* yr = y + static_cast<size_t>(r) * n;
       for (int c = j; c < n1; ++c) {
         float acc = yr[c];
-        for (int g = 0; g < kG; ++g) acc = std::fma(xr[g], wk[static_cast<size_t>(g) * n + c], acc);
+        for (int g = 0; g < kG; ++g)
+          acc = std::fma(xr[g], R::at(wk + static_cast<size_t>(g) * n + c), acc);
         yr[c] = acc;
       }
     }
   }
   for (; kk < k1; ++kk) {
-    const float* w0 = w + static_cast<size_t>(kk) * n;
+    const T* w0 = w + static_cast<size_t>(kk) * n;
     for (int r = 0; r < m; ++r) {
       const float a = x[static_cast<size_t>(r) * k + kk];
       float* yr = y + static_cast<size_t>(r) * n;
-      for (int j = n0; j < n1; ++j) yr[j] = std::fma(a, w0[j], yr[j]);
+      for (int j = n0; j < n1; ++j) yr[j] = std::fma(a, R::at(w0 + j), yr[j]);
     }
   }
 }
 
 // ---- packed path ----
 // Packs W[k0:k0+kc, n0:n0+nc] into panels of kNr columns: panel p holds
-// kc rows of 16 contiguous floats (zero padded past n).
-void pack_w(const float* w, int n, int k0, int kc, int n0, int nc, float* packed) {
+// kc rows of 16 contiguous floats (zero padded past n), 16-bit W widened.
+template <class R>
+void pack_w(const typename R::T* w, int n, int k0, int kc, int n0, int nc, float* packed,
+            [[maybe_unused]] bool simd) {
+  using T = typename R::T;
   const int panels = (nc + kNr - 1) / kNr;
   for (int p = 0; p < panels; ++p) {
     const int c0 = n0 + p * kNr;
@@ -215,20 +279,17 @@ void pack_w(const float* w, int n, int k0, int kc, int n0, int nc, float* packed
 #ifdef TS_HAVE_AVX2
     // A whole panel row is two vector moves (a memcpy call per 64 bytes made
     // prefill measurably slower: docs/performance.md).
-    if (cols == kNr) {
-      for (; kk < kc; ++kk) {
-        const float* src = w + static_cast<size_t>(k0 + kk) * n + c0;
-        float* d = dst + static_cast<size_t>(kk) * kNr;
-        _mm256_storeu_ps(d, _mm256_loadu_ps(src));
-        _mm256_storeu_ps(d + 8, _mm256_loadu_ps(src + 8));
-      }
+    for (; simd && cols == kNr && kk < kc; ++kk) {
+      const T* src = w + static_cast<size_t>(k0 + kk) * n + c0;
+      float* d = dst + static_cast<size_t>(kk) * kNr;
+      _mm256_storeu_ps(d, R::load8(src));
+      _mm256_storeu_ps(d + 8, R::load8(src + 8));
     }
 #endif
     for (; kk < kc; ++kk) {
-      const float* src = w + static_cast<size_t>(k0 + kk) * n + c0;
+      const T* src = w + static_cast<size_t>(k0 + kk) * n + c0;
       float* d = dst + static_cast<size_t>(kk) * kNr;
-      std::memcpy(d, src, sizeof(float) * cols);
-      for (int c = cols; c < kNr; ++c) d[c] = 0.0f;
+      for (int c = 0; c < kNr; ++c) d[c] = c < cols ? R::at(src + c) : 0.0f;
     }
   }
 }
@@ -273,16 +334,18 @@ void pack_w(const float* w, int n, int k0, int kc, int n0, int nc, float* packed
 #endif
 }
 
-// y[m0:m1, n0:n1] = bias (or 0) + sum over [ka, kb) of x * w.
-void packed_block(const float* x, int m0, int m1, int k, const float* w, int n, const float* bias,
-                  float* y, int n0, int n1, int ka, int kb, std::vector<float>& packed) {
+// y[m0:m1, n0:n1] = bias (or 0) + sum over [ka, kb) of x * w (R reads W).
+template <class R>
+void packed_block(const float* x, int m0, int m1, int k, const typename R::T* w, int n,
+                  const float* bias, float* y, int n0, int n1, int ka, int kb,
+                  std::vector<float>& packed, bool simd) {
   const int nc = n1 - n0;
   const int panels = (nc + kNr - 1) / kNr;
   packed.resize(static_cast<size_t>(panels) * kKc * kNr);
   alignas(32) float acc[kMr * kNr];
   for (int k0 = ka; k0 < kb; k0 += kKc) {
     const int kc = std::min(kKc, kb - k0);
-    pack_w(w, n, k0, kc, n0, nc, packed.data());
+    pack_w<R>(w, n, k0, kc, n0, nc, packed.data(), simd);
     for (int r0 = m0; r0 < m1; r0 += kMr) {
       const int rows = std::min(kMr, m1 - r0);
       for (int p = 0; p < panels; ++p) {
@@ -323,20 +386,44 @@ float horizontal_sum(__m256 v) {
 
 #ifdef TS_HAVE_AVX2
 // y[j..j+T] = dot(x, b[j..j+T]) for one row x: T rows of b side by side,
-// each an 8-lane sum in k order, then summed across lanes.
-template <int T>
-[[gnu::always_inline]] inline void transposed_one_row(const float* x, int k, const float* b,
-                                                      float* y, int j) {
+// each an 8-lane sum in k order, then summed across lanes. load(p) reads 8
+// values of b as fp32 (fp32, bf16 or f16 b).
+template <int T, class B, class Load>
+[[gnu::always_inline]] inline void transposed_one_row(const float* x, int k, const B* b, float* y,
+                                                      int j, const Load& load) {
   __m256 acc[T];
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (int kk = 0; kk < k; kk += 8) {
     const __m256 xv = _mm256_loadu_ps(x + kk);
     __m256 bv[T];
-    for (int t = 0; t < T; ++t) bv[t] = _mm256_loadu_ps(b + static_cast<size_t>(j + t) * k + kk);
+    for (int t = 0; t < T; ++t) bv[t] = load(b + static_cast<size_t>(j + t) * k + kk);
     for (int t = 0; t < T; ++t) acc[t] = _mm256_fmadd_ps(xv, bv[t], acc[t]);
   }
   for (int t = 0; t < T; ++t) y[j + t] = horizontal_sum(acc[t]);
 }
+
+// Rows [r0, r0 + rows) of x (rows <= 4) against four rows of b from j, with
+// the same 8-lane sums as above.
+template <class B, class Load>
+[[gnu::always_inline]] inline void transposed_four(const float* x, int r0, int rows, int k,
+                                                   const B* b, int n, float* y, int j,
+                                                   const Load& load) {
+  __m256 acc[4][4];
+  for (auto& row : acc)
+    for (auto& a : row) a = _mm256_setzero_ps();
+  for (int kk = 0; kk < k; kk += 8) {
+    __m256 bv[4];
+    for (int t = 0; t < 4; ++t) bv[t] = load(b + static_cast<size_t>(j + t) * k + kk);
+    for (int r = 0; r < rows; ++r) {
+      const __m256 xv = _mm256_loadu_ps(x + static_cast<size_t>(r0 + r) * k + kk);
+      for (int t = 0; t < 4; ++t) acc[r][t] = _mm256_fmadd_ps(xv, bv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int t = 0; t < 4; ++t)
+      y[static_cast<size_t>(r0 + r) * n + j + t] = horizontal_sum(acc[r][t]);
+}
+
 #endif
 
 #ifdef TS_HAVE_AVX512_TWIN
@@ -412,28 +499,11 @@ void transposed_block(const float* x, int m, int k, const float* b, int n, float
 #endif
 #ifdef TS_HAVE_AVX2
     if (k % 8 == 0 && m == 1) {
-      for (; j + 8 <= j1; j += 8) transposed_one_row<8>(x, k, b, y, j);
-      for (; j + 4 <= j1; j += 4) transposed_one_row<4>(x, k, b, y, j);
+      for (; j + 8 <= j1; j += 8) transposed_one_row<8>(x, k, b, y, j, F32Reader::load8);
+      for (; j + 4 <= j1; j += 4) transposed_one_row<4>(x, k, b, y, j, F32Reader::load8);
     }
-    if (k % 8 == 0) {
-      for (; j + 4 <= j1; j += 4) {
-        __m256 acc[4][4];
-        for (auto& row : acc)
-          for (auto& a : row) a = _mm256_setzero_ps();
-        for (int kk = 0; kk < k; kk += 8) {
-          __m256 bv[4];
-          for (int t = 0; t < 4; ++t)
-            bv[t] = _mm256_loadu_ps(b + static_cast<size_t>(j + t) * k + kk);
-          for (int r = 0; r < rows; ++r) {
-            const __m256 xv = _mm256_loadu_ps(x + static_cast<size_t>(r0 + r) * k + kk);
-            for (int t = 0; t < 4; ++t) acc[r][t] = _mm256_fmadd_ps(xv, bv[t], acc[r][t]);
-          }
-        }
-        for (int r = 0; r < rows; ++r)
-          for (int t = 0; t < 4; ++t)
-            y[static_cast<size_t>(r0 + r) * n + j + t] = horizontal_sum(acc[r][t]);
-      }
-    }
+    if (k % 8 == 0)
+      for (; j + 4 <= j1; j += 4) transposed_four(x, r0, rows, k, b, n, y, j, F32Reader::load8);
 #endif
     for (; j < j1; ++j) {
       const float* bj = b + static_cast<size_t>(j) * k;
@@ -447,11 +517,41 @@ void transposed_block(const float* x, int m, int k, const float* b, int n, float
   }
 }
 
+// transposed_block for 16-bit b: the AVX2 path's sums as above (8 lanes,
+// then across them); the scalar loop sums each dot product in k order.
+template <WeightFormat F>
+void transposed_block_half(const float* x, int m, int k, const uint16_t* b, int n, float* y, int j0,
+                           int j1, [[maybe_unused]] bool simd) {
+  for (int r0 = 0; r0 < m; r0 += 4) {
+    const int rows = std::min(4, m - r0);
+    int j = j0;
+#ifdef TS_HAVE_AVX2
+    if (simd && k % 8 == 0) {
+      if (m == 1) {
+        for (; j + 8 <= j1; j += 8) transposed_one_row<8>(x, k, b, y, j, Half<F>::load8);
+        for (; j + 4 <= j1; j += 4) transposed_one_row<4>(x, k, b, y, j, Half<F>::load8);
+      }
+      for (; j + 4 <= j1; j += 4) transposed_four(x, r0, rows, k, b, n, y, j, Half<F>::load8);
+    }
+#endif
+    for (; j < j1; ++j) {
+      const uint16_t* bj = b + static_cast<size_t>(j) * k;
+      for (int r = 0; r < rows; ++r) {
+        const float* xr = x + static_cast<size_t>(r0 + r) * k;
+        float s = 0.0f;
+        for (int kk = 0; kk < k; ++kk) s = std::fma(xr[kk], Half<F>::at(bj + kk), s);
+        y[static_cast<size_t>(r0 + r) * n + j] = s;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 namespace {
 
 std::atomic<bool> g_tf32{false};
+std::atomic<bool> g_scalar_half{false};
 
 // Both inputs of a product rounded to TF32, as tensor cores read them.
 std::vector<float> rounded_to_tf32(const float* v, size_t n) {
@@ -502,8 +602,11 @@ void matmul_transposed(const float* x, int m, int k, const float* b, int n, floa
 
 namespace {
 
-void matmul_fp32(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
-                 ThreadPool& pool) {
+// The work split of every matmul, whatever W's format (R reads it); wide and
+// simd as skinny_block's.
+template <class R>
+void matmul_driver(const float* x, int m, int k, const typename R::T* w, int n, const float* bias,
+                   float* y, ThreadPool& pool, bool wide, bool simd) {
   if (m <= 0 || n <= 0) return;
   // The inner dimension is cut in two halves (when long enough), summed
   // apart and then added: y = (bias + x[:, :h] W[:h]) + x[:, h:] W[h:]. Both
@@ -516,7 +619,6 @@ void matmul_fp32(const float* x, int m, int k, const float* w, int n, const floa
   thread_local std::vector<float> second_half;
   if (halves == 2) second_half.resize(out);
   float* const upper = second_half.data();
-  const bool wide = g_avx512.load(std::memory_order_relaxed);
   const auto add_second_half = [&] {
     if (halves == 1) return;
     for (size_t i = 0; i < out; ++i) y[i] += upper[i];
@@ -534,9 +636,9 @@ void matmul_fp32(const float* x, int m, int k, const float* w, int n, const floa
       const int n0 = (t % cols) * chunk;
       const int n1 = std::min(n, n0 + chunk);
       if (half == 0)
-        skinny_block(x, m, k, w, n, bias, y, n0, n1, 0, h, wide);
+        skinny_block<R>(x, m, k, w, n, bias, y, n0, n1, 0, h, wide, simd);
       else
-        skinny_block(x, m, k, w, n, nullptr, upper, n0, n1, h, k, wide);
+        skinny_block<R>(x, m, k, w, n, nullptr, upper, n0, n1, h, k, wide, simd);
     });
     add_second_half();
     return;
@@ -553,11 +655,38 @@ void matmul_fp32(const float* x, int m, int k, const float* w, int n, const floa
     const int n0 = (t % col_tasks) * kNc;
     const int m0 = (t / col_tasks) * rows_per_task;
     const int m1 = std::min(m, m0 + rows_per_task);
-    packed_block(x, m0, m1, k, w, n, bias, y, n0, std::min(n, n0 + kNc), 0, h, packed);
+    packed_block<R>(x, m0, m1, k, w, n, bias, y, n0, std::min(n, n0 + kNc), 0, h, packed, simd);
     if (halves == 2)
-      packed_block(x, m0, m1, k, w, n, nullptr, upper, n0, std::min(n, n0 + kNc), h, k, packed);
+      packed_block<R>(x, m0, m1, k, w, n, nullptr, upper, n0, std::min(n, n0 + kNc), h, k, packed,
+                      simd);
   });
   add_second_half();
+}
+
+void matmul_fp32(const float* x, int m, int k, const float* w, int n, const float* bias, float* y,
+                 ThreadPool& pool) {
+  matmul_driver<F32Reader>(x, m, k, w, n, bias, y, pool, g_avx512.load(std::memory_order_relaxed),
+                           true);
+}
+
+template <WeightFormat F>
+void matmul_half(const float* x, int m, int k, const uint16_t* w, int n, const float* bias,
+                 float* y, ThreadPool& pool) {
+  matmul_driver<Half<F>>(x, m, k, w, n, bias, y, pool, false,
+                         !g_scalar_half.load(std::memory_order_relaxed));
+}
+
+template <WeightFormat F>
+void matmul_transposed_half(const float* x, int m, int k, const uint16_t* b, int n, float* y,
+                            ThreadPool& pool) {
+  if (m <= 0 || n <= 0) return;
+  const bool simd = !g_scalar_half.load(std::memory_order_relaxed);
+  const int chunk = 256;
+  const int tasks = (n + chunk - 1) / chunk;
+  pool.parallel_for(tasks, [&](int t) {
+    const int j0 = t * chunk;
+    transposed_block_half<F>(x, m, k, b, n, y, j0, std::min(n, j0 + chunk), simd);
+  });
 }
 
 void matmul_transposed_fp32(const float* x, int m, int k, const float* b, int n, float* y,
@@ -584,6 +713,43 @@ bool avx512_available() {
 #else
   return false;
 #endif
+}
+
+void matmul(const float* x, int m, int k, MatrixView w, int n, const float* bias, float* y,
+            ThreadPool& pool) {
+  const auto* half = static_cast<const uint16_t*>(w.data);
+  switch (w.format) {
+    case WeightFormat::kBF16:
+      return matmul_half<WeightFormat::kBF16>(x, m, k, half, n, bias, y, pool);
+    case WeightFormat::kF16:
+      return matmul_half<WeightFormat::kF16>(x, m, k, half, n, bias, y, pool);
+    case WeightFormat::kF32:
+      break;
+  }
+  matmul(x, m, k, static_cast<const float*>(w.data), n, bias, y, pool);
+}
+
+void matmul_transposed(const float* x, int m, int k, MatrixView b, int n, float* y,
+                       ThreadPool& pool) {
+  const auto* half = static_cast<const uint16_t*>(b.data);
+  switch (b.format) {
+    case WeightFormat::kBF16:
+      return matmul_transposed_half<WeightFormat::kBF16>(x, m, k, half, n, y, pool);
+    case WeightFormat::kF16:
+      return matmul_transposed_half<WeightFormat::kF16>(x, m, k, half, n, y, pool);
+    case WeightFormat::kF32:
+      break;
+  }
+  matmul_transposed(x, m, k, static_cast<const float*>(b.data), n, y, pool);
+}
+
+void force_scalar_half(bool on) { g_scalar_half.store(on, std::memory_order_relaxed); }
+
+const char* half_kernel() {
+#ifdef TS_HAVE_AVX2
+  if (!g_scalar_half.load(std::memory_order_relaxed)) return "avx2";
+#endif
+  return "scalar";
 }
 
 bool avx512_in_use() { return g_avx512.load(std::memory_order_relaxed); }

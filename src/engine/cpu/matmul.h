@@ -1,6 +1,7 @@
 #pragma once
 // fp32 matrix products of the CPU backend. On the GPU they are cuBLAS calls
 // (CudaBackend::matmul and matmul_transposed in src/engine/cuda/cuda_backend.cpp).
+#include "model/weights.h"
 #include "util/thread_pool.h"
 
 namespace ts::cpu {
@@ -15,6 +16,27 @@ void matmul(const float* x, int m, int k, const float* w, int n, const float* bi
 // (the tied unembedding: logits = h * wte^T).
 void matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y,
                        ThreadPool& pool);
+
+// The same two products with the weights in any WeightFormat: fp32 goes to
+// the kernels above; bf16 and f16 weights are read as they are stored, each
+// value widened to fp32 in registers (bf16: shifted into the high half of an
+// fp32; f16: F16C's vcvtph2ps) and the products summed in fp32, so a decode
+// step reads half the bytes and no fp32 copy of the weights is ever made.
+// matmul does the same FMAs in the same order as the fp32 kernel on the
+// widened values: its results are those of the fp32 matmul on weights rounded
+// to the format, bit for bit, on every path (scalar or AVX2, decode or
+// prefill; a prefill widens each packed panel as it packs it). For bf16 and
+// f16 the AVX2 paths are used where the build has AVX2 (as the
+// fp32 kernels'), the scalar loops otherwise.
+void matmul(const float* x, int m, int k, MatrixView w, int n, const float* bias, float* y,
+            ThreadPool& pool);
+void matmul_transposed(const float* x, int m, int k, MatrixView b, int n, float* y,
+                       ThreadPool& pool);
+// Keeps the bf16 / f16 kernels to their scalar loops (tests compare the two
+// paths); false (the default) uses AVX2 again where built. Process-wide.
+void force_scalar_half(bool on);
+// "avx2" or "scalar": the bf16 / f16 kernels in use.
+const char* half_kernel();
 
 // Where the CPU has AVX-512F (checked at run time; the build targets AVX2)
 // two kernels read their weights with 512-bit vectors. The skinny matmul

@@ -1,0 +1,93 @@
+// convert_weights (model_loader.h): the matmul weights into a 16-bit format,
+// once, at load.
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/half_float.h"
+#include "model/model_loader.h"
+#include "util/anonymous_memory.h"
+#include "util/error.h"
+
+namespace ts {
+namespace {
+
+struct Small {  // an fp32 tensor copied as it is
+  const float** ptr;
+  size_t count;
+};
+struct Matrix {  // an fp32 matrix stored in the 16-bit format
+  std::string name;
+  const float** f32;
+  const uint16_t** half;
+  size_t count;
+};
+
+constexpr size_t kAlignFloats = 16;  // 64 bytes
+size_t aligned(size_t floats) { return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+
+void encode(const std::string& file, const Matrix& m, WeightFormat format, uint16_t* dst) {
+  const float* src = *m.f32;
+  if (format == WeightFormat::kBF16) {
+    for (size_t i = 0; i < m.count; ++i) dst[i] = fp32_to_bf16(src[i]);
+    return;
+  }
+  for (size_t i = 0; i < m.count; ++i) {
+    dst[i] = fp32_to_fp16(src[i]);
+    if ((dst[i] & 0x7C00u) == 0x7C00u && std::isfinite(src[i]))
+      throw Error(file + ": tensor " + m.name + " holds " + std::to_string(src[i]) + " at index " +
+                  std::to_string(i) +
+                  ", beyond f16's range (65504); load it with --weights bf16 or f32");
+  }
+}
+
+}  // namespace
+
+ModelWeights convert_weights(ModelWeights w, WeightFormat format) {
+  if (w.format != WeightFormat::kF32)
+    throw Error(w.source + ": weights already stored as " + weight_format_name(w.format));
+  if (format == WeightFormat::kF32) return w;
+  const ModelConfig& c = w.config;
+  const size_t C = static_cast<size_t>(c.n_embd);
+  std::vector<Small> small = {
+      {&w.wpe, static_cast<size_t>(c.n_ctx) * C}, {&w.ln_f_weight, C}, {&w.ln_f_bias, C}};
+  std::vector<Matrix> matrices = {
+      {"wte.weight", &w.wte, &w.wte_half, static_cast<size_t>(c.vocab_size) * C}};
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    LayerWeights& L = w.layers[l];
+    const std::string h = "h." + std::to_string(l) + ".";
+    for (const float** p : {&L.ln_1_weight, &L.ln_1_bias, &L.attn_proj_bias, &L.ln_2_weight,
+                            &L.ln_2_bias, &L.mlp_proj_bias})
+      small.push_back({p, C});
+    small.push_back({&L.attn_qkv_bias, 3 * C});
+    small.push_back({&L.mlp_fc_bias, 4 * C});
+    matrices.push_back({h + "attn.c_attn.weight", &L.attn_qkv_weight, &L.attn_qkv_half, 3 * C * C});
+    matrices.push_back({h + "attn.c_proj.weight", &L.attn_proj_weight, &L.attn_proj_half, C * C});
+    matrices.push_back({h + "mlp.c_fc.weight", &L.mlp_fc_weight, &L.mlp_fc_half, 4 * C * C});
+    matrices.push_back({h + "mlp.c_proj.weight", &L.mlp_proj_weight, &L.mlp_proj_half, 4 * C * C});
+  }
+  size_t total = 0;
+  for (const Small& s : small) total += aligned(s.count);
+  for (const Matrix& m : matrices) total += aligned((m.count + 1) / 2);  // two values a float
+  auto buffer = std::make_shared<AnonymousMemory>(total, "weights", AnonymousMemory::Pages::kHuge);
+  float* at = buffer->data();
+  for (const Small& s : small) {
+    std::memcpy(at, *s.ptr, s.count * sizeof(float));
+    *s.ptr = at;
+    at += aligned(s.count);
+  }
+  for (const Matrix& m : matrices) {
+    auto* dst = reinterpret_cast<uint16_t*>(at);
+    encode(w.source, m, format, dst);
+    *m.half = dst;
+    *m.f32 = nullptr;
+    at += aligned((m.count + 1) / 2);
+  }
+  w.format = format;
+  w.storage = std::move(buffer);  // the fp32 copy (or file map) goes here
+  return w;
+}
+
+}  // namespace ts
