@@ -231,7 +231,10 @@ model
       R"(  --open FILE             step through a session exported by File > Export session
                           or tokenscope-cli --json, without the model: every panel
                           its records can feed draws them; panels that recompute
-                          with the model say so (takes no model or session flag)
+                          with the model say so (takes no model or session flag);
+                          speculative and DoLa lanes replay their rounds and layer
+                          contrasts, a file with lookahead or prompt-lookup lanes is
+                          refused (Export session's notice says so when writing it)
 )" +
       R"(
 session
