@@ -59,30 +59,6 @@ void check_spec_flags(const CliOptions& o, const std::vector<std::string>& given
                 " conflict: speculative decoding verifies the drafts over the cached prefix");
 }
 
-// A seed for a lane that draws nothing is refused, whether it came as
-// --seed or as a strategy's seed=N item: the same run either way.
-constexpr const char* kSeedDrawsNothing = "greedy decoding draws nothing";
-
-// Refuses "greedy,seed=1" (also beams, contrastive, spec=N or DoLa without
-// a sampling key) as --seed alone is refused.
-SamplingParams parse_strategy_flag(const std::string& flag, const std::string& text) {
-  SamplingParams p = parse_strategy(text);
-  if (p.do_sample) return p;
-  for (size_t pos = 0; pos <= text.size();) {
-    size_t end = text.find(',', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(pos, end - pos);
-    const size_t key_begin = item.find_first_not_of(" \t");
-    if (key_begin != std::string::npos && item.compare(key_begin, 4, "seed") == 0 &&
-        item.find_first_not_of(" \t", key_begin + 4) == item.find('='))
-      throw Error(flag + " \"" + text +
-                  "\": seed needs a sampling key (temperature, top_k, top_p or min_p): " +
-                  kSeedDrawsNothing);
-    pos = end + 1;
-  }
-  return p;
-}
-
 }  // namespace
 
 std::string cli_help() {

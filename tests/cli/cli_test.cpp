@@ -665,6 +665,12 @@ TEST(Cli, WindowExitsTwoOnBadInput) {
       run_program("env", {"-u", "DISPLAY", "-u", "WAYLAND_DISPLAY", window.string(), "--model",
                           tiny, "--strategy", "dola=5"}),
       "tokenscope", "--strategy \"dola=5\": dola: layer 5", "strategy");
+  // Headless too: refused before the hidden window is made.
+  expect_one_error_line(
+      run_program("env", {"-u", "DISPLAY", "-u", "WAYLAND_DISPLAY", window.string(), "--model",
+                          tiny, "--compare", "greedy", "dola=9", "--screenshot",
+                          (scratch_dir() / "d.png").string()}),
+      "tokenscope", "--compare \"dola=9\": dola: layer 9 is not a premature layer", "screenshot");
   if (std::getenv("DISPLAY") == nullptr) GTEST_SKIP() << "no display for the window";
   const fs::path nan_model = tiny_variant("nan", 64, true);
   const std::string says = "tensor wpe.weight holds 4096 NaN values";
