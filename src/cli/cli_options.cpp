@@ -114,8 +114,10 @@ Generation
                           commits 1 or more tokens, exactly greedy's (or, with sampling
                           keys, the model's own distribution); they need the KV cache
   --compare STR...        several lanes sharing one prefill, printed as columns step by
-                          step (token and its probability; the first step where they
-                          differ is marked), then per lane: log-probability, perplexity,
+                          step (token and p, its probability in the distribution the
+                          lane chose from: after its filters, DoLa's contrast, as in the
+                          window's Lanes panel; the first step where they differ is
+                          marked), then per lane: log-probability, perplexity,
                           distinct 1/2/3-grams, tokens/s; e.g.
                           --compare greedy "top_p=0.9,temperature=0.8" "beams=4"
                           "contrastive=4,alpha=0.6" "spec=4" "dola=low"; a speculative lane's
