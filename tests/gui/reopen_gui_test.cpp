@@ -244,6 +244,34 @@ TEST(GuiReopen, ThePromptCountsItsRecordedTokensAndTheEndIsFinished) {
   fs::remove(file);
 }
 
+// Exporting a session with a lane the file cannot re-open says so in the
+// window's notice, with the note tokenscope-cli prints beside "wrote FILE".
+TEST(GuiReopen, ExportOfALaneTheFileCannotReopenSaysSo) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test::fixture_options("classroom", "The cat sat on the mat.");
+  o.compare = {"greedy", "lookahead"};
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < 2; ++i) {
+    app.advance();
+    app.settle(2, 100);
+  }
+  const fs::path file =
+      fs::temp_directory_path() / ("ts-reopen-note-" + std::to_string(getpid()) + ".json");
+  app.controller().analysis()->export_json(*app.controller().worker(), file.string());
+  app.controller().worker()->wait_idle();
+  const std::string want = "wrote " + file.string() + "; note: " + file.string() +
+                           ": this file cannot be re-opened in the window: lane 1 (lookahead) "
+                           "keeps steps the replay format does not store (the file holds them "
+                           "for reading)";
+  EXPECT_EQ(app.controller().analysis()->export_message(), want);
+  app.settle(2, 20);
+  EXPECT_EQ(app.state().notice, want);
+  EXPECT_TRUE(app.state().error_text.empty()) << app.state().error_text;
+  fs::remove(file);
+}
+
 TEST(GuiReopen, AFileItCannotReadLeavesTheSessionAsItWas) {
   REQUIRE_DISPLAY();
   App app(live_options());
