@@ -1,5 +1,6 @@
 #include "app/app_options.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 #include <system_error>
@@ -81,8 +82,13 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
   auto note_model_flag = [&](const std::string& flag) {
     if (needs_model.empty()) needs_model = flag;
   };
+  std::vector<std::string> given;
   while (r.next()) {
     const std::string arg = r.flag();
+    // As in tokenscope-cli: a second value is never silently taken over the first.
+    if (std::find(given.begin(), given.end(), arg) != given.end())
+      throw Error(arg + " is given twice");
+    given.push_back(arg);
     auto need = [&]() { return r.value(); };
     static const char* const kSessionFlags[] = {"--prompt",         "--strategy",      "--compare",
                                                 "--max-new-tokens", "--no-kv-cache",   "--lesson",
@@ -105,11 +111,11 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       o.prompt = need();
     } else if (arg == "--strategy") {
       o.strategy = need();
-      parse_strategy(o.strategy);  // validates now, with the item at fault named
+      parse_strategy_flag(arg, o.strategy);  // validates now, as tokenscope-cli does
     } else if (arg == "--compare") {
       // Every following argument up to the next option is one lane's strategy.
       o.compare = r.values_up_to_next_flag();
-      for (const std::string& c : o.compare) parse_strategy(c);
+      for (const std::string& c : o.compare) parse_strategy_flag(arg, c);
       if (o.compare.empty()) throw Error("--compare: give one strategy per lane (see --help)");
       if (static_cast<int>(o.compare.size()) > kMaxLanes)
         throw Error("--compare: at most " + std::to_string(kMaxLanes) + " lanes (got " +
@@ -124,7 +130,7 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       o.steps = parse_int(arg, need(), -1, 1 << 20);
     } else if (arg == "--rechoose") {
       o.rechoose = need();
-      parse_strategy(o.rechoose);
+      parse_strategy_flag(arg, o.rechoose);
     } else if (arg == "--layout") {
       o.layout = need();
     } else if (arg == "--lesson") {
@@ -231,7 +237,10 @@ model
       R"(  --open FILE             step through a session exported by File > Export session
                           or tokenscope-cli --json, without the model: every panel
                           its records can feed draws them; panels that recompute
-                          with the model say so (takes no model or session flag)
+                          with the model say so (takes no model or session flag);
+                          speculative and DoLa lanes replay their rounds and layer
+                          contrasts, a file with lookahead or prompt-lookup lanes is
+                          refused (Export session's notice says so when writing it)
 )" +
       R"(
 session
@@ -299,8 +308,10 @@ settings
   --hidden               no visible window (for tests)
   -h, --help             this help (wins over every other flag)
 
-Every flag is written "--flag value" or "--flag=value"; a value that itself
-starts with "--" needs the second form. Exit codes as tokenscope-cli's: 0 done,
+Every flag is given once (a repeated one is refused, as in tokenscope-cli) and
+written "--flag value" or "--flag=value"; a value that itself starts with "--"
+needs the second form. A strategy's seed=N needs a sampling key, as --seed
+does in tokenscope-cli (greedy decoding draws nothing). Exit codes as tokenscope-cli's: 0 done,
 2 bad input (one line on stderr; a lane the model cannot run, such as a DoLa
 layer it lacks, is refused before any window opens; a model that cannot load is
 shown in the window and still exits 2), 3 internal error.

@@ -15,8 +15,8 @@ int main(int argc, char** argv) {
     if (!o.layout.empty() && !ts::app::is_layout_name(o.layout))
       throw ts::Error("--layout: unknown layout '" + o.layout + "' (see --help)");
     if (o.bench_frames > 0) return ts::app::run_frame_benchmark(o);
+    ts::app::check_lanes_for_model(o);  // before any window opens, headless ones too
     if (!o.screenshot.empty()) return ts::app::run_screenshot(o);
-    ts::app::check_lanes_for_model(o);  // before any window opens
     ts::app::install_signal_handlers();
     ts::app::App app(o);
     if (!o.open.empty())

@@ -60,30 +60,6 @@ void check_spec_flags(const CliOptions& o, const std::vector<std::string>& given
                 " conflict: speculative decoding verifies the drafts over the cached prefix");
 }
 
-// A seed for a lane that draws nothing is refused, whether it came as
-// --seed or as a strategy's seed=N item: the same run either way.
-constexpr const char* kSeedDrawsNothing = "greedy decoding draws nothing";
-
-// Refuses "greedy,seed=1" (also beams, contrastive, spec=N or DoLa without
-// a sampling key) as --seed alone is refused.
-SamplingParams parse_strategy_flag(const std::string& flag, const std::string& text) {
-  SamplingParams p = parse_strategy(text);
-  if (p.do_sample) return p;
-  for (size_t pos = 0; pos <= text.size();) {
-    size_t end = text.find(',', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(pos, end - pos);
-    const size_t key_begin = item.find_first_not_of(" \t");
-    if (key_begin != std::string::npos && item.compare(key_begin, 4, "seed") == 0 &&
-        item.find_first_not_of(" \t", key_begin + 4) == item.find('='))
-      throw Error(flag + " \"" + text +
-                  "\": seed needs a sampling key (temperature, top_k, top_p or min_p): " +
-                  kSeedDrawsNothing);
-    pos = end + 1;
-  }
-  return p;
-}
-
 }  // namespace
 
 std::string cli_help() {
@@ -139,8 +115,10 @@ Generation
                           commits 1 or more tokens, exactly greedy's (or, with sampling
                           keys, the model's own distribution); they need the KV cache
   --compare STR...        several lanes sharing one prefill, printed as columns step by
-                          step (token and its probability; the first step where they
-                          differ is marked), then per lane: log-probability, perplexity,
+                          step (token and p, its probability in the distribution the
+                          lane chose from: after its filters, DoLa's contrast, as in the
+                          window's Lanes panel; the first step where they differ is
+                          marked), then per lane: log-probability, perplexity,
                           distinct 1/2/3-grams, tokens/s; e.g.
                           --compare greedy "top_p=0.9,temperature=0.8" "beams=4"
                           "contrastive=4,alpha=0.6" "spec=4" "dola=low"; a speculative lane's
@@ -167,7 +145,9 @@ Output
                           be made, a /proc file are refused); Ctrl-C, SIGTERM or
                           SIGHUP stops generation and FILE then says "interrupted":
                           true (exit 128 + the signal: 130, 143, 129); a signal while
-                          writing leaves no FILE
+                          writing leaves no FILE. The window re-opens FILE (--open),
+                          speculative and DoLa lanes included; lookahead and
+                          prompt-lookup lanes it cannot, and a note on stderr names them
   --json-full-logits      include every logit of every step in the JSON
   --no-attention          do not record attention probabilities
   --quiet                 print only the generated text (valid UTF-8: a character cut

@@ -57,7 +57,7 @@ void ComparePrinter::print_header(std::ostream& out) const {
   out << "\n" << std::string(kStepWidth, '-');
   for (size_t i = 0; i < session_.lanes().size(); ++i)
     out << "+" << std::string(kColumnWidth + 1, '-');
-  out << "\n";
+  out << "\n" << kLaneProbabilityLegend << "\n";
 }
 
 void ComparePrinter::print_row(std::ostream& out, const StepTrace& step) {
@@ -84,9 +84,9 @@ void ComparePrinter::print_row(std::ostream& out, const StepTrace& step) {
       if (first_token < 0) first_token = r->chosen_token;
       differ = differ || r->chosen_token != first_token;
     } else if (r) {
-      const float p = std::exp(log_softmax(r->logits)[r->chosen_token]);
+      // The window's Lanes panel shows the same number.
       cell.append("\"").append(display_piece(tok.token_bytes(r->chosen_token)));
-      cell.append("\" ").append(fmt("%.3f", p));
+      cell.append("\" ").append(fmt("%.3f", lane_choice_probability(*r)));
       // A beam lane whose best beam now extends another beam: its text so far changed.
       if (r->beam)
         for (const BeamCandidate& c : r->beam->candidates)
@@ -123,7 +123,7 @@ void ComparePrinter::print_row(std::ostream& out, const StepTrace& step) {
   if (contrasted && !dola_legend_shown_) {
     out << fit("", kStepWidth)
         << "  (Ln: DoLa's premature layer, whose distribution was contrasted with the final "
-           "one; p is the final layer's)\n";
+           "one; p is the contrast's)\n";
     dola_legend_shown_ = true;
   }
 }

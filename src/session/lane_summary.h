@@ -7,6 +7,15 @@
 
 namespace ts {
 
+// The probability every front end shows beside a lane's chosen token (the
+// CLI's --compare cells, the window's Lanes panel): the token's probability
+// in the distribution the lane chose it from: after the lane's filters and
+// temperature, a DoLa lane's contrast, a speculative round's target row.
+inline float lane_choice_probability(const LaneStep& record) { return record.chosen_prob; }
+inline constexpr const char* kLaneProbabilityLegend =
+    "p: the chosen token's probability in the distribution its lane chose from (after the "
+    "lane's filters; DoLa: the contrast's)";
+
 struct LaneSummary {
   int lane = 0;
   int tokens = 0;         // generated tokens (a beam lane: its best sequence)

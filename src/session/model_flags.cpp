@@ -217,4 +217,22 @@ std::string describe_banned_words(const BannedTokens* banned) {
          std::to_string(banned->sequences.size()) + " token sequences) from " + banned->source;
 }
 
+SamplingParams parse_strategy_flag(const std::string& flag, const std::string& text) {
+  SamplingParams p = parse_strategy(text);
+  if (p.do_sample) return p;
+  for (size_t pos = 0; pos <= text.size();) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    const size_t key_begin = item.find_first_not_of(" \t");
+    if (key_begin != std::string::npos && item.compare(key_begin, 4, "seed") == 0 &&
+        item.find_first_not_of(" \t", key_begin + 4) == item.find('='))
+      throw Error(flag + " \"" + text +
+                  "\": seed needs a sampling key (temperature, top_k, top_p or min_p): " +
+                  kSeedDrawsNothing);
+    pos = end + 1;
+  }
+  return p;
+}
+
 }  // namespace ts

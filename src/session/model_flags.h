@@ -12,6 +12,7 @@
 
 #include "model/tokenizer.h"
 #include "sampling/banned_words.h"
+#include "sampling/sampling_params.h"
 #include "session/model_setup.h"
 
 namespace ts {
@@ -44,6 +45,16 @@ class FlagReader {
   std::string inline_value_;
   bool has_inline_ = false;
 };
+
+// A seed for a lane that draws nothing is refused, whether it came as
+// --seed or as a strategy's seed=N item: the same run either way.
+inline constexpr const char* kSeedDrawsNothing = "greedy decoding draws nothing";
+
+// A strategy given on the command line (--strategy, --compare, the
+// window's --rechoose): parse_strategy, and "greedy,seed=1" (also beams,
+// contrastive, spec=N or DoLa without a sampling key) refused as --seed
+// alone is refused: "FLAG \"TEXT\": seed needs a sampling key ...".
+SamplingParams parse_strategy_flag(const std::string& flag, const std::string& text);
 
 // Whole number in [lo, hi]: "--steps: 'x' is not a whole number",
 // "--steps: 2147483648 is out of range, at most 1048576".

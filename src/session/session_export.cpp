@@ -88,6 +88,84 @@ json contrastive_replay(const ContrastiveStep& c) {
           {"similarity", replay::pack_f32(c.similarity)}};
 }
 
+json cost_json(const StepCost& c) {
+  return {{"flops", c.flops},
+          {"weight_bytes", c.weight_bytes},
+          {"kv_read_bytes", c.kv_read_bytes},
+          {"kv_write_bytes", c.kv_write_bytes}};
+}
+
+json packed_rows(const std::vector<std::vector<float>>& rows) {
+  json out = json::array();
+  for (const auto& row : rows) out.push_back(replay::pack_f32(row));
+  return out;
+}
+
+// A speculative round whole: the drafts and their verdicts, both sides'
+// rows (exact), the caches before and after, the cost of each side.
+json spec_replay(const SpecRound& r) {
+  json drafts = json::array();
+  for (const SpecDraftToken& d : r.drafts)
+    drafts.push_back({{"token", d.token},
+                      {"q", number(d.q)},
+                      {"p", number(d.p)},
+                      {"ratio", number(d.ratio)},
+                      {"uniform", number(d.uniform)},
+                      {"target_choice", d.target_choice},
+                      {"checked", d.checked},
+                      {"accepted", d.accepted}});
+  return {{"gamma_planned", r.gamma_planned},
+          {"gamma", r.gamma},
+          {"clamp_reason", r.clamp_reason},
+          {"gamma_next", r.gamma_next},
+          {"sampled", r.sampled},
+          {"drafts", drafts},
+          {"draft_logits", packed_rows(r.draft_logits)},
+          {"target_logits", packed_rows(r.target_logits)},
+          {"accepted", r.accepted},
+          {"next_token", r.next_token},
+          {"next", static_cast<int>(r.next)},
+          {"next_uniform", number(r.next_uniform)},
+          {"residual", replay::pack_f32(r.residual)},
+          {"residual_fallback", r.residual_fallback},
+          {"committed", r.committed},
+          {"first_index", r.first_index},
+          {"target_before", r.target_before},
+          {"target_after", r.target_after},
+          {"draft_before", r.draft_before},
+          {"draft_after", r.draft_after},
+          {"target_slots_released", r.target_slots_released},
+          {"draft_slots_released", r.draft_slots_released},
+          {"target_blocks_freed", r.target_blocks_freed},
+          {"draft_blocks_freed", r.draft_blocks_freed},
+          {"draft_passes", r.draft_passes},
+          {"draft_tokens_fed", r.draft_tokens_fed},
+          {"draft_seconds", number(r.draft_seconds)},
+          {"draft_cost", cost_json(r.draft_cost)},
+          {"verify_seconds", number(r.verify_seconds)},
+          {"verify_cost", cost_json(r.verify_cost)}};
+}
+
+// A DoLa step whole: the candidate layers, the premature one, the kept
+// tokens and the contrast the choice ran on (exact; -inf where filtered).
+json dola_replay(const DolaStep& d) {
+  json divergence = json::array();
+  for (float v : d.divergence) divergence.push_back(number(v));
+  json top = json::array();
+  for (const DolaToken& t : d.top)
+    top.push_back({{"token", t.token},
+                   {"final_logp", number(t.final_logp)},
+                   {"premature_logp", number(t.premature_logp)},
+                   {"contrast", number(t.contrast)},
+                   {"final_rank", t.final_rank}});
+  return {{"candidate_layers", d.candidate_layers},
+          {"divergence", divergence},
+          {"premature_layer", d.premature_layer},
+          {"kept", d.kept},
+          {"top", top},
+          {"contrast", replay::pack_f32(d.contrast)}};
+}
+
 // The banned-words lists the records point at, each written once.
 std::vector<const BannedTokens*> banned_lists(const Session& session) {
   std::vector<const BannedTokens*> lists;
@@ -132,6 +210,8 @@ json lane_replay(const LaneStep& ls, const std::vector<const BannedTokens*>& lis
             {"attention", layers}};
   if (ls.beam) j["beam"] = beam_replay(*ls.beam);
   if (ls.contrastive) j["contrastive"] = contrastive_replay(*ls.contrastive);
+  if (ls.spec) j["spec"] = spec_replay(*ls.spec);
+  if (ls.dola) j["dola"] = dola_replay(*ls.dola);
   return j;
 }
 
@@ -294,9 +374,7 @@ std::string reopen_limits(const Session& session) {
   std::string lanes;
   for (const Lane& lane : session.lanes()) {
     const SamplingParams& p = lane.params;
-    const char* kind = p.speculative()      ? "speculative"
-                       : p.dola()           ? "DoLa"
-                       : p.lookahead_on     ? "lookahead"
+    const char* kind = p.lookahead_on       ? "lookahead"
                        : p.prompt_lookup_on ? "prompt lookup"
                                             : nullptr;
     if (!kind) continue;

@@ -223,6 +223,139 @@ std::shared_ptr<const ContrastiveStep> read_contrastive(const Reader& r, const j
   return c;
 }
 
+StepCost read_cost(const Reader& r, const json& j, const std::string& w) {
+  StepCost c;
+  c.flops = r.number(j, w, "flops");
+  c.weight_bytes = r.number(j, w, "weight_bytes");
+  c.kv_read_bytes = r.number(j, w, "kv_read_bytes");
+  c.kv_write_bytes = r.number(j, w, "kv_write_bytes");
+  return c;
+}
+
+// `count` rows of `width` float32 values each.
+std::vector<std::vector<float>> read_rows(const Reader& r, const json& j, const std::string& w,
+                                          const char* key, size_t count, size_t width) {
+  const json& a = r.array(j, w, key, count);
+  if (a.size() != count)
+    r.fail(w + "." + key, std::to_string(a.size()) + " rows, expected " + std::to_string(count));
+  std::vector<std::vector<float>> rows;
+  for (size_t i = 0; i < a.size(); ++i) {
+    rows.push_back(r.packed(a[i], at(w + "." + key, i), width, false));
+    for (float v : rows.back())
+      if (!std::isfinite(v)) r.fail(at(w + "." + key, i), "a logit is not a finite number");
+  }
+  return rows;
+}
+
+// A speculative round; `rows` is the record's verify pass (its input tokens).
+std::shared_ptr<const SpecRound> read_spec(const Reader& r, const json& j, const std::string& w,
+                                           const Shape& s, int rows) {
+  const int vocab = s.config.vocab_size;
+  const int max_ctx = std::min(s.config.n_ctx, kMaxReplayContext);
+  auto sr = std::make_shared<SpecRound>();
+  sr->gamma_planned = r.integer(j, w, "gamma_planned", 0, kMaxSpecGamma);
+  sr->gamma = r.integer(j, w, "gamma", 0, kMaxSpecGamma);
+  if (sr->gamma + 1 != rows)
+    r.fail(w + ".gamma", std::to_string(sr->gamma) + " drafts, but the verify pass fed " +
+                             std::to_string(rows) + " tokens");
+  sr->clamp_reason = r.string(j, w, "clamp_reason");
+  sr->gamma_next = r.integer(j, w, "gamma_next", 0, kMaxSpecGamma);
+  sr->sampled = r.boolean(j, w, "sampled");
+  const json& drafts = r.array(j, w, "drafts", kMaxSpecGamma);
+  if (static_cast<int>(drafts.size()) != sr->gamma)
+    r.fail(w + ".drafts",
+           std::to_string(drafts.size()) + " entries for gamma " + std::to_string(sr->gamma));
+  for (size_t i = 0; i < drafts.size(); ++i) {
+    const std::string dw = at(w + ".drafts", i);
+    SpecDraftToken d;
+    d.token = r.integer(drafts[i], dw, "token", 0, vocab - 1);
+    d.q = static_cast<float>(r.number(drafts[i], dw, "q"));
+    d.p = static_cast<float>(r.number(drafts[i], dw, "p"));
+    d.ratio = r.number(drafts[i], dw, "ratio");
+    d.uniform = r.number(drafts[i], dw, "uniform");
+    d.target_choice = r.integer(drafts[i], dw, "target_choice", -1, vocab - 1);
+    d.checked = r.boolean(drafts[i], dw, "checked");
+    d.accepted = r.boolean(drafts[i], dw, "accepted");
+    sr->drafts.push_back(d);
+  }
+  const size_t width = static_cast<size_t>(vocab);
+  sr->draft_logits = read_rows(r, j, w, "draft_logits", drafts.size(), width);
+  sr->target_logits = read_rows(r, j, w, "target_logits", drafts.size() + 1, width);
+  sr->accepted = r.integer(j, w, "accepted", 0, sr->gamma);
+  sr->next_token = r.integer(j, w, "next_token", -1, vocab - 1);
+  sr->next = static_cast<SpecNext>(r.integer(j, w, "next", 0, 1));
+  sr->next_uniform = r.number(j, w, "next_uniform");
+  const json& residual = r.field(j, w, "residual");
+  if (!residual.is_string()) r.fail(w + ".residual", "expected a base64 string");
+  if (!residual.get_ref<const std::string&>().empty())
+    sr->residual = r.packed(residual, w + ".residual", width, false);
+  sr->residual_fallback = r.boolean(j, w, "residual_fallback");
+  sr->committed = r.ints(j, w, "committed", static_cast<size_t>(sr->gamma) + 1, 0, vocab - 1);
+  if (sr->committed.empty()) r.fail(w + ".committed", "a round that committed no token");
+  sr->first_index = r.integer(j, w, "first_index", 0, s.config.n_ctx);
+  sr->target_before = r.integer(j, w, "target_before", 0, max_ctx);
+  sr->target_after = r.integer(j, w, "target_after", 0, max_ctx);
+  sr->draft_before = r.integer(j, w, "draft_before", 0, max_ctx);
+  sr->draft_after = r.integer(j, w, "draft_after", 0, max_ctx);
+  const int big = std::numeric_limits<int>::max();
+  sr->target_slots_released =
+      r.ints(j, w, "target_slots_released", static_cast<size_t>(kMaxSpecGamma) + 2, 0, big);
+  sr->draft_slots_released =
+      r.ints(j, w, "draft_slots_released", static_cast<size_t>(kMaxSpecGamma) + 2, 0, big);
+  sr->target_blocks_freed = r.integer(j, w, "target_blocks_freed", 0, max_ctx);
+  sr->draft_blocks_freed = r.integer(j, w, "draft_blocks_freed", 0, max_ctx);
+  sr->draft_passes = r.integer(j, w, "draft_passes", 0, kMaxSpecGamma + 1);
+  sr->draft_tokens_fed = r.integer(j, w, "draft_tokens_fed", 0, 2 * (kMaxSpecGamma + 1));
+  sr->draft_seconds = r.number(j, w, "draft_seconds");
+  sr->draft_cost = read_cost(r, r.field(j, w, "draft_cost"), w + ".draft_cost");
+  sr->verify_seconds = r.number(j, w, "verify_seconds");
+  sr->verify_cost = read_cost(r, r.field(j, w, "verify_cost"), w + ".verify_cost");
+  return sr;
+}
+
+std::shared_ptr<const DolaStep> read_dola(const Reader& r, const json& j, const std::string& w,
+                                          const Shape& s) {
+  const int vocab = s.config.vocab_size;
+  auto d = std::make_shared<DolaStep>();
+  d->candidate_layers =
+      r.ints(j, w, "candidate_layers", static_cast<size_t>(kMaxReplayLayers), 0, kMaxReplayLayers);
+  if (d->candidate_layers.empty()) r.fail(w + ".candidate_layers", "empty");
+  d->divergence = r.floats(j, w, "divergence", d->candidate_layers.size());
+  if (d->divergence.size() != d->candidate_layers.size())
+    r.fail(w + ".divergence", std::to_string(d->divergence.size()) + " entries for " +
+                                  std::to_string(d->candidate_layers.size()) + " layers");
+  d->premature_layer = r.integer(j, w, "premature_layer", 0, kMaxReplayLayers);
+  if (std::find(d->candidate_layers.begin(), d->candidate_layers.end(), d->premature_layer) ==
+      d->candidate_layers.end())
+    r.fail(w + ".premature_layer", "not one of the candidate layers");
+  d->kept = r.integer(j, w, "kept", 0, vocab);
+  const json& top = r.array(j, w, "top", static_cast<size_t>(vocab));
+  for (size_t i = 0; i < top.size(); ++i) {
+    const std::string tw = at(w + ".top", i);
+    DolaToken t;
+    t.token = r.integer(top[i], tw, "token", 0, vocab - 1);
+    t.final_logp = static_cast<float>(r.number(top[i], tw, "final_logp"));
+    t.premature_logp = static_cast<float>(r.number(top[i], tw, "premature_logp"));
+    t.contrast = static_cast<float>(r.number(top[i], tw, "contrast"));
+    t.final_rank = r.integer(top[i], tw, "final_rank", 0, vocab - 1);
+    d->top.push_back(t);
+  }
+  d->contrast =
+      r.packed(r.field(j, w, "contrast"), w + ".contrast", static_cast<size_t>(vocab), false);
+  // Finite scores, or -inf where the relative-top filter removed the token;
+  // at least one token kept.
+  bool any = false;
+  for (size_t i = 0; i < d->contrast.size(); ++i) {
+    const float v = d->contrast[i];
+    if (std::isfinite(v))
+      any = true;
+    else if (!(std::isinf(v) && v < 0))
+      r.fail(w + ".contrast", "value " + std::to_string(i) + " is neither a number nor -inf");
+  }
+  if (!any) r.fail(w + ".contrast", "no token kept");
+  return d;
+}
+
 LaneStep read_lane_step(const Reader& r, const json& j, const std::string& w, const Shape& s,
                         const std::vector<std::shared_ptr<const BannedTokens>>& lists) {
   const ModelConfig& cfg = s.config;
@@ -279,18 +412,24 @@ LaneStep read_lane_step(const Reader& r, const json& j, const std::string& w, co
   if (j.contains("beam")) ls.beam = read_beam(r, j["beam"], w + ".beam", s);
   if (j.contains("contrastive"))
     ls.contrastive = read_contrastive(r, j["contrastive"], w + ".contrastive", s, ls.context());
-  // A speculative round (draft rows, verdicts, the verify pass) and a DoLa
-  // step (the contrast the choice ran on) are not part of the replay format:
-  // replaying them from the logits alone would show the wrong choice, so such
-  // a file is refused rather than misread.
-  if (ls.params.speculative())
+  if (j.contains("spec")) ls.spec = read_spec(r, j["spec"], w + ".spec", s, ls.rows());
+  if (j.contains("dola")) ls.dola = read_dola(r, j["dola"], w + ".dola", s);
+  // Replaying a speculative round or a DoLa choice from the logits alone
+  // would show the wrong choice, so a record without its round or step (a
+  // file written before they were stored) is refused rather than misread. A
+  // speculative lane's prefill (from position 0) and a one-row record (a
+  // branch) were ordinary choices and replay from their logits.
+  if (ls.params.speculative() && !ls.spec && ls.start_pos > 0 && ls.rows() > 1)
     r.fail(w + ".strategy",
-           "speculative lanes cannot be re-opened (their rounds are not stored "
-           "in the replay part of a session file)");
-  if (ls.params.dola())
+           "speculative lane without its round (written by an older TokenScope: export the "
+           "session again to re-open it)");
+  if (ls.params.dola() && !ls.dola)
     r.fail(w + ".strategy",
-           "DoLa lanes cannot be re-opened (their layer contrast is not stored "
-           "in the replay part of a session file)");
+           "DoLa lane without its layer contrast (written by an older TokenScope: export the "
+           "session again to re-open it)");
+  if (ls.spec && !ls.params.speculative())
+    r.fail(w + ".spec", "the strategy is not speculative decoding");
+  if (ls.dola && !ls.params.dola()) r.fail(w + ".dola", "the strategy is not DoLa");
   if (ls.params.draft_free())
     r.fail(w + ".strategy",
            "lookahead and prompt-lookup lanes cannot be re-opened (their passes are not stored "

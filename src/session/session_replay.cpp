@@ -59,9 +59,12 @@ SnapshotPtr replay_snapshot(const ImportedSession& session, int cursor, uint64_t
     for (int step = cursor; step >= 0 && !rec; --step)
       rec = lane_record(full.history, full.lanes, step, l.id);
     if (rec) {
+      // A speculative round's context runs past its last committed token
+      // (the drafts the verify pass fed): its choice's context stops there.
+      const std::vector<int> context = choice_context(*rec);
       const size_t prompt = full.prompt_tokens.size();
-      lane.generated.assign(rec->context_ids.begin() + std::min(prompt, rec->context_ids.size()),
-                            rec->context_ids.end());
+      lane.generated.assign(context.begin() + static_cast<long>(std::min(prompt, context.size())),
+                            context.end());
       if (rec->chosen_token >= 0) lane.generated.push_back(rec->chosen_token);
     }
     if (last > cursor) {

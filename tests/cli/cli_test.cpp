@@ -6,9 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -167,6 +169,41 @@ TEST(Cli, JsonOfLanesTheWindowCannotReopenSaysSo) {
                        "(prompt lookup) keep steps"),
             std::string::npos)
       << r.err;
+}
+
+// --compare's p is the chosen token's probability in the distribution the
+// lane chose from: for a DoLa lane the contrast's, the number the window's
+// Lanes panel shows (the record's chosen_prob, which the file keeps).
+TEST(Cli, CompareShowsTheProbabilityTheLaneChoseFrom) {
+  const fs::path file = scratch_dir() / "compare_p.json";
+  const CliRun r = run_cli(
+      with_tiny({"--steps", "3", "--compare", "greedy", "dola=1", "--json", file.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("p: the chosen token's probability in the distribution its lane chose "
+                       "from (after the lane's filters; DoLa: the contrast's)"),
+            std::string::npos)
+      << r.out;
+  const nlohmann::json doc = nlohmann::json::parse(read_file(file));
+  int checked = 0;
+  for (const std::string& line : lines_of(r.out)) {
+    const bool prefill = starts_with(line, "prefill ");
+    if (!prefill && (line.empty() || !std::isdigit(static_cast<unsigned char>(line[0])) ||
+                     line.find('|') == std::string::npos))
+      continue;
+    const int step = prefill ? 0 : std::stoi(line);
+    // The DoLa lane's cell: "\"piece\" 0.123 L1".
+    const size_t mark = line.rfind(" L1");
+    ASSERT_NE(mark, std::string::npos) << line;
+    const size_t number = line.rfind(' ', mark - 1) + 1;
+    const std::string shown = line.substr(number, mark - number);
+    const nlohmann::json& rec = doc["steps"][step]["replay"]["lanes"][1];
+    ASSERT_EQ(rec["lane"], 1);
+    char want[32];
+    std::snprintf(want, sizeof want, "%.3f", rec["chosen_prob"].get<double>());
+    EXPECT_EQ(shown, want) << line;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4) << r.out;  // prefill + 3 decode steps
 }
 
 TEST(Cli, QuietTextIsValidUtf8AsInTheJson) {
@@ -665,6 +702,12 @@ TEST(Cli, WindowExitsTwoOnBadInput) {
       run_program("env", {"-u", "DISPLAY", "-u", "WAYLAND_DISPLAY", window.string(), "--model",
                           tiny, "--strategy", "dola=5"}),
       "tokenscope", "--strategy \"dola=5\": dola: layer 5", "strategy");
+  // Headless too: refused before the hidden window is made.
+  expect_one_error_line(
+      run_program("env", {"-u", "DISPLAY", "-u", "WAYLAND_DISPLAY", window.string(), "--model",
+                          tiny, "--compare", "greedy", "dola=9", "--screenshot",
+                          (scratch_dir() / "d.png").string()}),
+      "tokenscope", "--compare \"dola=9\": dola: layer 9 is not a premature layer", "screenshot");
   if (std::getenv("DISPLAY") == nullptr) GTEST_SKIP() << "no display for the window";
   const fs::path nan_model = tiny_variant("nan", 64, true);
   const std::string says = "tensor wpe.weight holds 4096 NaN values";

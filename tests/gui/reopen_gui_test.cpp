@@ -9,9 +9,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "app/app.h"
 #include "app/panels/lanes.h"
+#include "app/panels/spec.h"
 #include "app/panels/transport.h"
 #include "app/view_model.h"
 #include "gui_test_support.h"
@@ -92,6 +94,19 @@ void view(App& app, int step, int lane) {
   app.settle(2, 50);
 }
 
+// Loads the live model and runs `steps` steps (the first is the prefill),
+// calling each(i) after step i.
+void load_and_step(App& app, int steps, const std::function<void(int)>& each = {}) {
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < steps; ++i) {
+    app.frame();
+    app.advance();
+    app.settle(2, 100);
+    if (each) each(i);
+  }
+}
+
 TEST(GuiReopen, ExportedSessionShowsTheSameRecordsSteppingBothWays) {
   REQUIRE_DISPLAY();
   const fs::path file =
@@ -101,13 +116,7 @@ TEST(GuiReopen, ExportedSessionShowsTheSameRecordsSteppingBothWays) {
   std::vector<std::vector<Shown>> live(kSteps, std::vector<Shown>(kLanes));
   {
     App app(live_options());
-    app.load_model_blocking();
-    app.settle();
-    for (int i = 0; i < kSteps; ++i) {
-      app.frame();
-      app.advance();
-      app.settle(2, 100);
-    }
+    load_and_step(app, kSteps);
     ASSERT_EQ(app.controller().snapshot()->history.size(), static_cast<size_t>(kSteps));
     for (int s = 0; s < kSteps; ++s)
       for (int l = 0; l < kLanes; ++l) {
@@ -241,6 +250,113 @@ TEST(GuiReopen, ThePromptCountsItsRecordedTokensAndTheEndIsFinished) {
   app.back();
   app.settle(2, 20);
   EXPECT_EQ(app.controller().snapshot()->state, SessionState::kPaused);
+  fs::remove(file);
+}
+
+// What the Speculative decoding panel showed for one round.
+struct ShownRound {
+  bool has_round = false;
+  int gamma = 0, accepted = 0, next_token = -1;
+  std::vector<int> drafts;
+  std::vector<int> lane_tokens;  // the lane's generated tokens then
+  bool operator==(const ShownRound&) const = default;
+};
+
+// The newest step of `lane`, as the panel shows it.
+ShownRound shown_round(App& app, int lane) {
+  view(app, -1, lane);
+  const SpecPanelView& v = app.speculative_panel().view();
+  ShownRound r;
+  r.has_round = v.has_round;
+  r.gamma = v.gamma;
+  r.accepted = v.accepted;
+  r.next_token = v.next_token;
+  for (const SpecPanelView::Row& row : v.rows) r.drafts.push_back(row.token);
+  r.lane_tokens = app.controller().snapshot()->lanes[lane].generated;
+  return r;
+}
+
+// A session with a speculative and a DoLa lane re-opens: the Speculative
+// decoding panel shows each recorded round as the live run did, and every
+// lane keeps its strategy.
+TEST(GuiReopen, SpeculativeAndDolaLanesReopen) {
+  REQUIRE_DISPLAY();
+  const fs::path file =
+      fs::temp_directory_path() / ("ts-reopen-spec-" + std::to_string(getpid()) + ".json");
+  constexpr int kSteps = 3;  // prefill + 2 rounds
+  constexpr int kSpecLane = 1;
+  std::vector<ShownRound> live(kSteps);
+  std::vector<std::string> strategies;
+  {
+    AppOptions o = test::fixture_options("speculative", "The cat sat on the mat.");
+    o.compare = {"greedy", "spec=2", "dola=1"};
+    o.draft_model = test::fixture_model();  // the target itself: its own KV cache
+    App app(o);
+    load_and_step(app, kSteps, [&](int i) { live[i] = shown_round(app, kSpecLane); });
+    const SnapshotPtr snap = app.controller().snapshot();
+    ASSERT_EQ(snap->history.size(), static_cast<size_t>(kSteps));
+    for (const Lane& l : snap->lanes) strategies.push_back(format_strategy(l.params));
+    ASSERT_TRUE(live[1].has_round);
+    ASSERT_GT(live[1].gamma, 0);
+    app.controller().analysis()->export_json(*app.controller().worker(), file.string());
+    app.controller().worker()->wait_idle();
+    ASSERT_EQ(app.controller().analysis()->export_message(), "wrote " + file.string());
+  }
+  AppOptions bare = test::fixture_options("speculative");
+  bare.setup = {};
+  App app(bare);
+  app.frame();
+  app.open_session(file);
+  app.settle();
+  ASSERT_TRUE(app.controller().replaying());
+  for (int s = 1; s < kSteps; ++s) {
+    app.advance();
+    app.settle(2, 50);
+  }
+  const SnapshotPtr snap = app.controller().snapshot();
+  ASSERT_EQ(snap->history.size(), static_cast<size_t>(kSteps));
+  std::vector<std::string> got;
+  for (const Lane& l : snap->lanes) got.push_back(format_strategy(l.params));
+  EXPECT_EQ(got, strategies);
+  const LaneStep* dola = lane_record(*snap, kSteps - 1, 2);
+  ASSERT_NE(dola, nullptr);
+  EXPECT_NE(dola->dola, nullptr);
+  for (int s = kSteps - 1; s >= 0; --s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    EXPECT_TRUE(shown_round(app, kSpecLane) == live[s]);
+    if (s > 0) {
+      app.back();
+      app.settle(2, 50);
+    }
+  }
+  fs::remove(file);
+}
+
+// Exporting a session with a lane the file cannot re-open says so in the
+// window's notice, with the note tokenscope-cli prints beside "wrote FILE".
+TEST(GuiReopen, ExportOfALaneTheFileCannotReopenSaysSo) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test::fixture_options("classroom", "The cat sat on the mat.");
+  o.compare = {"greedy", "lookahead"};
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  for (int i = 0; i < 2; ++i) {
+    app.advance();
+    app.settle(2, 100);
+  }
+  const fs::path file =
+      fs::temp_directory_path() / ("ts-reopen-note-" + std::to_string(getpid()) + ".json");
+  app.controller().analysis()->export_json(*app.controller().worker(), file.string());
+  app.controller().worker()->wait_idle();
+  const std::string want = "wrote " + file.string() + "; note: " + file.string() +
+                           ": this file cannot be re-opened in the window: lane 1 (lookahead) "
+                           "keeps steps the replay format does not store (the file holds them "
+                           "for reading)";
+  EXPECT_EQ(app.controller().analysis()->export_message(), want);
+  app.settle(2, 20);
+  EXPECT_EQ(app.state().notice, want);
+  EXPECT_TRUE(app.state().error_text.empty()) << app.state().error_text;
   fs::remove(file);
 }
 

@@ -118,5 +118,45 @@ TEST(AppCommandLine, OpenFlagTakesNoModelOrSessionFlag) {
   EXPECT_NE(app_help().find("--open FILE"), std::string::npos);
 }
 
+// The window reads strategies and repeated flags as tokenscope-cli does.
+AppOptions parse_args(std::vector<const char*> args) {
+  args.insert(args.begin(), "tokenscope");
+  return parse_app_options(static_cast<int>(args.size()), args.data());
+}
+
+std::string refusal(std::vector<const char*> args) {
+  try {
+    parse_args(std::move(args));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(AppCommandLine, ASeedWithoutSamplingIsRefusedAsInTheCli) {
+  EXPECT_EQ(refusal({"--strategy", "greedy,seed=1"}),
+            "--strategy \"greedy,seed=1\": seed needs a sampling key (temperature, top_k, top_p "
+            "or min_p): greedy decoding draws nothing");
+  for (const char* s : {"beams=4,seed=2", "contrastive=4,seed=3", "spec=4,seed=1"})
+    EXPECT_NE(refusal({"--strategy", s}).find("seed needs a sampling key"), std::string::npos) << s;
+  EXPECT_NE(refusal({"--compare", "greedy", "beams=2,seed=1"})
+                .find("--compare \"beams=2,seed=1\": seed needs a sampling key"),
+            std::string::npos);
+  EXPECT_NE(refusal({"--rechoose", "greedy,seed=5"}).find("seed needs a sampling key"),
+            std::string::npos);
+  // With a sampling key the seed draws: accepted.
+  EXPECT_EQ(parse_args({"--strategy", "top_p=0.9,seed=1"}).strategy, "top_p=0.9,seed=1");
+  EXPECT_EQ(parse_args({"--compare", "greedy", "temperature=0.7,seed=2"}).compare.size(), 2u);
+}
+
+TEST(AppCommandLine, ARepeatedFlagIsRefused) {
+  EXPECT_EQ(refusal({"--prompt", "a", "--prompt", "b"}), "--prompt is given twice");
+  EXPECT_EQ(refusal({"--steps", "1", "--steps=2"}), "--steps is given twice");
+  EXPECT_EQ(refusal({"--hidden", "--hidden"}), "--hidden is given twice");
+  EXPECT_EQ(refusal({"--model", "m", "--model", "n"}), "--model is given twice");
+  EXPECT_EQ(refusal({"--compare", "greedy", "--compare", "top_k=3"}), "--compare is given twice");
+  EXPECT_EQ(parse_args({"--layer", "1", "--head", "2"}).head, 2);
+}
+
 }  // namespace
 }  // namespace ts::app

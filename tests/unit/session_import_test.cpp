@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "kv_occupancy_check.h"
@@ -42,6 +43,13 @@ std::shared_ptr<const BannedTokens> banned_list(int vocab) {
       vocab, -1));
 }
 
+// Each lane's generated tokens now.
+std::vector<std::vector<int>> lanes_generated(const Session& s) {
+  std::vector<std::vector<int>> g;
+  for (const Lane& l : s.lanes()) g.push_back(l.generated);
+  return g;
+}
+
 // A session with every kind of record: a greedy lane, a sampling lane, beam
 // search, contrastive search, the banned-words stage, and a branch.
 struct Recorded {
@@ -62,11 +70,7 @@ Recorded& recorded() {
     s.set_strategies({SamplingParams{}, parse_strategy("top_p=0.9,temperature=0.8,seed=3"),
                       parse_strategy("beams=2"), parse_strategy("contrastive=4,alpha=0.6")});
     s.set_banned_words(banned_list(rec.model.engine->config().vocab_size));
-    auto note = [&] {
-      std::vector<std::vector<int>> g;
-      for (const Lane& l : s.lanes()) g.push_back(l.generated);
-      rec.generated.push_back(g);
-    };
+    auto note = [&] { rec.generated.push_back(lanes_generated(s)); };
     s.prefill();
     note();
     for (int i = 0; i < 3; ++i) {
@@ -327,9 +331,8 @@ TEST(SessionImport, SteppingGivesTheLiveStateAtEachStep) {
   EXPECT_EQ(end->next_action, "the end of the recorded session (step 6 of 6)");
 }
 
-TEST(SessionImport, LaneSummariesFromTheRecordsAreTheLiveOnes) {
-  const Session& live = *recorded().session;
-  const ImportedSession got = import_session_text(exported_text(), "mem.json");
+// Every lane's summary from the re-opened records is the live one.
+void expect_same_summaries(const Session& live, const ImportedSession& got) {
   for (int l = 0; l < static_cast<int>(live.lanes().size()); ++l) {
     const LaneSummary a = summarize_lane(live, l);
     const LaneSummary b = summarize_lane(got.full.history, got.full.lanes, l);
@@ -338,6 +341,10 @@ TEST(SessionImport, LaneSummariesFromTheRecordsAreTheLiveOnes) {
     EXPECT_EQ(a.seconds, b.seconds) << l;
     EXPECT_GT(a.tokens, 0) << l;
   }
+}
+
+TEST(SessionImport, LaneSummariesFromTheRecordsAreTheLiveOnes) {
+  expect_same_summaries(*recorded().session, import_session_text(exported_text(), "mem.json"));
 }
 
 TEST(SessionImport, AnotherVersionIsRefused) {
@@ -393,12 +400,9 @@ TEST(SessionImport, CorruptFieldsAreRefused) {
   expect_refused(
       with([](json& d) { d["steps"][2]["replay"]["lanes"][0]["strategy"] = "top_k=-1"; }),
       "steps[2].replay.lanes[0].strategy:");
-  // A speculative lane's rounds are not in the replay part: refused, not shown
-  // as one-token steps.
-  expect_refused(with([](json& d) { d["steps"][2]["replay"]["lanes"][0]["strategy"] = "spec=4"; }),
-                 "steps[2].replay.lanes[0].strategy: speculative lanes cannot be re-opened");
+  // A DoLa record without its contrast would replay the wrong choice: refused.
   expect_refused(with([](json& d) { d["steps"][2]["replay"]["lanes"][0]["strategy"] = "dola=1"; }),
-                 "steps[2].replay.lanes[0].strategy: DoLa lanes cannot be re-opened");
+                 "steps[2].replay.lanes[0].strategy: DoLa lane without its layer contrast");
   expect_refused(with([](json& d) { d.erase("replay"); }), "missing \"replay\"");
   expect_refused(with([](json& d) { d["steps"][3].erase("replay"); }),
                  "steps[3]: missing \"replay\"");
@@ -457,6 +461,169 @@ TEST(SessionImport, CorruptFieldsAreRefused) {
   std::string text = exported_text();
   text[text.size() / 2] = '\x01';
   expect_refused(text, "truncated or corrupt");
+}
+
+// Speculative and DoLa lanes (greedy and sampled) beside a plain one, on the
+// bundled model with itself as the draft: the file re-opens with each
+// round and contrast whole, every lane keeps its strategy and replays the
+// recorded tokens step by step.
+struct RecordedSpec {
+  LoadedModel model;
+  LoadedModel draft;
+  std::unique_ptr<Session> session;
+  std::vector<std::vector<std::vector<int>>> generated;  // [step][lane]
+};
+
+RecordedSpec& recorded_spec() {
+  static RecordedSpec r = [] {
+    RecordedSpec rec;
+    rec.model = test::load_model(test::bundled_model_dir(), "cpu", 16);
+    rec.draft = test::load_model(test::bundled_model_dir(), "cpu", 16);
+    SessionOptions o;
+    o.max_new_tokens = 16;
+    rec.session = std::make_unique<Session>(rec.model.tokenizer, rec.model.engine, o);
+    Session& s = *rec.session;
+    s.set_draft_engine(rec.draft.engine);
+    s.set_prompt("Once upon a time there was");
+    s.set_strategies({SamplingParams{}, parse_strategy("spec=3"),
+                      parse_strategy("spec=2,top_p=0.9,seed=4"), parse_strategy("dola=high"),
+                      parse_strategy("dola=low,sample,seed=2")});
+    auto note = [&] { rec.generated.push_back(lanes_generated(s)); };
+    s.prefill();
+    note();
+    for (int i = 0; i < 4 && s.can_step(); ++i) {
+      s.step();
+      note();
+    }
+    return rec;
+  }();
+  return r;
+}
+
+std::string exported_spec_text() {
+  static const std::string text = session_to_json(*recorded_spec().session)
+                                      .dump(-1, ' ', false, json::error_handler_t::replace);
+  return text;
+}
+
+TEST(SessionImport, SpeculativeAndDolaLanesReopenWithTheirRoundsAndContrasts) {
+  const RecordedSpec& rec = recorded_spec();
+  const Session& live = *rec.session;
+  EXPECT_EQ(reopen_limits(live), "");
+  const ImportedSession got = import_session_text(exported_spec_text(), "spec.json");
+  ASSERT_EQ(got.full.lanes.size(), live.lanes().size());
+  for (size_t l = 0; l < live.lanes().size(); ++l) {
+    EXPECT_EQ(format_strategy(got.full.lanes[l].params), format_strategy(live.lanes()[l].params));
+    EXPECT_EQ(got.full.lanes[l].generated, live.lanes()[l].generated) << "lane " << l;
+  }
+  ASSERT_EQ(got.full.history.size(), live.history().size());
+  int rounds = 0, dola = 0;
+  for (size_t st = 0; st < live.history().size(); ++st)
+    for (size_t k = 0; k < live.history()[st]->lanes.size(); ++k) {
+      SCOPED_TRACE("step " + std::to_string(st) + ", record " + std::to_string(k));
+      const LaneStep& a = live.history()[st]->lanes[k];
+      const LaneStep& b = got.full.history[st]->lanes[k];
+      ASSERT_EQ(a.spec == nullptr, b.spec == nullptr);
+      ASSERT_EQ(a.dola == nullptr, b.dola == nullptr);
+      EXPECT_EQ(format_strategy(a.params), format_strategy(b.params));
+      if (a.spec) {
+        ++rounds;
+        const SpecRound& x = *a.spec;
+        const SpecRound& y = *b.spec;
+        EXPECT_EQ(x.gamma, y.gamma);
+        EXPECT_EQ(x.gamma_next, y.gamma_next);
+        EXPECT_EQ(x.sampled, y.sampled);
+        EXPECT_EQ(x.committed, y.committed);
+        EXPECT_EQ(x.accepted, y.accepted);
+        EXPECT_EQ(x.next_token, y.next_token);
+        EXPECT_EQ(x.next, y.next);
+        EXPECT_EQ(x.next_uniform, y.next_uniform);
+        ASSERT_EQ(x.drafts.size(), y.drafts.size());
+        for (size_t i = 0; i < x.drafts.size(); ++i) {
+          EXPECT_EQ(x.drafts[i].token, y.drafts[i].token);
+          EXPECT_EQ(x.drafts[i].q, y.drafts[i].q);
+          EXPECT_EQ(x.drafts[i].p, y.drafts[i].p);
+          EXPECT_EQ(x.drafts[i].accepted, y.drafts[i].accepted);
+          EXPECT_EQ(x.drafts[i].checked, y.drafts[i].checked);
+        }
+        ASSERT_EQ(x.target_logits.size(), y.target_logits.size());
+        for (size_t i = 0; i < x.target_logits.size(); ++i)
+          EXPECT_TRUE(same_bits(x.target_logits[i], y.target_logits[i])) << "row " << i;
+        ASSERT_EQ(x.draft_logits.size(), y.draft_logits.size());
+        for (size_t i = 0; i < x.draft_logits.size(); ++i)
+          EXPECT_TRUE(same_bits(x.draft_logits[i], y.draft_logits[i])) << "row " << i;
+        EXPECT_TRUE(same_bits(x.residual, y.residual));
+        EXPECT_EQ(x.target_slots_released, y.target_slots_released);
+        EXPECT_EQ(x.verify_cost.flops, y.verify_cost.flops);
+        EXPECT_EQ(x.draft_cost.bytes(), y.draft_cost.bytes());
+      }
+      if (a.dola) {
+        ++dola;
+        EXPECT_EQ(a.dola->candidate_layers, b.dola->candidate_layers);
+        EXPECT_EQ(a.dola->divergence, b.dola->divergence);
+        EXPECT_EQ(a.dola->premature_layer, b.dola->premature_layer);
+        EXPECT_EQ(a.dola->kept, b.dola->kept);
+        EXPECT_TRUE(same_bits(a.dola->contrast, b.dola->contrast));
+        ASSERT_EQ(a.dola->top.size(), b.dola->top.size());
+        for (size_t i = 0; i < a.dola->top.size(); ++i)
+          EXPECT_EQ(a.dola->top[i].contrast, b.dola->top[i].contrast);
+        // The stored contrast is what the choice ran on: choosing again
+        // from the re-opened record gives the recorded token.
+        const SamplingRecord again = sample_next(choice_logits(b), choice_context(b), b.params,
+                                                 b.step_index, b.banned_words.get());
+        EXPECT_EQ(again.draw.chosen_token, b.chosen_token);
+      }
+    }
+  EXPECT_GT(rounds, 4);
+  EXPECT_GT(dola, 4);
+  // The lane summaries (log-probability from each round's rows, the rounds'
+  // own time) are the live ones.
+  expect_same_summaries(live, got);
+  // Stepping through it: each lane has the tokens it had at that step.
+  for (int c = 0; c < static_cast<int>(rec.generated.size()); ++c) {
+    SCOPED_TRACE("cursor " + std::to_string(c));
+    const SnapshotPtr s = replay_snapshot(got, c, 1);
+    ASSERT_EQ(s->lanes.size(), rec.generated[c].size());
+    for (size_t l = 0; l < s->lanes.size(); ++l)
+      EXPECT_EQ(s->lanes[l].generated, rec.generated[c][l]) << "lane " << l;
+  }
+}
+
+TEST(SessionImport, CorruptSpeculativeAndDolaRecordsAreRefused) {
+  const json doc = json::parse(exported_spec_text());
+  const auto with = [&](const std::function<void(json&)>& edit) {
+    json d = doc;
+    edit(d);
+    return dump(d);
+  };
+  // steps[1]: the first decode step; records 1 and 2 are speculative rounds,
+  // 3 and 4 DoLa steps.
+  ASSERT_TRUE(doc["steps"][1]["replay"]["lanes"][1].contains("spec"));
+  ASSERT_TRUE(doc["steps"][1]["replay"]["lanes"][3].contains("dola"));
+  expect_refused(with([](json& d) { d["steps"][1]["replay"]["lanes"][1].erase("spec"); }),
+                 "steps[1].replay.lanes[1].strategy: speculative lane without its round");
+  expect_refused(with([](json& d) { d["steps"][1]["replay"]["lanes"][3].erase("dola"); }),
+                 "steps[1].replay.lanes[3].strategy: DoLa lane without its layer contrast");
+  expect_refused(with([](json& d) { d["steps"][1]["replay"]["lanes"][1]["spec"]["gamma"] = 1; }),
+                 "steps[1].replay.lanes[1].spec.gamma: 1 drafts, but the verify pass fed 4");
+  expect_refused(
+      with([](json& d) { d["steps"][1]["replay"]["lanes"][1]["spec"]["target_logits"].erase(0); }),
+      "steps[1].replay.lanes[1].spec.target_logits: 3 rows, expected 4");
+  expect_refused(with([](json& d) {
+                   d["steps"][1]["replay"]["lanes"][1]["spec"]["committed"] = json::array();
+                 }),
+                 "spec.committed: a round that committed no token");
+  expect_refused(
+      with([](json& d) { d["steps"][1]["replay"]["lanes"][3]["dola"]["contrast"] = "!!!!"; }),
+      "steps[1].replay.lanes[3].dola.contrast: expected");
+  expect_refused(
+      with([](json& d) { d["steps"][1]["replay"]["lanes"][3]["dola"]["premature_layer"] = 99; }),
+      "dola.premature_layer: not one of the candidate layers");
+  expect_refused(with([](json& d) {
+                   d["steps"][1]["replay"]["lanes"][0]["spec"] =
+                       d["steps"][1]["replay"]["lanes"][1]["spec"];
+                 }),
+                 "steps[1].replay.lanes[0].spec");
 }
 
 TEST(SessionImport, HugeDeclaredSizesAreRefused) {

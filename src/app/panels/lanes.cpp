@@ -15,7 +15,9 @@ const char* const LanesPanel::kHelp =
     "(one prefill); every lane forks its KV cache sequence, so the prompt's blocks are "
     "shared, and each decode step feeds one token per lane in a single batched "
     "forward pass: the weights are read once for all lanes.\n\nEach column shows a "
-    "lane's text, each step's token with the model's probability of it, and a summary: "
+    "lane's text, each step's token with p, its probability in the distribution the lane "
+    "chose it from (after the lane's filters; a DoLa lane's contrast; tokenscope-cli "
+    "--compare prints the same p), and a summary: "
     "log p (how likely the model finds the text), perplexity, distinct 2-grams "
     "(repetition) and speed, and how each lane chose at the step shown (\"chosen by\"). "
     "The highlighted row is where the lanes first choose differently.\n\nBeam search "
@@ -418,7 +420,11 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height, int diverge) {
       }
     }
   }
-  // One row per step: the token each lane chose and the model's probability of it.
+  // One row per step: the token each lane chose and its p (kLaneProbabilityLegend).
+  ImGui::TableNextRow();
+  ImGui::TableNextColumn();
+  ImGui::TextDisabled("token, p");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kLaneProbabilityLegend);
   for (int s = 0; s < static_cast<int>(snap.history.size()); ++s) {
     ImGui::TableNextRow();
     if (s == diverge)
@@ -447,7 +453,7 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height, int diverge) {
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(differs ? ctx.pal.accent : ctx.pal.text),
                          "%s", piece.c_str());
       ImGui::SameLine();
-      ImGui::TextDisabled("%s", format_percent(r->chosen_prob).c_str());
+      ImGui::TextDisabled("%s", format_percent(lane_choice_probability(*r)).c_str());
       ImGui::EndGroup();
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stage_summary(snap, *r).c_str());
     }
