@@ -231,9 +231,6 @@ void AnalysisStore::export_json(SessionWorker& worker, const std::string& path) 
         throw Error(path + ": cannot write" +
                     (errno ? std::string(": ") + std::strerror(errno) : ""));
       message = "wrote " + path;
-      // The same note as tokenscope-cli's beside "wrote FILE".
-      if (const std::string limits = reopen_limits(s); !limits.empty())
-        message += "; note: " + path + ": " + limits;
     } catch (const std::exception& e) {
       message = std::string("export failed: ") + e.what();
     }

@@ -56,9 +56,7 @@ class AnalysisStore : public std::enable_shared_from_this<AnalysisStore> {
   // Writes one JSON document on the worker: the session (every step) plus
   // what the analysis panels show (roofs and roofline points, the cache
   // comparison, the logit lens of every step and lane). The outcome, in one
-  // line, is export_message(): "wrote PATH", followed by "; note: PATH: ..."
-  // (reopen_limits, as tokenscope-cli prints it) when lanes of the file
-  // cannot be re-opened.
+  // line, is export_message(): "wrote PATH".
   void export_json(SessionWorker& worker, const std::string& path);
   std::string export_message() const;
 

@@ -239,8 +239,7 @@ model
                           its records can feed draws them; panels that recompute
                           with the model say so (takes no model or session flag);
                           speculative and DoLa lanes replay their rounds and layer
-                          contrasts, a file with lookahead or prompt-lookup lanes is
-                          refused (Export session's notice says so when writing it)
+                          contrasts, lookahead and prompt-lookup lanes their passes
 )" +
       R"(
 session

@@ -146,8 +146,8 @@ Output
                           SIGHUP stops generation and FILE then says "interrupted":
                           true (exit 128 + the signal: 130, 143, 129); a signal while
                           writing leaves no FILE. The window re-opens FILE (--open),
-                          speculative and DoLa lanes included; lookahead and
-                          prompt-lookup lanes it cannot, and a note on stderr names them
+                          every lane included (speculative rounds, DoLa contrasts,
+                          lookahead and prompt-lookup passes are stored whole)
   --json-full-logits      include every logit of every step in the JSON
   --no-attention          do not record attention probabilities
   --quiet                 print only the generated text (valid UTF-8: a character cut

@@ -406,8 +406,6 @@ int run(int argc, char** argv) {
     }
     if (!o.quiet)
       std::cout << "wrote " << o.json_file << (interrupted ? " (marked interrupted)" : "") << "\n";
-    if (const std::string limits = ts::reopen_limits(session); !limits.empty())
-      std::cerr << "note: " << o.json_file << ": " << limits << "\n";
   }
   if (stop_signal != 0) {
     std::cerr << "tokenscope-cli: interrupted (" << signal_name(stop_signal) << ")\n";

@@ -166,6 +166,58 @@ json dola_replay(const DolaStep& d) {
           {"contrast", replay::pack_f32(d.contrast)}};
 }
 
+// A 0/1 byte mask as a string of '0' and '1' (a pass's n x n attention mask
+// is up to tens of thousands of entries: one character each).
+std::string bits(const std::vector<uint8_t>& v) {
+  std::string out(v.size(), '0');
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i]) out[i] = '1';
+  return out;
+}
+
+// A lookahead or prompt-lookup pass whole: what it fed (tokens, positions,
+// mask, where the candidates and the window sit), the window before it and
+// its Jacobi step, the pool's size, the verdict (for sampled verification
+// the tokens tried and their uniforms), the committed tokens, each verified
+// row's logits and distribution (exact), the slots written and the cost.
+json lookahead_replay(const LookaheadPass& p) {
+  const LookaheadPassLayout& l = p.layout;
+  const LookaheadVerdict& v = p.verdict;
+  return {{"prompt_lookup", p.prompt_lookup},
+          {"start_pos", p.start_pos},
+          {"first_index", p.first_index},
+          {"layout",
+           {{"tokens", l.tokens},
+            {"positions", l.positions},
+            {"mask", bits(l.mask)},
+            {"candidates", l.candidates},
+            {"candidate_row", l.candidate_row},
+            {"window_row", l.window_row},
+            {"window_rows", l.window_rows},
+            {"window_cols", l.window_cols}}},
+          {"verdict",
+           {{"committed", v.committed},
+            {"matched", v.matched},
+            {"candidate", v.candidate},
+            {"kept_rows", v.kept_rows},
+            {"tried", v.tried},
+            {"uniforms", v.uniforms}}},
+          {"committed", p.committed},
+          {"window",
+           {{"rows", p.window.rows},
+            {"cols", p.window.cols},
+            {"tokens", p.window.tokens},
+            {"changed", bits(p.window.changed)}}},
+          {"window_outputs", p.window_outputs},
+          {"pool_size", p.pool_size},
+          {"new_ngrams", p.new_ngrams},
+          {"slots", p.slots},
+          {"logits", packed_rows(p.logits)},
+          {"probs", packed_rows(p.probs)},
+          {"seconds", number(p.seconds)},
+          {"cost", cost_json(p.cost)}};
+}
+
 // The banned-words lists the records point at, each written once.
 std::vector<const BannedTokens*> banned_lists(const Session& session) {
   std::vector<const BannedTokens*> lists;
@@ -212,6 +264,7 @@ json lane_replay(const LaneStep& ls, const std::vector<const BannedTokens*>& lis
   if (ls.contrastive) j["contrastive"] = contrastive_replay(*ls.contrastive);
   if (ls.spec) j["spec"] = spec_replay(*ls.spec);
   if (ls.dola) j["dola"] = dola_replay(*ls.dola);
+  if (ls.lookahead) j["lookahead"] = lookahead_replay(*ls.lookahead);
   return j;
 }
 
@@ -368,23 +421,6 @@ void write_session_json(const Session& session, const fs::path& file,
     fs::remove(target, ec);
     throw Error(file.string() + ": cannot write (" + ec.message() + ")");
   }
-}
-
-std::string reopen_limits(const Session& session) {
-  std::string lanes;
-  for (const Lane& lane : session.lanes()) {
-    const SamplingParams& p = lane.params;
-    const char* kind = p.lookahead_on       ? "lookahead"
-                       : p.prompt_lookup_on ? "prompt lookup"
-                                            : nullptr;
-    if (!kind) continue;
-    lanes += (lanes.empty() ? "" : ", ") + std::to_string(lane.id) + " (" + kind + ")";
-  }
-  if (lanes.empty()) return {};
-  const bool one = lanes.find(',') == std::string::npos;
-  return "this file cannot be re-opened in the window: lane" + std::string(one ? " " : "s ") +
-         lanes + (one ? " keeps" : " keep") +
-         " steps the replay format does not store (the file holds them for reading)";
 }
 
 }  // namespace ts

@@ -14,8 +14,9 @@ namespace ts {
 // The document's "format". Version 2 added "replay" (the head's vocabulary,
 // banned-words lists and branch records; each step's full records: context,
 // every logit, attention, beam and contrastive steps; later also each
-// speculative round and DoLa step whole, which a reader of the first v2
-// refused by the lane's strategy rather than misread), from which
+// speculative round, DoLa step and lookahead or prompt-lookup pass whole,
+// which a reader of the first v2 refused by the lane's strategy rather than
+// misread), from which
 // session_import.h rebuilds the records without the model. The version
 // changes whenever a reader of the old one would misread the new one.
 inline constexpr const char* kSessionFormat = "tokenscope-session/2";
@@ -43,12 +44,5 @@ class ExportCancelled : public Error {
 void write_session_json(const Session& session, const std::filesystem::path& file,
                         const JsonExportOptions& options = {},
                         const SessionFileOptions& file_options = {});
-
-// One line naming the lanes a session file of this session cannot re-open
-// (lookahead and prompt-lookup lanes: their passes are not in the replay
-// format; the file still holds them for reading), or empty when it re-opens
-// whole. Speculative rounds and DoLa steps are stored whole and re-open.
-// Front ends show it beside "wrote FILE".
-std::string reopen_limits(const Session& session);
 
 }  // namespace ts

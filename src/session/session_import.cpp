@@ -356,6 +356,156 @@ std::shared_ptr<const DolaStep> read_dola(const Reader& r, const json& j, const 
   return d;
 }
 
+// A string of '0' and '1' (a mask written by session_export's bits()).
+std::vector<uint8_t> read_bits(const Reader& r, const json& j, const std::string& w,
+                               const char* key, size_t count) {
+  const std::string& text = r.string(j, w, key);
+  if (text.size() != count)
+    r.fail(w + "." + key,
+           std::to_string(text.size()) + " entries, expected " + std::to_string(count));
+  std::vector<uint8_t> out(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (text[i] != '0' && text[i] != '1')
+      r.fail(w + "." + key, "entry " + std::to_string(i) + " is neither 0 nor 1");
+    out[i] = text[i] == '1';
+  }
+  return out;
+}
+
+// A lookahead or prompt-lookup pass; `ls` is its record as read so far (its
+// inputs are the pass's fed rows, its context the last committed token's).
+std::shared_ptr<const LookaheadPass> read_lookahead(const Reader& r, const json& j,
+                                                    const std::string& w, const Shape& s,
+                                                    const LaneStep& ls) {
+  const int vocab = s.config.vocab_size;
+  const int big = std::numeric_limits<int>::max();
+  auto p = std::make_shared<LookaheadPass>();
+  p->prompt_lookup = r.boolean(j, w, "prompt_lookup");
+  if (p->prompt_lookup != ls.params.prompt_lookup_on)
+    r.fail(w + ".prompt_lookup", "does not match the strategy");
+  p->start_pos = r.integer(j, w, "start_pos", ls.start_pos, ls.start_pos);
+  p->first_index = r.integer(j, w, "first_index", 0, s.config.n_ctx);
+
+  // What the pass fed: the record's inputs, each at a position after x's
+  // and seeing only fed rows.
+  const std::string lw = w + ".layout";
+  const json& lj = r.field(j, w, "layout");
+  LookaheadPassLayout& l = p->layout;
+  const size_t n = ls.input_tokens.size();
+  l.tokens = r.ints(lj, lw, "tokens", n, 0, vocab - 1);
+  if (l.tokens != ls.input_tokens) r.fail(lw + ".tokens", "not the record's input tokens");
+  l.positions = r.ints(lj, lw, "positions", n, ls.start_pos, s.config.n_ctx - 1);
+  if (l.positions.size() != n)
+    r.fail(lw + ".positions",
+           std::to_string(l.positions.size()) + " entries for " + std::to_string(n) + " rows");
+  l.mask = read_bits(r, lj, lw, "mask", n * n);
+  const json& cands = r.array(lj, lw, "candidates", n);
+  l.candidate_row = r.ints(lj, lw, "candidate_row", n, 1, static_cast<int>(n) - 1);
+  if (l.candidate_row.size() != cands.size())
+    r.fail(lw + ".candidate_row", std::to_string(l.candidate_row.size()) + " entries for " +
+                                      std::to_string(cands.size()) + " candidates");
+  for (size_t g = 0; g < cands.size(); ++g) {
+    const json wrapped = {{"c", cands[g]}};
+    l.candidates.push_back(r.ints(wrapped, at(lw + ".candidates", g), "c", n, 0, vocab - 1));
+    if (l.candidates.back().empty() || l.candidate_row[g] + l.candidates.back().size() > n)
+      r.fail(at(lw + ".candidates", g), "does not fit the fed rows");
+  }
+  l.window_row = r.integer(lj, lw, "window_row", -1, static_cast<int>(n) - 1);
+  l.window_rows = r.integer(lj, lw, "window_rows", 0, kMaxLookaheadNgram - 1);
+  l.window_cols = r.integer(lj, lw, "window_cols", 0, kMaxLookaheadWindow);
+  if (l.window_row >= 0 &&
+      static_cast<size_t>(l.window_row) + static_cast<size_t>(l.window_rows) * l.window_cols > n)
+    r.fail(lw + ".window_row", "the window does not fit the fed rows");
+
+  // The verdict: one verified row per decided token.
+  const std::string vw = w + ".verdict";
+  const json& vj = r.field(j, w, "verdict");
+  LookaheadVerdict& v = p->verdict;
+  v.committed = r.ints(vj, vw, "committed", n, 0, vocab - 1);
+  if (v.committed.empty()) r.fail(vw + ".committed", "a pass that decided no token");
+  v.matched = r.integer(vj, vw, "matched", 0, static_cast<int>(v.committed.size()) - 1);
+  v.candidate = r.integer(vj, vw, "candidate", -1, static_cast<int>(l.candidates.size()) - 1);
+  if ((v.candidate < 0) != (v.matched == 0))
+    r.fail(vw + ".candidate", "does not match " + std::to_string(v.matched) + " accepted tokens");
+  v.kept_rows = r.ints(vj, vw, "kept_rows", n, 0, static_cast<int>(n) - 1);
+  if (v.kept_rows.size() != static_cast<size_t>(v.matched) + 1)
+    r.fail(vw + ".kept_rows", std::to_string(v.kept_rows.size()) + " rows for " +
+                                  std::to_string(v.matched) + " accepted tokens");
+  const json& tried = r.array(vj, vw, "tried", n);
+  const json& uniforms = r.array(vj, vw, "uniforms", n);
+  const size_t depths = ls.params.do_sample ? v.committed.size() : 0;
+  if (tried.size() != depths || uniforms.size() != depths)
+    r.fail(vw + ".tried", std::to_string(tried.size()) + " and " + std::to_string(uniforms.size()) +
+                              " depths tried, expected " + std::to_string(depths));
+  for (size_t k = 0; k < depths; ++k) {
+    const json wrapped = {{"t", tried[k]}, {"u", uniforms[k]}};
+    v.tried.push_back(r.ints(wrapped, at(vw + ".tried", k), "t", n + 1, 0, vocab - 1));
+    const json& u = r.array(wrapped, at(vw + ".uniforms", k), "u", n + 1);
+    std::vector<double> row;
+    for (size_t i = 0; i < u.size(); ++i) {
+      row.push_back(r.number(u[i], at(at(vw + ".uniforms", k), i)));
+      if (!(row.back() >= 0 && row.back() < 1))
+        r.fail(at(at(vw + ".uniforms", k), i), "not in [0, 1)");
+    }
+    v.uniforms.push_back(std::move(row));
+  }
+  p->committed = r.ints(j, w, "committed", v.committed.size(), 0, vocab - 1);
+  if (p->committed.empty() ||
+      !std::equal(p->committed.begin(), p->committed.end(), v.committed.begin()))
+    r.fail(w + ".committed", "not a beginning of the verdict's tokens");
+  const size_t m = p->committed.size();
+  // The record is the last committed token's: its context holds x's and the
+  // tokens committed before it.
+  if (ls.chosen_token != p->committed.back())
+    r.fail(w + ".committed", "the record's chosen token is not the last committed one");
+  if (ls.step_index != p->first_index + static_cast<int>(m) - 1)
+    r.fail(w + ".first_index", "does not match the record's step index");
+  if (ls.context_ids.size() != static_cast<size_t>(ls.start_pos) + m ||
+      ls.context_ids[static_cast<size_t>(ls.start_pos)] != l.tokens[0] ||
+      !std::equal(p->committed.begin(), p->committed.end() - 1,
+                  ls.context_ids.begin() + ls.start_pos + 1))
+    r.fail(w + ".committed", "the record's context is not x's and the committed tokens");
+
+  const std::string ww = w + ".window";
+  const json& wj = r.field(j, w, "window");
+  p->window.rows = r.integer(wj, ww, "rows", 0, kMaxLookaheadNgram - 1);
+  p->window.cols = r.integer(wj, ww, "cols", 0, kMaxLookaheadWindow);
+  const size_t cells = static_cast<size_t>(p->window.rows) * p->window.cols;
+  if (p->prompt_lookup && cells) r.fail(ww, "a prompt-lookup pass has no window");
+  p->window.tokens = r.ints(wj, ww, "tokens", cells, 0, vocab - 1);
+  if (p->window.tokens.size() != cells)
+    r.fail(ww + ".tokens",
+           std::to_string(p->window.tokens.size()) + " cells, expected " + std::to_string(cells));
+  if (!r.string(wj, ww, "changed").empty())
+    p->window.changed = read_bits(r, wj, ww, "changed", cells);
+  p->window_outputs =
+      r.ints(j, w, "window_outputs", static_cast<size_t>(kMaxLookaheadWindow), 0, vocab - 1);
+  if (!p->window_outputs.empty() && static_cast<int>(p->window_outputs.size()) != p->window.cols)
+    r.fail(w + ".window_outputs", std::to_string(p->window_outputs.size()) + " guesses for " +
+                                      std::to_string(p->window.cols) + " columns");
+  p->pool_size = r.integer(j, w, "pool_size", 0, big);
+  p->new_ngrams = r.integer(j, w, "new_ngrams", 0, kMaxLookaheadWindow);
+  p->slots = r.ints(j, w, "slots", n, 0, big);
+
+  const size_t width = static_cast<size_t>(vocab);
+  p->logits = read_rows(r, j, w, "logits", v.committed.size(), width);
+  p->probs.clear();
+  const json& probs = r.array(j, w, "probs", v.committed.size());
+  if (probs.size() != v.committed.size())
+    r.fail(w + ".probs",
+           std::to_string(probs.size()) + " rows, expected " + std::to_string(v.committed.size()));
+  for (size_t i = 0; i < probs.size(); ++i) {
+    p->probs.push_back(r.packed(probs[i], at(w + ".probs", i), width, false));
+    for (float x : p->probs.back())
+      if (!(x >= 0.0f && x <= 1.0f)) r.fail(at(w + ".probs", i), "a probability outside [0, 1]");
+  }
+  if (ls.logits != p->logits[m - 1])
+    r.fail(w + ".logits", "the record's logits are not its last committed token's row");
+  p->seconds = r.number(j, w, "seconds");
+  p->cost = read_cost(r, r.field(j, w, "cost"), w + ".cost");
+  return p;
+}
+
 LaneStep read_lane_step(const Reader& r, const json& j, const std::string& w, const Shape& s,
                         const std::vector<std::shared_ptr<const BannedTokens>>& lists) {
   const ModelConfig& cfg = s.config;
@@ -367,10 +517,6 @@ LaneStep read_lane_step(const Reader& r, const json& j, const std::string& w, co
   if (ls.input_tokens.empty()) r.fail(w + ".input_tokens", "empty");
   ls.start_pos = r.integer(j, w, "start_pos", 0, max_ctx - 1);
   ls.context_ids = r.ints(j, w, "context_ids", max_ctx, 0, vocab - 1);
-  if (static_cast<int>(ls.context_ids.size()) != ls.context())
-    r.fail(w + ".context_ids", std::to_string(ls.context_ids.size()) +
-                                   " tokens, but start_pos + input tokens is " +
-                                   std::to_string(ls.context()));
   ls.slots_written = r.ints(j, w, "slots_written", max_ctx, 0, std::numeric_limits<int>::max());
   ls.blocks_copied = r.integer(j, w, "blocks_copied", 0, max_ctx);
   try {
@@ -378,6 +524,19 @@ LaneStep read_lane_step(const Reader& r, const json& j, const std::string& w, co
   } catch (const Error& e) {
     r.fail(w + ".strategy", e.what());
   }
+  // A lookahead or prompt-lookup lane's prefill feeds the prompt only; each
+  // later record is a pass, and one without it (a file written before passes
+  // were stored) would replay as a single token.
+  const bool pass = j.contains("lookahead");
+  if (ls.params.draft_free() && !pass && ls.start_pos > 0)
+    r.fail(w + ".strategy",
+           "lookahead or prompt-lookup lane without its pass (written by an older TokenScope: "
+           "export the session again to re-open it)");
+  // A pass's context is its last committed token's (checked with the pass).
+  if (!pass && static_cast<int>(ls.context_ids.size()) != ls.context())
+    r.fail(w + ".context_ids", std::to_string(ls.context_ids.size()) +
+                                   " tokens, but start_pos + input tokens is " +
+                                   std::to_string(ls.context()));
   ls.step_index = r.integer(j, w, "step_index", 0, cfg.n_ctx);
   ls.chosen_token = r.integer(j, w, "chosen_token", -1, vocab - 1);
   ls.chosen_prob = static_cast<float>(r.number(j, w, "chosen_prob"));
@@ -430,10 +589,11 @@ LaneStep read_lane_step(const Reader& r, const json& j, const std::string& w, co
   if (ls.spec && !ls.params.speculative())
     r.fail(w + ".spec", "the strategy is not speculative decoding");
   if (ls.dola && !ls.params.dola()) r.fail(w + ".dola", "the strategy is not DoLa");
-  if (ls.params.draft_free())
-    r.fail(w + ".strategy",
-           "lookahead and prompt-lookup lanes cannot be re-opened (their passes are not stored "
-           "in the replay part of a session file)");
+  if (pass) {
+    if (!ls.params.draft_free())
+      r.fail(w + ".lookahead", "the strategy is not lookahead or prompt lookup");
+    ls.lookahead = read_lookahead(r, j["lookahead"], w + ".lookahead", s, ls);
+  }
   if (ls.beam && !ls.params.beam_search()) r.fail(w + ".beam", "the strategy is not beam search");
   if (ls.contrastive && !ls.params.contrastive())
     r.fail(w + ".contrastive", "the strategy is not contrastive search");

@@ -155,20 +155,27 @@ bool valid_utf8(const std::string& s) {
 // --quiet prints what --json holds: valid UTF-8, a character cut between
 // tokens as U+FFFD, never the raw bytes (the fixture's byte-level tokens cut
 // characters often when sampled hot).
-// A session file the window cannot re-open whole says so when it is written.
-TEST(Cli, JsonOfLanesTheWindowCannotReopenSaysSo) {
-  const fs::path file = scratch_dir() / "limits.json";
-  const CliRun plain = run_cli(with_tiny({"--steps", "2", "--json", file.string()}));
-  ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  EXPECT_EQ(plain.err.find("cannot be re-opened"), std::string::npos) << plain.err;
+// A session file of lookahead and prompt-lookup lanes keeps each pass whole
+// in its replay records, so it is written without a note: the window
+// re-opens it.
+TEST(Cli, JsonOfLookaheadLanesKeepsEachPassForReopening) {
+  const fs::path file = scratch_dir() / "passes.json";
   const CliRun r = run_cli(with_tiny({"--steps", "2", "--compare", "greedy", "lookahead",
                                       "prompt_lookup", "--json", file.string()}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("note: " + file.string() +
-                       ": this file cannot be re-opened in the window: lanes 1 (lookahead), 2 "
-                       "(prompt lookup) keep steps"),
-            std::string::npos)
-      << r.err;
+  EXPECT_EQ(r.err.find("note:"), std::string::npos) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(read_file(file));
+  ASSERT_GE(doc["steps"].size(), 2u);
+  for (int lane : {1, 2}) {
+    SCOPED_TRACE("lane " + std::to_string(lane));
+    const nlohmann::json& rec = doc["steps"][1]["replay"]["lanes"][lane];
+    ASSERT_TRUE(rec.contains("lookahead"));
+    const nlohmann::json& pass = rec["lookahead"];
+    EXPECT_EQ(pass["prompt_lookup"], lane == 2);
+    EXPECT_EQ(pass["layout"]["tokens"], rec["input_tokens"]);
+    EXPECT_EQ(pass["committed"], doc["steps"][1]["lanes"][lane]["lookahead"]["committed"]);
+    EXPECT_EQ(pass["logits"].size(), pass["verdict"]["committed"].size());
+  }
 }
 
 // --compare's p is the chosen token's probability in the distribution the

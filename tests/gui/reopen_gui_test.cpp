@@ -12,8 +12,11 @@
 #include <functional>
 
 #include "app/app.h"
+#include "app/attention_data.h"
 #include "app/panels/lanes.h"
+#include "app/panels/lookahead.h"
 #include "app/panels/spec.h"
+#include "app/panels/timeline.h"
 #include "app/panels/transport.h"
 #include "app/view_model.h"
 #include "gui_test_support.h"
@@ -332,31 +335,155 @@ TEST(GuiReopen, SpeculativeAndDolaLanesReopen) {
   fs::remove(file);
 }
 
-// Exporting a session with a lane the file cannot re-open says so in the
-// window's notice, with the note tokenscope-cli prints beside "wrote FILE".
-TEST(GuiReopen, ExportOfALaneTheFileCannotReopenSaysSo) {
-  REQUIRE_DISPLAY();
-  AppOptions o = test::fixture_options("classroom", "The cat sat on the mat.");
-  o.compare = {"greedy", "lookahead"};
-  App app(o);
-  app.load_model_blocking();
-  app.settle();
-  for (int i = 0; i < 2; ++i) {
-    app.advance();
-    app.settle(2, 100);
+// What the Lookahead panel and the Attention panel showed for one pass.
+struct ShownPass {
+  bool has_pass = false;
+  bool prompt_lookup = false;
+  std::vector<std::string> window_cells, window_next, committed;
+  std::vector<uint8_t> window_changed;
+  std::vector<std::vector<int>> candidates;
+  std::vector<int> agree;
+  int accepted_candidate = -1, matched = 0, model_token = -1, fed = 0;
+  int pool_size = 0, new_ngrams = 0;
+  double seconds = 0;
+  int passes = 0, passes_committed = 0;
+  int row_token = -1, row_position = 0;
+  std::vector<int> row_sees;
+  // Attention: the positions' tokens, the pass's rows and mask.
+  int attention_n = 0, pass_rows = 0;
+  std::vector<int> attention_tokens;
+  std::vector<uint8_t> pass_mask;
+  std::vector<int> lane_tokens;  // the lane's generated tokens then
+  bool operator==(const ShownPass&) const = default;
+};
+
+// The newest step of `lane`, as the Lookahead and Attention panels show it
+// (the row stepper on the pass's last fed row).
+ShownPass shown_pass(App& app, int lane) {
+  app.lookahead_panel().select_row(1000);
+  view(app, -1, lane);
+  for (int i = 0; i < 200 && !app.attention_panel().settled(); ++i) app.settle(1, 2);
+  const LookaheadPanelView& v = app.lookahead_panel().view();
+  ShownPass r;
+  r.has_pass = v.has_pass;
+  r.prompt_lookup = v.prompt_lookup;
+  r.window_cells = v.window_cells;
+  r.window_next = v.window_next;
+  r.committed = v.committed;
+  r.window_changed = v.window_changed;
+  for (const auto& c : v.candidates) {
+    r.candidates.push_back(c.tokens);
+    r.agree.push_back(c.agree);
   }
+  r.accepted_candidate = v.accepted_candidate;
+  r.matched = v.matched;
+  r.model_token = v.model_token;
+  r.fed = v.fed;
+  r.pool_size = v.pool_size;
+  r.new_ngrams = v.new_ngrams;
+  r.seconds = v.seconds;
+  r.passes = v.totals.passes;
+  r.passes_committed = v.totals.committed;
+  r.row_token = v.row_token;
+  r.row_position = v.row_position;
+  r.row_sees = v.row_sees;
+  const AttentionMatrix& m = app.attention_panel().matrix();
+  EXPECT_TRUE(m.complete);
+  r.attention_n = m.n;
+  r.pass_rows = m.pass_rows;
+  r.attention_tokens = m.tokens;
+  r.pass_mask = m.pass_mask;
+  r.lane_tokens = app.controller().snapshot()->lanes[lane].generated;
+  return r;
+}
+
+// The Timeline's passes chart and each step's tooltip line.
+struct ShownTimeline {
+  std::vector<std::vector<double>> passes;
+  std::vector<std::string> notes;
+  bool operator==(const ShownTimeline&) const = default;
+};
+
+ShownTimeline shown_timeline(App& app) {
+  app.settle(2, 4);
+  ShownTimeline t;
+  for (const ChartSeries& c : app.timeline_panel().pass_series()) t.passes.push_back(c.values);
+  t.notes = app.timeline_panel().notes();
+  return t;
+}
+
+void open_pass_panels(App& app) {
+  app.state().settings.panel_open(PanelId::kLookahead) = true;
+  app.state().settings.panel_open(PanelId::kTimeline) = true;
+  app.state().settings.panel_open(PanelId::kAttention) = true;
+}
+
+// A session with a lookahead and a prompt-lookup lane re-opens: stepping
+// through it, the Lookahead panel, the Attention panel's pass rows and mask
+// and the Timeline's passes chart show each recorded pass as the live run
+// did, and every lane keeps its strategy.
+TEST(GuiReopen, LookaheadAndPromptLookupLanesReopen) {
+  REQUIRE_DISPLAY();
   const fs::path file =
-      fs::temp_directory_path() / ("ts-reopen-note-" + std::to_string(getpid()) + ".json");
-  app.controller().analysis()->export_json(*app.controller().worker(), file.string());
-  app.controller().worker()->wait_idle();
-  const std::string want = "wrote " + file.string() + "; note: " + file.string() +
-                           ": this file cannot be re-opened in the window: lane 1 (lookahead) "
-                           "keeps steps the replay format does not store (the file holds them "
-                           "for reading)";
-  EXPECT_EQ(app.controller().analysis()->export_message(), want);
-  app.settle(2, 20);
-  EXPECT_EQ(app.state().notice, want);
-  EXPECT_TRUE(app.state().error_text.empty()) << app.state().error_text;
+      fs::temp_directory_path() / ("ts-reopen-lookahead-" + std::to_string(getpid()) + ".json");
+  constexpr int kSteps = 4;  // prefill + 3 passes
+  const std::vector<int> pass_lanes = {1, 2};
+  std::vector<std::vector<ShownPass>> live(kSteps, std::vector<ShownPass>(3));
+  std::vector<std::string> strategies;
+  ShownTimeline live_timeline;
+  {
+    AppOptions o = test::fixture_options("lookahead", "I'm not sure I'm not sure I'm not sure");
+    o.setup.model.clear();  // the bundled model: its loop gives multi-token passes
+    o.compare = {"greedy", "lookahead", "prompt_lookup"};
+    App app(o);
+    open_pass_panels(app);
+    load_and_step(app, kSteps, [&](int i) {
+      for (int l : pass_lanes) live[i][l] = shown_pass(app, l);
+    });
+    const SnapshotPtr snap = app.controller().snapshot();
+    ASSERT_EQ(snap->history.size(), static_cast<size_t>(kSteps));
+    for (const Lane& l : snap->lanes) strategies.push_back(format_strategy(l.params));
+    ASSERT_FALSE(live[0][1].has_pass);  // the prefill feeds the prompt only
+    for (int s = 1; s < kSteps; ++s)
+      for (int l : pass_lanes) ASSERT_TRUE(live[s][l].has_pass) << "step " << s << " lane " << l;
+    ASSERT_GT(live[kSteps - 1][1].pass_rows, 1);
+    live_timeline = shown_timeline(app);
+    ASSERT_FALSE(live_timeline.passes.empty());
+    app.controller().analysis()->export_json(*app.controller().worker(), file.string());
+    app.controller().worker()->wait_idle();
+    // Nothing the file cannot re-open: no note beside "wrote FILE".
+    ASSERT_EQ(app.controller().analysis()->export_message(), "wrote " + file.string());
+  }
+  AppOptions bare = test::fixture_options("lookahead");
+  bare.setup = {};
+  App app(bare);
+  open_pass_panels(app);
+  app.frame();
+  app.open_session(file);
+  app.settle();
+  ASSERT_TRUE(app.controller().replaying()) << app.state().error_text;
+  std::vector<std::string> got;
+  for (const Lane& l : app.controller().snapshot()->lanes) got.push_back(format_strategy(l.params));
+  EXPECT_EQ(got, strategies);
+  const auto check = [&](int s) {
+    ASSERT_EQ(app.controller().snapshot()->history.size(), static_cast<size_t>(s + 1));
+    for (int l : pass_lanes) {
+      SCOPED_TRACE("step " + std::to_string(s) + ", lane " + std::to_string(l));
+      EXPECT_TRUE(shown_pass(app, l) == live[s][l]);
+    }
+  };
+  check(0);
+  for (int s = 1; s < kSteps; ++s) {
+    app.advance();
+    app.settle(2, 50);
+    check(s);
+  }
+  EXPECT_TRUE(shown_timeline(app) == live_timeline);
+  for (int s = kSteps - 2; s >= 0; --s) {
+    app.back();
+    app.settle(2, 50);
+    check(s);
+  }
   fs::remove(file);
 }
 

@@ -509,7 +509,6 @@ std::string exported_spec_text() {
 TEST(SessionImport, SpeculativeAndDolaLanesReopenWithTheirRoundsAndContrasts) {
   const RecordedSpec& rec = recorded_spec();
   const Session& live = *rec.session;
-  EXPECT_EQ(reopen_limits(live), "");
   const ImportedSession got = import_session_text(exported_spec_text(), "spec.json");
   ASSERT_EQ(got.full.lanes.size(), live.lanes().size());
   for (size_t l = 0; l < live.lanes().size(); ++l) {
@@ -624,6 +623,52 @@ TEST(SessionImport, CorruptSpeculativeAndDolaRecordsAreRefused) {
                        d["steps"][1]["replay"]["lanes"][1]["spec"];
                  }),
                  "steps[1].replay.lanes[0].spec");
+}
+
+// A lookahead and a prompt-lookup lane's passes: each part of the stored
+// pass is checked, and a record without its pass (a file from before passes
+// were stored) is refused in one line rather than replayed as one token.
+TEST(SessionImport, CorruptLookaheadRecordsAreRefused) {
+  const LoadedModel m = test::load_model(test::bundled_model_dir(), "cpu", 6);
+  Session s(m.tokenizer, m.engine);
+  s.set_prompt("1, 2, 3, 4, 5, 6, 7, 8, 9,");
+  s.set_strategies(
+      {SamplingParams{}, parse_strategy("lookahead"), parse_strategy("prompt_lookup=6,2")});
+  s.prefill();
+  s.step();
+  s.step();
+  const json doc = session_to_json(s);
+  ASSERT_NO_THROW(import_session_text(dump(doc), "t.json"));
+  const auto with = [&](const std::function<void(json&)>& edit) {
+    json d = doc;
+    edit(d);
+    return dump(d);
+  };
+  // steps[1]: the first passes; record 1 is the lookahead lane's, 2 the
+  // prompt-lookup lane's.
+  ASSERT_TRUE(doc["steps"][1]["replay"]["lanes"][1].contains("lookahead"));
+  ASSERT_TRUE(doc["steps"][1]["replay"]["lanes"][2].contains("lookahead"));
+  const auto pass = [](json& d, int lane) -> json& {
+    return d["steps"][1]["replay"]["lanes"][lane]["lookahead"];
+  };
+  expect_refused(with([](json& d) { d["steps"][1]["replay"]["lanes"][1].erase("lookahead"); }),
+                 "steps[1].replay.lanes[1].strategy: lookahead or prompt-lookup lane without "
+                 "its pass");
+  expect_refused(with([&](json& d) { pass(d, 1)["layout"]["mask"] = "01"; }),
+                 "steps[1].replay.lanes[1].lookahead.layout.mask: 2 entries, expected");
+  expect_refused(with([&](json& d) { pass(d, 1)["layout"]["tokens"][0] = 5; }),
+                 "lookahead.layout.tokens: not the record's input tokens");
+  expect_refused(with([&](json& d) { pass(d, 2)["logits"].erase(0); }),
+                 "steps[1].replay.lanes[2].lookahead.logits:");
+  expect_refused(with([&](json& d) { pass(d, 2)["committed"] = json::array({0}); }),
+                 "lookahead.committed: not a beginning of the verdict's tokens");
+  expect_refused(with([&](json& d) { pass(d, 1)["prompt_lookup"] = true; }),
+                 "lookahead.prompt_lookup: does not match the strategy");
+  expect_refused(with([&](json& d) { pass(d, 1)["verdict"]["candidate"] = 40; }),
+                 "lookahead.verdict.candidate:");
+  expect_refused(
+      with([&](json& d) { d["steps"][1]["replay"]["lanes"][0]["lookahead"] = pass(d, 1); }),
+      "steps[1].replay.lanes[0].lookahead");
 }
 
 TEST(SessionImport, HugeDeclaredSizesAreRefused) {
