@@ -163,7 +163,7 @@ TEST(Cli, JsonOfLookaheadLanesKeepsEachPassForReopening) {
   const CliRun r = run_cli(with_tiny({"--steps", "2", "--compare", "greedy", "lookahead",
                                       "prompt_lookup", "--json", file.string()}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.err.find("note:"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("note: " + file.string()), std::string::npos) << r.err;
   const nlohmann::json doc = nlohmann::json::parse(read_file(file));
   ASSERT_GE(doc["steps"].size(), 2u);
   for (int lane : {1, 2}) {

@@ -412,7 +412,9 @@ ShownTimeline shown_timeline(App& app) {
   return t;
 }
 
+// After the first frame, which applies the layout.
 void open_pass_panels(App& app) {
+  app.frame();
   app.state().settings.panel_open(PanelId::kLookahead) = true;
   app.state().settings.panel_open(PanelId::kTimeline) = true;
   app.state().settings.panel_open(PanelId::kAttention) = true;
@@ -458,7 +460,6 @@ TEST(GuiReopen, LookaheadAndPromptLookupLanesReopen) {
   bare.setup = {};
   App app(bare);
   open_pass_panels(app);
-  app.frame();
   app.open_session(file);
   app.settle();
   ASSERT_TRUE(app.controller().replaying()) << app.state().error_text;
