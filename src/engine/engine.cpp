@@ -54,8 +54,7 @@ Engine::Engine(std::shared_ptr<const ModelWeights> weights, std::unique_ptr<Back
       backend_(std::move(backend)),
       cache_(make_shape(weights_->config, cache_tokens, block_size, kv_format)) {
   if (!backend_->stores_kv_format(kv_format))
-    throw Error(std::string("--kv ") + weight_format_name(kv_format) + ": the " +
-                backend_->name() +
+    throw Error(std::string("--kv ") + weight_format_name(kv_format) + ": the " + backend_->name() +
                 " backend keeps its KV cache in f32 only; use --device cpu or --kv f32");
   backend_->init_cache(cache_.shape());
 }

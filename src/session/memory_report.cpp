@@ -253,11 +253,10 @@ std::vector<std::string> memory_report_lines(const MemoryReport& r) {
                         mib(r.weight_resident_bytes) + " resident";
   lines.push_back(weights);
   const std::string kv = "KV pool  " + mib(r.kv_reserved_bytes) + " " +
-                        (r.kv_format == "f32" ? std::string("fp32") : r.kv_format) + " reserved, ";
+                         (r.kv_format == "f32" ? std::string("fp32") : r.kv_format) + " reserved, ";
   if (r.kv_on_host)
-    lines.push_back(kv + mib(r.kv_used_bytes) +
-                    " held by sequences now, " + mib(r.kv_resident_bytes) +
-                    " resident (pages written so far)");
+    lines.push_back(kv + mib(r.kv_used_bytes) + " held by sequences now, " +
+                    mib(r.kv_resident_bytes) + " resident (pages written so far)");
   else
     lines.push_back(kv + mib(r.kv_used_bytes) +
                     " held by sequences now, in device memory (not in this process's RSS)");

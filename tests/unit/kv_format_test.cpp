@@ -69,8 +69,9 @@ TEST(KvFormat, TheFlagTakesThreeNamesAndABadValueIsOneLine) {
 // ---- the kernels ----
 
 class HalfKv : public ::testing::TestWithParam<WeightFormat> {};
-INSTANTIATE_TEST_SUITE_P(Formats, HalfKv, ::testing::ValuesIn(kHalfFormats),
-                         [](const auto& info) { return std::string(weight_format_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Formats, HalfKv, ::testing::ValuesIn(kHalfFormats), [](const auto& info) {
+  return std::string(weight_format_name(info.param));
+});
 
 // The append stores each K and V value rounded to nearest even, and leaves
 // every other slot alone.
@@ -149,8 +150,7 @@ TEST_P(HalfKv, AttentionEqualsAttentionOverAnFp32CacheOfTheRoundedValues) {
       }
       EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0)
           << "head_dim " << head_dim << (masked ? " masked" : " causal");
-      EXPECT_EQ(std::memcmp(probs[0].data(), probs[1].data(), probs[0].size() * sizeof(float)),
-                0)
+      EXPECT_EQ(std::memcmp(probs[0].data(), probs[1].data(), probs[0].size() * sizeof(float)), 0)
           << "head_dim " << head_dim << (masked ? " masked" : " causal");
       EXPECT_NE(out[0], std::vector<float>(out[0].size(), -1.0f));
     }
@@ -187,8 +187,9 @@ std::vector<float> step(Engine& e, SeqId seq, std::vector<int> tokens) {
 }
 
 class EveryKv : public ::testing::TestWithParam<WeightFormat> {};
-INSTANTIATE_TEST_SUITE_P(Formats, EveryKv, ::testing::ValuesIn(kAllFormats),
-                         [](const auto& info) { return std::string(weight_format_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Formats, EveryKv, ::testing::ValuesIn(kAllFormats), [](const auto& info) {
+  return std::string(weight_format_name(info.param));
+});
 
 // Layer 0's keys and values do not depend on the cache (they come from the
 // embedding), so the 16-bit cache's layer 0 is the fp32 cache's, rounded.
@@ -367,8 +368,10 @@ std::vector<int> greedy(const LoadedModel& m, const std::string& prompt, int ste
 // Every position of the validation text's first window, teacher-forced, with
 // K and V stored in f16 / bf16 against fp32. Only attention's inputs are
 // rounded (relative error 2^-11 for f16, 2^-8 for bf16), so the differences
-// are smaller than those of 16-bit weights. The bounds are the measured
-// figures (printed) with a margin.
+// are smaller than those of 16-bit weights. Measured on the bundled model (256
+// positions, AVX2, 2 threads): f16 max |diff| 0.0053, mean KL 4.3e-8, top-1
+// 100%, 96 of 96 greedy steps alike; bf16 0.063, 3.3e-6, 100%, 96 of 96.
+// Asserted at about 3x (top-1 and greedy agreement a few points below).
 TEST(KvFormatModel, LogitsStayCloseToFp32AndGreedyTokensAgree) {
   const LoadedModel ref = bundled(WeightFormat::kF32);
   const std::string text = test::read_text_file(test::fixture_dir() / "bundled/val.txt");
@@ -384,8 +387,8 @@ TEST(KvFormatModel, LogitsStayCloseToFp32AndGreedyTokensAgree) {
     WeightFormat format;
     double max_abs, mean_kl, min_top1;
   };
-  for (const Bound& b : {Bound{WeightFormat::kF16, 0.02, 1e-6, 0.98},
-                         Bound{WeightFormat::kBF16, 0.15, 3e-5, 0.97}}) {
+  for (const Bound& b : {Bound{WeightFormat::kF16, 0.016, 1.5e-7, 0.98},
+                         Bound{WeightFormat::kBF16, 0.19, 1e-5, 0.97}}) {
     const char* name = weight_format_name(b.format);
     const LoadedModel m = bundled(b.format);
     const std::vector<float> got = m.engine->forward_scratch(tokens, all).outputs[0].logits;
@@ -410,9 +413,10 @@ TEST(KvFormatModel, LogitsStayCloseToFp32AndGreedyTokensAgree) {
       top1 += std::max_element(a, a + V) - a == std::max_element(g, g + V) - g;
     }
     const double mean_kl = kl_sum / n, top1_share = double(top1) / n;
-    std::printf("--kv %s vs f32 over %d positions: max |logit diff| %.4g, KL mean %.3g, "
-                "top-1 agreement %.1f%%\n",
-                name, n, max_abs, mean_kl, 100 * top1_share);
+    std::printf(
+        "--kv %s vs f32 over %d positions: max |logit diff| %.4g, KL mean %.3g, "
+        "top-1 agreement %.1f%%\n",
+        name, n, max_abs, mean_kl, 100 * top1_share);
     EXPECT_GT(max_abs, 0.0) << name << ": the format changed nothing";
     EXPECT_LE(max_abs, b.max_abs) << name;
     EXPECT_LE(mean_kl, b.mean_kl) << name;

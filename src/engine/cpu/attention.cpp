@@ -16,6 +16,17 @@
 namespace ts::cpu {
 namespace {
 
+// a * b + c, one rounding where the machine has FMA: spelt out, so that the
+// compiler contracts the sums of every format alike (the fp32 and 16-bit
+// loops would otherwise differ in whether they fuse).
+inline float madd(float a, float b, float c) {
+#ifdef __FMA__
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 // Element i of a pool in format F, widened to fp32 (exact for f16 and bf16).
 template <WeightFormat F>
 float load1(const void* pool, long long i) {
@@ -71,7 +82,7 @@ float dot(const float* a, const void* pool, long long k0, int n) {
   }
 #endif
   float s = 0.0f;
-  for (int i = 0; i < n; ++i) s += a[i] * load1<F>(pool, k0 + i);
+  for (int i = 0; i < n; ++i) s = madd(a[i], load1<F>(pool, k0 + i), s);
   return s;
 }
 
@@ -86,7 +97,7 @@ void add_scaled(float p, const void* pool, long long v0, int n, float* o) {
     return;
   }
 #endif
-  for (int d = 0; d < n; ++d) o[d] += p * load1<F>(pool, v0 + d);
+  for (int d = 0; d < n; ++d) o[d] = madd(p, load1<F>(pool, v0 + d), o[d]);
 }
 
 // Numerically safe softmax of n values in place (max subtracted).

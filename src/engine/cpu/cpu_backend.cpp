@@ -132,11 +132,10 @@ class CpuBackend final : public Backend {
   char* k_bytes(size_t layer) { return reinterpret_cast<char*>(k_pool_[layer].data()); }
   char* v_bytes(size_t layer) { return reinterpret_cast<char*>(v_pool_[layer].data()); }
 
-  // [layer][slot * C] values in shape_.format; anonymous memory straight from the kernel, whose pages
-  // are zero and take no resident memory until a slot is written, so a pool
-  // sized for every lane's full context costs only the blocks the session
-  // has used. (A zero-filled std::vector touched every page: 755 MB at load
-  // for GPT-2 124M.)
+  // [layer][slot * C] values in shape_.format; anonymous memory straight from the kernel, whose
+  // pages are zero and take no resident memory until a slot is written, so a pool sized for every
+  // lane's full context costs only the blocks the session has used. (A zero-filled std::vector
+  // touched every page: 755 MB at load for GPT-2 124M.)
   std::vector<AnonymousMemory> k_pool_, v_pool_;
   std::vector<float> logits_scratch_;  // logits() of the rows that need them, [rows][vocab]
   // Scratch of the last and the largest forward (read by memory()).
