@@ -149,15 +149,16 @@ json bench_model(BenchOptions o, const std::string& model_dir, bool& identical) 
       ts::convert_weights(ts::load_model(model_dir), o.setup.weights));
   const int n_ctx = weights->config.n_ctx;
   fit_to_context(o, n_ctx, model_dir);
-  ts::BackendSelection sel = ts::make_backend(o.setup.device, weights, o.setup.cpu_threads);
+  ts::BackendSelection sel =
+      ts::make_backend(o.setup.device, weights, o.setup.cpu_threads, o.setup.kv);
   if (!sel.notice.empty()) std::cerr << "note: " << sel.notice << "\n";
   int max_lanes = 1;
   for (int k : o.lanes) max_lanes = std::max(max_lanes, k);
   // Every lane's sequence may own whole blocks up to the context (plus the
   // shared base and one scratch sequence): sized in blocks, not tokens.
   const ts::KvCacheSize kv =
-      ts::kv_cache_size_for(weights->config, max_lanes + 2, 16, sel.backend.get());
-  ts::Engine engine(weights, std::move(sel.backend), kv.tokens);
+      ts::kv_cache_size_for(weights->config, max_lanes + 2, 16, sel.backend.get(), o.setup.kv);
+  ts::Engine engine(weights, std::move(sel.backend), kv.tokens, 16, o.setup.kv);
   const ts::ModelConfig& cfg = engine.config();
   // Weights read into memory (or a populated map), backend and KV pool set up.
   const double load_seconds =
@@ -172,6 +173,7 @@ json bench_model(BenchOptions o, const std::string& model_dir, bool& identical) 
                  {"parameters", cfg.parameter_count()},
                  {"weight_bytes_fp32", cfg.parameter_count() * 4},
                  {"weights", ts::weight_format_name(weights->format)},
+                 {"kv", ts::weight_format_name(o.setup.kv)},
                  {"backend", engine.backend().name()},
                  {"device", engine.backend().device_name()},
                  {"machine",

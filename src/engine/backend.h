@@ -124,6 +124,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;         // "cpu", "cuda"
   virtual std::string device_name() const = 0;  // e.g. "AMD EPYC (2 threads)"
+  // Whether init_cache takes a KvCacheShape in this format (--kv). A backend
+  // that does not say keeps its cache in fp32 only.
+  virtual bool stores_kv_format(WeightFormat format) const { return format == WeightFormat::kF32; }
   virtual BackendMemory memory() const = 0;
   // The bytes a new KV cache may take where this backend keeps it, and the
   // name of that memory for a message ("this machine's 23.4 GiB of memory").

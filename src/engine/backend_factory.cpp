@@ -1,5 +1,8 @@
 #include "engine/backend_factory.h"
 
+#include <string>
+#include <utility>
+
 #include "engine/cpu/cpu_backend.h"
 #include "util/error.h"
 #ifdef TS_HAVE_CUDA
@@ -9,21 +12,27 @@
 namespace ts {
 
 BackendSelection make_backend(const std::string& device,
-                              std::shared_ptr<const ModelWeights> weights, int cpu_threads) {
+                              std::shared_ptr<const ModelWeights> weights, int cpu_threads,
+                              WeightFormat kv_format) {
   if (device != "auto" && device != "cpu" && device != "cuda")
     throw Error("--device must be auto, cpu or cuda (got '" + device + "')");
   BackendSelection sel;
-  // The CUDA backend copies fp32 tensors: 16-bit weights run on the CPU.
-  if (weights->format != WeightFormat::kF32) {
-    const std::string format = weight_format_name(weights->format);
+  // The CUDA backend copies fp32 tensors and keeps an fp32 KV cache: 16-bit
+  // weights or a 16-bit cache run on the CPU. `flag` is e.g. "--kv f16".
+  const auto on_cpu_only = [&](const std::string& flag, const std::string& refusal,
+                               const std::string& notice, const std::string& f32_flag) {
     if (device == "cuda")
-      throw Error("--weights " + format +
-                  ": the CUDA backend reads f32 weights only; use --device cpu or --weights f32");
-    if (device == "auto")
-      sel.notice = "--weights " + format + " runs on the CPU (CUDA reads f32 only)";
+      throw Error(flag + ": the CUDA backend " + refusal + "; use --device cpu or " + f32_flag);
+    if (device == "auto") sel.notice = flag + " runs on the CPU (CUDA " + notice + ")";
     sel.backend = make_cpu_backend(std::move(weights), cpu_threads);
-    return sel;
-  }
+    return std::move(sel);
+  };
+  if (weights->format != WeightFormat::kF32)
+    return on_cpu_only(std::string("--weights ") + weight_format_name(weights->format),
+                       "reads f32 weights only", "reads f32 only", "--weights f32");
+  if (kv_format != WeightFormat::kF32)
+    return on_cpu_only(std::string("--kv ") + weight_format_name(kv_format),
+                       "keeps its KV cache in f32 only", "keeps an f32 KV cache only", "--kv f32");
   if (device != "cpu") {
 #ifdef TS_HAVE_CUDA
     std::string why;

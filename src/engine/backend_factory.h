@@ -18,11 +18,13 @@ struct BackendSelection {
 };
 
 // device: "auto", "cpu" or "cuda". Throws ts::Error for any other name, and
-// for "cuda" when no CUDA device can be used or the weights are not fp32
-// (ModelWeights::format: the CUDA backend reads fp32 only; "auto" then takes
-// the CPU and says so in the notice).
+// for "cuda" when no CUDA device can be used, the weights are not fp32
+// (ModelWeights::format) or the KV cache is not to be fp32 (kv_format, --kv):
+// the CUDA backend reads and stores fp32 only; "auto" then takes the CPU and
+// says so in the notice.
 BackendSelection make_backend(const std::string& device,
-                              std::shared_ptr<const ModelWeights> weights, int cpu_threads = 0);
+                              std::shared_ptr<const ModelWeights> weights, int cpu_threads = 0,
+                              WeightFormat kv_format = WeightFormat::kF32);
 
 // backend.measure_roofs: working_set_bytes is the model's weight bytes (0:
 // skip that probe). Throws ts::Error when the probe cannot run (e.g. the

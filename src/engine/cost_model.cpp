@@ -3,8 +3,9 @@
 namespace ts {
 
 StepCost estimate_step_cost(const ModelConfig& cfg, const std::vector<EntryShape>& entries,
-                            WeightFormat format) {
-  const double mb = bytes_per_weight(format);  // a matmul weight's (and wte's) bytes
+                            WeightFormat format, WeightFormat kv_format) {
+  const double mb = bytes_per_weight(format);     // a matmul weight's (and wte's) bytes
+  const double kb = bytes_per_weight(kv_format);  // a cached K or V value's bytes
   const double c = cfg.n_embd, l = cfg.n_layer, v = cfg.vocab_size;
   StepCost cost;
   double rows = 0, logit_rows = 0;
@@ -16,8 +17,8 @@ StepCost estimate_step_cost(const ModelConfig& cfg, const std::vector<EntryShape
     for (int r = 0; r < e.new_tokens; ++r) keys += e.start_pos + r + 1;
     cost.flops += l * 4.0 * c * keys;
     const double context = e.start_pos + e.new_tokens;
-    cost.kv_read_bytes += l * 2.0 * context * c * 4.0;
-    cost.kv_write_bytes += l * 2.0 * e.new_tokens * c * 4.0;
+    cost.kv_read_bytes += l * 2.0 * context * c * kb;
+    cost.kv_write_bytes += l * 2.0 * e.new_tokens * c * kb;
   }
   // qkv (3C^2) + proj (C^2) + fc (4C^2) + fc_proj (4C^2) per layer and row.
   cost.flops += rows * l * 2.0 * 12.0 * c * c;

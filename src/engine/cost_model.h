@@ -14,8 +14,8 @@ namespace ts {
 struct StepCost {
   double flops = 0;           // multiply-adds count 2
   double weight_bytes = 0;    // weights read once (fp32, or 16-bit matmul weights)
-  double kv_read_bytes = 0;   // cached K and V read by attention (once per entry)
-  double kv_write_bytes = 0;  // K and V of the new tokens
+  double kv_read_bytes = 0;   // cached K and V read by attention (once per entry), in the KV format
+  double kv_write_bytes = 0;  // K and V of the new tokens, in the KV format
   double bytes() const { return weight_bytes + kv_read_bytes + kv_write_bytes; }
   double intensity() const { return bytes() > 0 ? flops / bytes() : 0; }
   StepCost& operator+=(const StepCost& o) {
@@ -33,8 +33,10 @@ struct EntryShape {
   int logit_rows = 1;  // rows whose logits are computed
 };
 
-// format: the matmul weights' and wte's (ModelWeights::format); the rest is fp32.
+// format: the matmul weights' and wte's (ModelWeights::format); the rest is
+// fp32. kv_format: the KV cache's values (KvCacheShape::format).
 StepCost estimate_step_cost(const ModelConfig& config, const std::vector<EntryShape>& entries,
-                            WeightFormat format = WeightFormat::kF32);
+                            WeightFormat format = WeightFormat::kF32,
+                            WeightFormat kv_format = WeightFormat::kF32);
 
 }  // namespace ts

@@ -1,13 +1,15 @@
 #include "engine/engine.h"
 
 #include <chrono>
+#include <string>
 
 #include "util/error.h"
 
 namespace ts {
 namespace {
 
-KvCacheShape make_shape(const ModelConfig& cfg, int cache_tokens, int block_size) {
+KvCacheShape make_shape(const ModelConfig& cfg, int cache_tokens, int block_size,
+                        WeightFormat format) {
   if (cache_tokens <= 0) throw Error("KV cache capacity must be positive");
   KvCacheShape shape;
   shape.n_layer = cfg.n_layer;
@@ -15,6 +17,7 @@ KvCacheShape make_shape(const ModelConfig& cfg, int cache_tokens, int block_size
   shape.head_dim = cfg.head_dim();
   shape.block_size = block_size;
   shape.num_blocks = (cache_tokens + block_size - 1) / block_size;
+  shape.format = format;
   return shape;
 }
 
@@ -46,10 +49,13 @@ void check_pass_layout(const BatchEntry& b, int n_ctx) {
 }
 
 Engine::Engine(std::shared_ptr<const ModelWeights> weights, std::unique_ptr<Backend> backend,
-               int cache_tokens, int block_size)
+               int cache_tokens, int block_size, WeightFormat kv_format)
     : weights_(std::move(weights)),
       backend_(std::move(backend)),
-      cache_(make_shape(weights_->config, cache_tokens, block_size)) {
+      cache_(make_shape(weights_->config, cache_tokens, block_size, kv_format)) {
+  if (!backend_->stores_kv_format(kv_format))
+    throw Error(std::string("--kv ") + weight_format_name(kv_format) + ": the " + backend_->name() +
+                " backend keeps its KV cache in f32 only; use --device cpu or --kv f32");
   backend_->init_cache(cache_.shape());
 }
 
@@ -114,7 +120,7 @@ ForwardResult Engine::forward(const std::vector<ForwardRequest>& requests,
       cache_.undo_append(batch[i].seq, batch[i].start_pos, result.plans[i]);
     throw;
   }
-  result.cost = estimate_step_cost(cfg, shapes, weights_->format);
+  result.cost = estimate_step_cost(cfg, shapes, weights_->format, cache_.shape().format);
   return result;
 }
 

@@ -36,9 +36,11 @@ struct ForwardResult {
 
 class Engine {
  public:
-  // cache_tokens: capacity of the paged KV cache in tokens (rounded up to blocks).
+  // cache_tokens: capacity of the paged KV cache in tokens (rounded up to
+  // blocks); kv_format: how the backend stores K and V (--kv). Throws
+  // ts::Error in one line when the backend cannot store that format.
   Engine(std::shared_ptr<const ModelWeights> weights, std::unique_ptr<Backend> backend,
-         int cache_tokens, int block_size = 16);
+         int cache_tokens, int block_size = 16, WeightFormat kv_format = WeightFormat::kF32);
 
   const ModelConfig& config() const { return weights_->config; }
   const ModelWeights& weights() const { return *weights_; }

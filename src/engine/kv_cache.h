@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/weight_format.h"
+
 namespace ts {
 
 using SeqId = int;
@@ -19,10 +21,13 @@ struct KvCacheShape {
   int head_dim = 0;
   int block_size = 16;  // tokens per block
   int num_blocks = 0;   // capacity, in blocks (all layers share the numbering)
+  // How the backend stores each K and V value (--kv): f32, or f16 / bf16 at
+  // 2 bytes a value.
+  WeightFormat format = WeightFormat::kF32;
 
-  // Bytes one block holds in one layer, K and V together, fp32.
+  // Bytes one block holds in one layer, K and V together, in `format`.
   int64_t bytes_per_block_per_layer() const {
-    return int64_t(2) * block_size * n_head * head_dim * int64_t(sizeof(float));
+    return int64_t(2) * block_size * n_head * head_dim * bytes_per_weight(format);
   }
 };
 

@@ -17,10 +17,24 @@ const char* weight_format_name(WeightFormat format) {
   return "f32";
 }
 
-WeightFormat parse_weight_format(const std::string& text) {
+namespace {
+
+// `text` as one of the names, in the order `expected` lists them.
+WeightFormat parse_format(const std::string& flag, const std::string& text,
+                          const std::string& expected) {
   for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16})
     if (text == weight_format_name(f)) return f;
-  throw Error("--weights: expected f32, bf16 or f16, got '" + text + "'");
+  throw Error(flag + ": expected " + expected + ", got '" + text + "'");
+}
+
+}  // namespace
+
+WeightFormat parse_weight_format(const std::string& text) {
+  return parse_format("--weights", text, "f32, bf16 or f16");
+}
+
+WeightFormat parse_kv_format(const std::string& text) {
+  return parse_format("--kv", text, "f32, f16 or bf16");
 }
 
 float round_to_format(float value, WeightFormat format) {

@@ -201,6 +201,7 @@ MemoryReport memory_report(const Engine& engine) {
 
   const KvOccupancy kv = engine.cache().occupancy();
   r.kv_used_bytes = kv.bytes_per_layer_used * engine.config().n_layer;
+  r.kv_format = weight_format_name(engine.cache().shape().format);
   const BackendMemory m = engine.backend().memory();
   r.kv_on_host = m.on_host;
   r.kv_reserved_bytes = m.kv_reserved_bytes;
@@ -251,12 +252,13 @@ std::vector<std::string> memory_report_lines(const MemoryReport& r) {
                         mib(r.weight_mapped_bytes) + " read in place from the file map; " +
                         mib(r.weight_resident_bytes) + " resident";
   lines.push_back(weights);
+  const std::string kv = "KV pool  " + mib(r.kv_reserved_bytes) + " " +
+                         (r.kv_format == "f32" ? std::string("fp32") : r.kv_format) + " reserved, ";
   if (r.kv_on_host)
-    lines.push_back("KV pool  " + mib(r.kv_reserved_bytes) + " reserved, " + mib(r.kv_used_bytes) +
-                    " held by sequences now, " + mib(r.kv_resident_bytes) +
-                    " resident (pages written so far)");
+    lines.push_back(kv + mib(r.kv_used_bytes) + " held by sequences now, " +
+                    mib(r.kv_resident_bytes) + " resident (pages written so far)");
   else
-    lines.push_back("KV pool  " + mib(r.kv_reserved_bytes) + " reserved, " + mib(r.kv_used_bytes) +
+    lines.push_back(kv + mib(r.kv_used_bytes) +
                     " held by sequences now, in device memory (not in this process's RSS)");
   if (r.trace_bytes >= 0)
     lines.push_back("trace    " + mib(r.trace_bytes) + " of a " + mib(r.trace_budget_bytes) +
@@ -316,6 +318,7 @@ nlohmann::json memory_report_json(const MemoryReport& r) {
             {"format", r.weight_format}}},
           {"kv_pool",
            {{"on_host", r.kv_on_host},
+            {"format", r.kv_format},
             {"reserved_bytes", r.kv_reserved_bytes},
             {"used_bytes", r.kv_used_bytes},
             {"resident_bytes", r.kv_resident_bytes}}},

@@ -112,6 +112,8 @@ bool parse_model_flag(FlagReader& reader, ModelSetupOptions& setup) {
     setup.device = d;
   } else if (f == "--weights") {
     setup.weights = parse_weight_format(reader.value());
+  } else if (f == "--kv") {
+    setup.kv = parse_kv_format(reader.value());
   } else if (f == "--threads") {
     setup.cpu_threads =
         static_cast<int>(parse_whole_number(f, reader.value(), 0, max_cpu_threads()));
@@ -131,6 +133,8 @@ std::string model_flags_help() {
          "  --device auto|cpu|cuda  backend; auto takes CUDA when a device is usable\n"
          "  --weights f32|bf16|f16  format of the matmul weights, converted at load (default\n"
          "                          f32); bf16 and f16 halve the bytes a step reads, CPU only\n"
+         "  --kv f32|f16|bf16       format of the KV cache's keys and values (default f32); f16\n"
+         "                          and bf16 halve its bytes and what attention reads, CPU only\n"
          "  --threads N             CPU threads, 0 = all hardware threads (default), at most " +
          std::to_string(max_cpu_threads()) +
          "\n"

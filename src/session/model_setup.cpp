@@ -121,11 +121,11 @@ LoadedModel load_with_tokenizer(const ModelSetupOptions& options,
       convert_weights(load_model(out.path, out.tokenizer->vocab_size()), options.weights));
   out.name = out.path.filename().string();
   if (out.name.empty()) out.name = out.path.parent_path().filename().string();
-  BackendSelection sel = make_backend(options.device, weights, options.cpu_threads);
+  BackendSelection sel = make_backend(options.device, weights, options.cpu_threads, options.kv);
   out.backend_notice = sel.notice;
   const KvCacheSize kv = kv_cache_size_for(weights->config, std::max(2, options.cache_sequences),
-                                           16, sel.backend.get());
-  out.engine = std::make_shared<Engine>(weights, std::move(sel.backend), kv.tokens);
+                                           16, sel.backend.get(), options.kv);
+  out.engine = std::make_shared<Engine>(weights, std::move(sel.backend), kv.tokens, 16, options.kv);
   const auto loaded = clock::now();
   warm_up(*out.engine);
   out.load_seconds = std::chrono::duration<double>(loaded - start).count();
@@ -145,6 +145,7 @@ LoadedModel load_draft_model(const ModelSetupOptions& target, const fs::path& pa
   o.model = path;
   o.device = target.device;
   o.weights = target.weights;
+  o.kv = target.kv;
   o.cpu_threads = target.cpu_threads;
   o.cache_sequences = std::max(2, sequences);
   // An llm.c file holds no tokenizer: with none beside it, the draft reads
@@ -171,14 +172,14 @@ LoadedModel load_draft_model(const ModelSetupOptions& target, const fs::path& pa
 }
 
 KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int block_size,
-                              const Backend* backend) {
+                              const Backend* backend, WeightFormat kv_format) {
   KvCacheSize size;
   size.sequences = sequences;
   const int64_t blocks_per_sequence = (int64_t{config.n_ctx} + block_size - 1) / block_size;
   const int64_t blocks = blocks_per_sequence * sequences;
   const int64_t tokens = blocks * block_size;
   const int64_t bytes =
-      tokens * 2 * int64_t{config.n_embd} * config.n_layer * int64_t(sizeof(float));
+      tokens * 2 * int64_t{config.n_embd} * config.n_layer * bytes_per_weight(kv_format);
   int64_t physical = 0;
   std::string memory_name = "this machine's";
   if (backend) {

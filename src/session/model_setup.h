@@ -20,6 +20,8 @@ struct ModelSetupOptions {
   std::string device = "auto";      // auto | cpu | cuda
   // The matmul weights' format (--weights), converted at load.
   WeightFormat weights = WeightFormat::kF32;
+  // How the KV cache stores K and V (--kv): f32, or f16 / bf16 (CPU only).
+  WeightFormat kv = WeightFormat::kF32;
   int cpu_threads = 0;       // 0: every hardware thread
   int cache_sequences = 10;  // KV capacity in full contexts (lanes + scratch)
 };
@@ -44,15 +46,17 @@ struct KvCacheSize {
   int sequences = 0;
   int blocks = 0;
   int tokens = 0;     // blocks * block_size: what Engine's cache_tokens takes
-  int64_t bytes = 0;  // keys + values over every layer
+  int64_t bytes = 0;  // keys + values over every layer, in the cache's format
 };
 
 // Throws ts::Error up front, naming the figures, when the count overflows or
 // the cache would need more than the memory it goes in: the backend's
 // (Backend::kv_budget_bytes: the GPU's free memory for CUDA, physical RAM for
 // the CPU), or this machine's physical memory when no backend is given.
+// kv_format: the cache's values (--kv), 4 or 2 bytes each.
 KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int block_size = 16,
-                              const Backend* backend = nullptr);
+                              const Backend* backend = nullptr,
+                              WeightFormat kv_format = WeightFormat::kF32);
 
 // KV capacity (in full contexts) that lanes with these strategies need: one
 // sequence per lane, one per beam of a beam lane, and two for scratch work.
@@ -70,7 +74,7 @@ std::filesystem::path default_model_path();
 LoadedModel load_model_setup(const ModelSetupOptions& options);
 
 // The draft model of speculative lanes: `path` loaded like the target of
-// `target` (device, threads), its KV cache sized for `sequences` full
+// `target` (device, weight and KV formats, threads), its KV cache sized for `sequences` full
 // contexts. Throws ts::Error with one line, "draft model: " and the file at
 // fault (a broken draft is never mistaken for the target). With the target's
 // tokenizer given, an llm.c draft without tokenizer files beside it uses the

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
+
+#include "model/half_float.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -13,15 +16,65 @@
 namespace ts::cpu {
 namespace {
 
-// q . k. With AVX2 and a head size that is a multiple of 8, eight lanes of
-// partial sums added at the end (a scalar sum waits on each add in turn: at
-// 64 dims it made attention 6% of a GPT-2 124M decode step at context 64).
-float dot(const float* a, const float* b, int n) {
+// a * b + c, one rounding where the machine has FMA: spelt out, so that the
+// compiler contracts the sums of every format alike (the fp32 and 16-bit
+// loops would otherwise differ in whether they fuse).
+inline float madd(float a, float b, float c) {
+#ifdef __FMA__
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+// Element i of a pool in format F, widened to fp32 (exact for f16 and bf16).
+template <WeightFormat F>
+float load1(const void* pool, long long i) {
+  if constexpr (F == WeightFormat::kF32) {
+    return static_cast<const float*>(pool)[i];
+  } else {
+    uint16_t h;
+    std::memcpy(&h, static_cast<const char*>(pool) + 2 * i, sizeof h);
+    return F == WeightFormat::kBF16 ? bf16_to_fp32(h) : fp16_to_fp32(h);
+  }
+}
+
+#ifdef TS_HAVE_AVX2
+// Elements i..i+7 widened to fp32: bf16 is the top half of an fp32 (a shift),
+// f16 goes through F16C's vcvtph2ps.
+template <WeightFormat F>
+__m256 load8(const void* pool, long long i) {
+  if constexpr (F == WeightFormat::kF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(pool) + i);
+  } else {
+    const __m128i h =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(pool) + i));
+    if constexpr (F == WeightFormat::kBF16) {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    } else {
+#ifdef __F16C__
+      return _mm256_cvtph_ps(h);
+#else
+      alignas(32) float f[8];
+      for (int j = 0; j < 8; ++j) f[j] = load1<F>(pool, i + j);
+      return _mm256_load_ps(f);
+#endif
+    }
+  }
+}
+#endif
+
+// q . k, k being n elements of a pool from element k0. With AVX2 and a head
+// size that is a multiple of 8, eight lanes of partial sums added at the end
+// (a scalar sum waits on each add in turn: at 64 dims it made attention 6% of
+// a GPT-2 124M decode step at context 64).
+template <WeightFormat F>
+float dot(const float* a, const void* pool, long long k0, int n) {
 #ifdef TS_HAVE_AVX2
   if (n % 8 == 0) {
     __m256 acc = _mm256_setzero_ps();
     for (int i = 0; i < n; i += 8)
-      acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+      acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8<F>(pool, k0 + i), acc);
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -29,8 +82,22 @@ float dot(const float* a, const float* b, int n) {
   }
 #endif
   float s = 0.0f;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  for (int i = 0; i < n; ++i) s = madd(a[i], load1<F>(pool, k0 + i), s);
   return s;
+}
+
+// o += p * v, v being n elements of a pool from element v0.
+template <WeightFormat F>
+void add_scaled(float p, const void* pool, long long v0, int n, float* o) {
+#ifdef TS_HAVE_AVX2
+  if (n % 8 == 0) {
+    const __m256 pp = _mm256_set1_ps(p);
+    for (int d = 0; d < n; d += 8)
+      _mm256_storeu_ps(o + d, _mm256_fmadd_ps(pp, load8<F>(pool, v0 + d), _mm256_loadu_ps(o + d)));
+    return;
+  }
+#endif
+  for (int d = 0; d < n; ++d) o[d] = madd(p, load1<F>(pool, v0 + d), o[d]);
 }
 
 // Numerically safe softmax of n values in place (max subtracted).
@@ -46,9 +113,9 @@ void softmax_inplace(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
-}  // namespace
-
-void attention(const AttentionArgs& a, int head_begin, int head_end, int row_begin, int row_end) {
+template <WeightFormat F>
+void attention_in(const AttentionArgs& a, int head_begin, int head_end, int row_begin,
+                  int row_end) {
   const int c = a.n_head * a.head_dim;
   const int heads = head_end - head_begin;
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
@@ -78,28 +145,25 @@ void attention(const AttentionArgs& a, int head_begin, int head_end, int row_beg
     // 2 threads, context 64, the two together cut attention's CPU time per
     // step from 1.2-1.7 ms to 0.65-0.7 ms.) Each head's own sums are the
     // same whichever heads share its piece.
-    const size_t run_bytes = sizeof(float) * heads * a.head_dim;
+    constexpr size_t kValueBytes = F == WeightFormat::kF32 ? 4 : 2;
+    const size_t run_bytes = kValueBytes * heads * a.head_dim;
     for (int i = 0; i < visible; ++i) {
-      const int slot = a.context_slots[key(i)];
-      const float* k = a.k_pool + static_cast<long long>(slot) * c;
-      const char* v_run = reinterpret_cast<const char*>(
-          a.v_pool + static_cast<long long>(slot) * c + head_begin * a.head_dim);
+      const long long row = static_cast<long long>(a.context_slots[key(i)]) * c;
+      const char* v_run = static_cast<const char*>(a.v_pool) +
+                          kValueBytes * static_cast<size_t>(row + head_begin * a.head_dim);
       for (size_t b = 0; b < run_bytes; b += 64) __builtin_prefetch(v_run + b);
       for (int h = head_begin; h < head_end; ++h)
         score_row(h - head_begin)[i] =
-            dot(q + h * a.head_dim, k + h * a.head_dim, a.head_dim) * scale;
+            dot<F>(q + h * a.head_dim, a.k_pool, row + h * a.head_dim, a.head_dim) * scale;
     }
     for (int h = 0; h < heads; ++h) softmax_inplace(score_row(h), visible);
     float* o = a.out + static_cast<long long>(r) * c;
     std::memset(o + head_begin * a.head_dim, 0, sizeof(float) * heads * a.head_dim);
     for (int i = 0; i < visible; ++i) {
-      const float* v = a.v_pool + static_cast<long long>(a.context_slots[key(i)]) * c;
-      for (int h = head_begin; h < head_end; ++h) {
-        const float p = score_row(h - head_begin)[i];
-        float* oh = o + h * a.head_dim;
-        const float* vh = v + h * a.head_dim;
-        for (int d = 0; d < a.head_dim; ++d) oh[d] += p * vh[d];
-      }
+      const long long row = static_cast<long long>(a.context_slots[key(i)]) * c;
+      for (int h = head_begin; h < head_end; ++h)
+        add_scaled<F>(score_row(h - head_begin)[i], a.v_pool, row + h * a.head_dim, a.head_dim,
+                      o + h * a.head_dim);
     }
     if (a.probs) {
       for (int h = head_begin; h < head_end; ++h) {
@@ -115,6 +179,20 @@ void attention(const AttentionArgs& a, int head_begin, int head_end, int row_beg
       }
     }
   }
+}
+
+}  // namespace
+
+void attention(const AttentionArgs& a, int head_begin, int head_end, int row_begin, int row_end) {
+  switch (a.kv_format) {
+    case WeightFormat::kBF16:
+      return attention_in<WeightFormat::kBF16>(a, head_begin, head_end, row_begin, row_end);
+    case WeightFormat::kF16:
+      return attention_in<WeightFormat::kF16>(a, head_begin, head_end, row_begin, row_end);
+    case WeightFormat::kF32:
+      break;
+  }
+  attention_in<WeightFormat::kF32>(a, head_begin, head_end, row_begin, row_end);
 }
 
 }  // namespace ts::cpu

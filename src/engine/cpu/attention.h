@@ -9,13 +9,20 @@
 // 0..start_pos-1 and the new keys start_pos + j with mask[r * rows + j] set,
 // in increasing order: the same sums, in the same order, as running the row's
 // branch alone (bit for bit).
+// The pools hold K and V in kv_format (f32, f16 or bf16): a cached value is
+// widened to fp32 as it is loaded and every sum is fp32, in the same order
+// for every format, so a 16-bit cache gives bit for bit what an fp32 cache
+// holding the same (rounded) values gives.
+#include "model/weight_format.h"
+
 namespace ts::cpu {
 
 struct AttentionArgs {
   const float* q = nullptr;  // [rows][ldq], head h at columns h*head_dim
   int ldq = 0;
-  const float* k_pool = nullptr;  // [slot][n_head*head_dim]
-  const float* v_pool = nullptr;
+  const void* k_pool = nullptr;  // [slot][n_head*head_dim] values in kv_format
+  const void* v_pool = nullptr;
+  WeightFormat kv_format = WeightFormat::kF32;
   const int* context_slots = nullptr;  // physical slot of each position 0..context-1
   int start_pos = 0;                   // position of row 0
   int rows = 0;

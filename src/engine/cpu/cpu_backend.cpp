@@ -1,5 +1,6 @@
 // The reference backend: GPT-2's forward pass in fp32 on the host (the
-// matmul weights in fp32, bf16 or f16, read as stored: ModelWeights::format). forward()
+// matmul weights in fp32, bf16 or f16, read as stored: ModelWeights::format;
+// the KV cache in fp32, f16 or bf16: KvCacheShape::format). forward()
 // reads as the model, one op per line; the ops are in their own files, named
 // after the CUDA kernels they are twins of (layernorm.cpp <-> kernels/layernorm.cu,
 // ...), and the plumbing (the batch's row layout, the attention's work split
@@ -93,6 +94,7 @@ class CpuBackend final : public Backend {
       : weights_(std::move(weights)), pool_(threads) {}
 
   std::string name() const override { return "cpu"; }
+  bool stores_kv_format(WeightFormat) const override { return true; }
   std::string device_name() const override {
     return cpu_model_name() + " (" + std::to_string(pool_.size()) + " threads)";
   }
@@ -123,11 +125,17 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool pool_;
   KvCacheShape shape_;
-  // [layer][slot * C]; anonymous memory straight from the kernel, whose pages
-  // are zero and take no resident memory until a slot is written, so a pool
-  // sized for every lane's full context costs only the blocks the session
-  // has used. (A zero-filled std::vector touched every page: 755 MB at load
-  // for GPT-2 124M.)
+  // Bytes of one slot's K (or V) row: C values in shape_.format.
+  size_t row_bytes() const {
+    return size_t(bytes_per_weight(shape_.format)) * size_t(weights_->config.n_embd);
+  }
+  char* k_bytes(size_t layer) { return reinterpret_cast<char*>(k_pool_[layer].data()); }
+  char* v_bytes(size_t layer) { return reinterpret_cast<char*>(v_pool_[layer].data()); }
+
+  // [layer][slot * C] values in shape_.format; anonymous memory straight from the kernel, whose
+  // pages are zero and take no resident memory until a slot is written, so a pool sized for every
+  // lane's full context costs only the blocks the session has used. (A zero-filled std::vector
+  // touched every page: 755 MB at load for GPT-2 124M.)
   std::vector<AnonymousMemory> k_pool_, v_pool_;
   std::vector<float> logits_scratch_;  // logits() of the rows that need them, [rows][vocab]
   // Scratch of the last and the largest forward (read by memory()).
@@ -157,7 +165,8 @@ void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpti
     const bool last = l + 1 == w.config.n_layer;
     // ln_1 -> qkv -> KV append -> attention -> proj + residual, ln_2
     cpu::matmul(a.ln.data(), rows, c, w.qkv(L), 3 * c, L.attn_qkv_bias, a.qkv.data(), pool_);
-    cpu::kv_append(a.qkv.data(), in.slots.data(), rows, c, k_pool_[l].data(), v_pool_[l].data());
+    cpu::kv_append(a.qkv.data(), in.slots.data(), rows, c, shape_.format, k_pool_[l].data(),
+                   v_pool_[l].data());
     attention(l, batch, in, a, options.wants_attention(l), outputs);
     cpu::matmul(a.attn.data(), rows, c, w.attn_proj(L), c, L.attn_proj_bias, a.proj.data(), pool_);
     cpu::residual_layernorm(a.x.data(), a.proj.data(), L.ln_2_weight, L.ln_2_bias, rows, c, eps,
@@ -238,6 +247,7 @@ void CpuBackend::attention(int layer, const std::vector<BatchEntry>& batch, cons
     args.ldq = 3 * c;
     args.k_pool = k_pool_[layer].data();
     args.v_pool = v_pool_[layer].data();
+    args.kv_format = shape_.format;
     args.context_slots = in.context_slots[p.entry].data();
     args.start_pos = b.start_pos;
     args.rows = static_cast<int>(b.tokens.size());
@@ -322,7 +332,9 @@ void CpuBackend::init_cache(const KvCacheShape& shape) {
   if (shape.n_layer != cfg.n_layer || shape.n_head * shape.head_dim != cfg.n_embd)
     throw Error("KV cache shape does not match the model");
   if (shape.block_size <= 0 || shape.num_blocks <= 0) throw Error("KV cache shape is empty");
-  const size_t per_layer = static_cast<size_t>(shape.num_blocks) * shape.block_size * cfg.n_embd;
+  // The pools are counted in floats: a 16-bit cache takes half as many.
+  const size_t values = static_cast<size_t>(shape.num_blocks) * shape.block_size * cfg.n_embd;
+  const size_t per_layer = (values * bytes_per_weight(shape.format) + 3) / 4;
   // The new pools are reserved before the old ones are released: a size the
   // machine refuses leaves the cache as it was (its contents included).
   std::vector<AnonymousMemory> k, v;
@@ -336,30 +348,28 @@ void CpuBackend::init_cache(const KvCacheShape& shape) {
 }
 
 void CpuBackend::copy_blocks(const std::vector<BlockCopy>& copies) {
-  const size_t c = weights_->config.n_embd;
+  const size_t row = row_bytes();
   for (const BlockCopy& cp : copies) {
-    const size_t src = static_cast<size_t>(cp.src_block) * shape_.block_size * c;
-    const size_t dst = static_cast<size_t>(cp.dst_block) * shape_.block_size * c;
-    const size_t n = static_cast<size_t>(cp.num_slots) * c;
+    const size_t src = static_cast<size_t>(cp.src_block) * shape_.block_size * row;
+    const size_t dst = static_cast<size_t>(cp.dst_block) * shape_.block_size * row;
+    const size_t n = static_cast<size_t>(cp.num_slots) * row;
     for (size_t l = 0; l < k_pool_.size(); ++l) {
-      std::memcpy(k_pool_[l].data() + dst, k_pool_[l].data() + src, n * sizeof(float));
-      std::memcpy(v_pool_[l].data() + dst, v_pool_[l].data() + src, n * sizeof(float));
+      std::memcpy(k_bytes(l) + dst, k_bytes(l) + src, n);
+      std::memcpy(v_bytes(l) + dst, v_bytes(l) + src, n);
     }
   }
 }
 
 void CpuBackend::move_slots(const std::vector<SlotMove>& moves) {
-  const size_t c = weights_->config.n_embd;
+  const size_t row = row_bytes();
   const long long slots = static_cast<long long>(shape_.num_blocks) * shape_.block_size;
   for (const SlotMove& m : moves)
     if (m.src_slot < 0 || m.dst_slot < 0 || m.src_slot >= slots || m.dst_slot >= slots)
       throw Error("move_slots: slot outside the KV pool");
   for (const SlotMove& m : moves)
     for (size_t l = 0; l < k_pool_.size(); ++l) {
-      std::memmove(k_pool_[l].data() + m.dst_slot * c, k_pool_[l].data() + m.src_slot * c,
-                   c * sizeof(float));
-      std::memmove(v_pool_[l].data() + m.dst_slot * c, v_pool_[l].data() + m.src_slot * c,
-                   c * sizeof(float));
+      std::memmove(k_bytes(l) + m.dst_slot * row, k_bytes(l) + m.src_slot * row, row);
+      std::memmove(v_bytes(l) + m.dst_slot * row, v_bytes(l) + m.src_slot * row, row);
     }
 }
 

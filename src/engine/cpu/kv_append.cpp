@@ -1,15 +1,38 @@
 #include "engine/cpu/kv_append.h"
 
+#include <cstdint>
 #include <cstring>
 
-namespace ts::cpu {
+#include "model/half_float.h"
 
-void kv_append(const float* qkv, const int* slots, int rows, int c, float* k_pool, float* v_pool) {
+namespace ts::cpu {
+namespace {
+
+void encode_row(const float* src, int c, WeightFormat format, void* dst) {
+  uint16_t* out = static_cast<uint16_t*>(dst);
+  if (format == WeightFormat::kBF16) {
+    for (int i = 0; i < c; ++i) out[i] = fp32_to_bf16(src[i]);
+  } else {
+    for (int i = 0; i < c; ++i) out[i] = fp32_to_fp16(src[i]);
+  }
+}
+
+}  // namespace
+
+void kv_append(const float* qkv, const int* slots, int rows, int c, WeightFormat format,
+               void* k_pool, void* v_pool) {
+  const size_t row_bytes = size_t(bytes_per_weight(format)) * c;
   for (long long r = 0; r < rows; ++r) {
     const float* row = qkv + r * 3 * c;
-    const long long slot = slots[r];
-    std::memcpy(k_pool + slot * c, row + c, sizeof(float) * c);
-    std::memcpy(v_pool + slot * c, row + 2 * c, sizeof(float) * c);
+    char* k = static_cast<char*>(k_pool) + size_t(slots[r]) * row_bytes;
+    char* v = static_cast<char*>(v_pool) + size_t(slots[r]) * row_bytes;
+    if (format == WeightFormat::kF32) {
+      std::memcpy(k, row + c, row_bytes);
+      std::memcpy(v, row + 2 * c, row_bytes);
+    } else {
+      encode_row(row + c, c, format, k);
+      encode_row(row + 2 * c, c, format, v);
+    }
   }
 }
 

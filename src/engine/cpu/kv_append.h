@@ -4,8 +4,12 @@
 // the CPU matmul has already added).
 //   qkv[r] = [q | k | v] (3C values);  K[slot[r]] = k,  V[slot[r]] = v
 // The slots (block * block_size + offset) come from the engine's KvCacheManager.
+// The pools hold values in `format`: f16 and bf16 are rounded to nearest even.
+#include "model/weight_format.h"
+
 namespace ts::cpu {
 
-void kv_append(const float* qkv, const int* slots, int rows, int c, float* k_pool, float* v_pool);
+void kv_append(const float* qkv, const int* slots, int rows, int c, WeightFormat format,
+               void* k_pool, void* v_pool);
 
 }  // namespace ts::cpu
