@@ -423,7 +423,8 @@ TEST(PresentationLayout, TheClassroomMenuEntryNamesThePanelsItShows) {
 // Presentation mode on, then off again: the Choosing panel's controls are
 // folded exactly when they were before, also after Choosing was shown alone
 // in presentation mode (its controls measured in the projector's large font).
-// Before, they stayed folded after F11 was switched off.
+// Before, at the default 1600x900 the classroom's controls stayed folded
+// after F11 was switched off.
 TEST(PresentationLayout, ChoosingUnfoldsAgainAfterPresentationMode) {
   REQUIRE_DISPLAY();
   App app(test::fixture_options("lesson"));
@@ -439,7 +440,7 @@ TEST(PresentationLayout, ChoosingUnfoldsAgainAfterPresentationMode) {
     app.frame();
     app.frame();
   };
-  for (const auto& [w, h] : kSizes)
+  for (const auto& [w, h] : {std::pair{1024, 768}, {1280, 720}, {1600, 900}, {1920, 1080}})
     for (const char* layout : {"lesson", "sampling", "classroom"}) {
       SCOPED_TRACE(std::string(layout) + " at " + std::to_string(w) + "x" + std::to_string(h));
       set_presentation(false);
