@@ -124,16 +124,17 @@ std::string format_v(const char* fmt, va_list args) {
   return out;
 }
 
-// Short text wrapped at blanks from the cursor to the panel's edge (after
-// SameLine the first line takes the rest of the current line).
+// Short text wrapped at blanks from the cursor to the panel's edge; after
+// SameLine its lines start under the first one, as ImGui's wrapped text does.
 void wrapped_here(std::string_view text) {
-  const ImGuiWindow* win = ImGui::GetCurrentWindow();
-  const float line_start = win->Pos.x + win->DC.Indent.x + win->DC.ColumnsOffset.x;
-  const float cursor = ImGui::GetCursorScreenPos().x;
-  const float width =
-      std::max(ImGui::GetContentRegionAvail().x + (cursor - line_start), ImGui::GetFontSize() * 4);
-  for (std::string_view line : wrap_at_blanks(text, width, std::max(cursor - line_start, 0.0f)))
+  const float width = std::max(ImGui::GetContentRegionAvail().x, ImGui::GetFontSize() * 4);
+  ImGui::BeginGroup();
+  // Lines as close as in ImGui's own wrapped text.
+  ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(ImGui::GetStyle().ItemSpacing.x, 0));
+  for (std::string_view line : wrap_at_blanks(text, width))
     ImGui::TextUnformatted(line.data(), line.data() + line.size());
+  ImGui::PopStyleVar();
+  ImGui::EndGroup();
 }
 
 }  // namespace

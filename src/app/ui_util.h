@@ -42,7 +42,7 @@ void dim_text_wrapped(const char* fmt, ...) IM_FMTARGS(1);
 
 // Text that wraps at the window's edge, only at blanks: ImGui's own wrap also
 // breaks after a comma or a full stop, splitting "8,192" into "8," and "192".
-// After SameLine the first line takes the rest of the current line.
+// After SameLine its lines start under the first one.
 void text_wrapped(const char* fmt, ...) IM_FMTARGS(1);
 
 // The lines `text` wraps into at `width` pixels in the current font, broken
