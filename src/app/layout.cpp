@@ -22,6 +22,13 @@ bool is_layout_name(const std::string& name) {
   return false;
 }
 
+const char* classroom_layout_label(bool presentation) {
+  // The projector's classroom is the "classroom" row of make_layout's table:
+  // its large fonts leave room for four panels, the rest stay in the View menu.
+  return presentation ? "Classroom (prompt, step control, attention, logits)"
+                      : "Classroom (every panel)";
+}
+
 LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* settings,
                        PanelId lesson_subject) {
   LayoutPlan plan;

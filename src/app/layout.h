@@ -28,6 +28,10 @@ struct LayoutPlan {
 std::vector<std::string> layout_names();
 bool is_layout_name(const std::string& name);
 
+// The View menu's name for the classroom layout: every panel, or in
+// presentation mode the four panels its projector arrangement shows.
+const char* classroom_layout_label(bool presentation);
+
 // Computes the rectangles of `name` for a work area; opens the panels the
 // layout shows and (for single-panel layouts) closes the others.
 // `lesson_subject`: while a guided lesson runs, the panel its step is about

@@ -84,7 +84,8 @@ void App::draw_menu_bar() {
     ImGui::MenuItem("Presentation mode", "F11", &state_.settings.presentation);
     ImGui::MenuItem("Light theme", nullptr, &state_.settings.light_theme);
     if (ImGui::BeginMenu("Layout")) {
-      if (ImGui::MenuItem("Classroom (every panel)")) state_.layout_request = "classroom";
+      if (ImGui::MenuItem(classroom_layout_label(state_.settings.presentation)))
+        state_.layout_request = "classroom";
       if (ImGui::MenuItem("Lesson: attention and the choice")) state_.layout_request = "lesson";
       if (ImGui::MenuItem("Memory: KV cache and cost")) state_.layout_request = "memory";
       if (ImGui::MenuItem("Why the KV cache: on vs off and the roofline"))

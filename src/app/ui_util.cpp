@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdarg>
+#include <cstdio>
 
 #include <imgui_internal.h>
 
@@ -110,48 +111,99 @@ std::string fit_text(const std::string& s, float max_w) {
   return s.substr(0, static_cast<size_t>(rest - s.data())) + "\u2026";
 }
 
+namespace {
+
+// fmt and its arguments as one string.
+std::string format_v(const char* fmt, va_list args) {
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  std::string out(static_cast<size_t>(std::max(n, 0)), '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, args);
+  return out;
+}
+
+// Short text wrapped at blanks from the cursor to the panel's edge; after
+// SameLine its lines start under the first one, as ImGui's wrapped text does.
+void wrapped_here(std::string_view text) {
+  const float width = std::max(ImGui::GetContentRegionAvail().x, ImGui::GetFontSize() * 4);
+  ImGui::BeginGroup();
+  // Lines as close as in ImGui's own wrapped text.
+  ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(ImGui::GetStyle().ItemSpacing.x, 0));
+  for (std::string_view line : wrap_at_blanks(text, width))
+    ImGui::TextUnformatted(line.data(), line.data() + line.size());
+  ImGui::PopStyleVar();
+  ImGui::EndGroup();
+}
+
+}  // namespace
+
 void dim_text_wrapped(const char* fmt, ...) {
   va_list args;
   va_start(args, fmt);
+  const std::string text = format_v(fmt, args);
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
-  ImGui::PushTextWrapPos(0.0f);
-  ImGui::TextV(fmt, args);
-  ImGui::PopTextWrapPos();
+  wrapped_here(text);
   ImGui::PopStyleColor();
   va_end(args);
 }
 
-void long_text_wrapped(std::string_view text, float first_line_offset) {
+std::vector<std::string_view> wrap_at_blanks(std::string_view text, float width,
+                                             float first_line_offset) {
   ImFont* font = ImGui::GetFont();
   const float scale = ImGui::GetFontSize() / font->FontSize;
-  const float width = std::max(ImGui::GetContentRegionAvail().x, ImGui::GetFontSize() * 4);
-  // Where each wrapped line starts and ends, as ImGui would wrap it.
-  std::vector<std::pair<const char*, const char*>> lines;
+  std::vector<std::string_view> lines;
   const char* s = text.data();
   const char* const end = s + text.size();
+  auto blank = [](char c) { return c == ' ' || c == '\t'; };
   for (;;) {
     const char* nl = std::find(s, end, '\n');
     const char* p = s;
     do {
       const float w = lines.empty() ? std::max(width - first_line_offset, 1.0f) : width;
       const char* eol = font->CalcWordWrapPositionA(scale, p, nl, w);
+      // ImGui also breaks after '.', ',', ';', '!' and '?', which splits a
+      // number at its thousands comma ("8," / "192"): go back to the blank
+      // before the word, unless the word alone is wider than the line.
+      if (eol > p && eol < nl && !blank(eol[-1]) && !blank(*eol)) {
+        const char* b = eol;
+        while (b > p && !blank(b[-1])) --b;
+        if (b > p) eol = b;
+      }
       if (eol <= p && p < nl) {  // not even one character fits: take one anyway
         unsigned int c = 0;
         eol = p + std::max(ImTextCharFromUtf8(&c, p, nl), 1);
       }
-      lines.emplace_back(p, eol);
+      const char* line_end = eol;
+      while (line_end > p && blank(line_end[-1])) --line_end;  // no blanks at a wrap's end
+      lines.emplace_back(p, static_cast<size_t>(line_end - p));
       p = eol;
-      while (p < nl && (*p == ' ' || *p == '\t')) ++p;  // a wrap eats the blanks after it
+      while (p < nl && blank(*p)) ++p;  // a wrap eats the blanks after it
     } while (p < nl);
     if (nl == end) break;
     s = nl + 1;
   }
+  return lines;
+}
+
+void long_text_wrapped(std::string_view text, float first_line_offset) {
+  const float width = std::max(ImGui::GetContentRegionAvail().x, ImGui::GetFontSize() * 4);
+  const std::vector<std::string_view> lines = wrap_at_blanks(text, width, first_line_offset);
   ImGuiListClipper clipper;
   clipper.Begin(static_cast<int>(lines.size()));
   while (clipper.Step())
     for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i)
-      ImGui::TextUnformatted(lines[i].first, lines[i].second);
+      ImGui::TextUnformatted(lines[i].data(), lines[i].data() + lines[i].size());
   clipper.End();
+}
+
+void text_wrapped(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  const std::string text = format_v(fmt, args);
+  va_end(args);
+  wrapped_here(text);
 }
 
 void hatch_rect(ImDrawList* dl, ImVec2 a, ImVec2 b, ImU32 color, float spacing) {

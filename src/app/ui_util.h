@@ -40,6 +40,18 @@ std::string fit_text(const std::string& s, float max_w);
 // Text that wraps at the window's edge, in the dim colour.
 void dim_text_wrapped(const char* fmt, ...) IM_FMTARGS(1);
 
+// Text that wraps at the window's edge, only at blanks: ImGui's own wrap also
+// breaks after a comma or a full stop, splitting "8,192" into "8," and "192".
+// After SameLine its lines start under the first one.
+void text_wrapped(const char* fmt, ...) IM_FMTARGS(1);
+
+// The lines `text` wraps into at `width` pixels in the current font, broken
+// only at blanks and newlines (a word wider than a line is cut where it must
+// be); the first line leaves `first_line_offset` pixels. Blanks at a break are
+// dropped.
+std::vector<std::string_view> wrap_at_blanks(std::string_view text, float width,
+                                             float first_line_offset = 0.0f);
+
 // Text from data (a lesson step, a prompt, generated text), of any length,
 // wrapped to the panel. Only the lines in view are drawn: Dear ImGui draws a
 // wrapped text in one call with 16-bit vertex indices and stops the window

@@ -206,4 +206,36 @@ std::vector<LegendTick> legend_ticks(const HeatRange& range) {
   return out;
 }
 
+int timing_outlier_reversing(const std::vector<double>& on, const std::vector<double>& off) {
+  if (on.empty() || on.size() != off.size()) return -1;
+  auto median_decode = [](const std::vector<double>& t) {
+    std::vector<double> d(t.begin() + 1, t.end());
+    if (d.empty()) return 0.0;
+    std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
+    return d[d.size() / 2];
+  };
+  const double cap_on = kOutlierFactor * median_decode(on);
+  const double cap_off = kOutlierFactor * median_decode(off);
+  const double prefill = std::min(on[0], off[0]);
+  double total_on = 0, total_off = 0, held_on = prefill, held_off = prefill;
+  int worst = -1;
+  double worst_excess = 0;
+  for (size_t s = 0; s < on.size(); ++s) {
+    total_on += on[s];
+    total_off += off[s];
+    if (s == 0) {
+      const double excess = std::abs(on[0] - off[0]);
+      if (excess > worst_excess) worst_excess = excess, worst = 0;
+      continue;
+    }
+    held_on += std::min(on[s], cap_on);
+    held_off += std::min(off[s], cap_off);
+    const double excess = std::max(on[s] - cap_on, off[s] - cap_off);
+    if (excess > worst_excess) worst_excess = excess, worst = static_cast<int>(s);
+  }
+  const bool faster_off = total_off < total_on;
+  const bool held_faster_off = held_off < held_on;
+  return faster_off != held_faster_off ? worst : -1;
+}
+
 }  // namespace ts::app

@@ -87,4 +87,14 @@ struct LegendTick {
 };
 std::vector<LegendTick> legend_ticks(const HeatRange& range);
 
+// The KV cache on/off comparison's wall times, one per step of each run
+// (step 0 the prefill, the same work both ways): whether one step far slower
+// than its run's others (a busy machine) decides which run is faster. Each
+// decode step is held to at most kOutlierFactor times its run's median decode
+// step and the prefill to the faster run's prefill; when the totals then order
+// the other way, returns that step (the one that reversed them), else -1.
+inline constexpr double kOutlierFactor = 4.0;
+int timing_outlier_reversing(const std::vector<double>& on_seconds,
+                             const std::vector<double>& off_seconds);
+
 }  // namespace ts::app

@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "app/app.h"
 #include "app/panels/kv.h"
+#include "app/view_model.h"
 #include "gui_test_support.h"
 
 namespace ts::app {
@@ -55,6 +57,21 @@ TEST(GuiKvCache, CacheOffSaysWhatTheStepRanAndWhatTheNextRuns) {
     const int n = std::stoi((*it)[1]);
     EXPECT_TRUE(n == after->history.back()->recomputed_tokens || n == next + 1) << now;
   }
+}
+
+// The cache on/off comparison's wall times: one decode step slowed by a busy
+// machine that makes the cached run look slower is named; the same totals
+// without it, or an outlier that leaves the order as it is, are not.
+TEST(GuiKvCache, ABusyStepThatTurnsTheTotalsRoundIsNamed) {
+  const std::vector<double> off = {0.1, 0.02, 0.03, 0.04, 0.05};
+  EXPECT_EQ(timing_outlier_reversing({0.1, 0.01, 0.01, 0.01, 0.01}, off), -1);
+  // Step 2 of the cached run took a second: the totals say "without" is faster.
+  EXPECT_EQ(timing_outlier_reversing({0.1, 0.01, 1.0, 0.01, 0.01}, off), 2);
+  // Slow, but the cached run is still the faster one: nothing to warn about.
+  EXPECT_EQ(timing_outlier_reversing({0.1, 0.01, 0.05, 0.01, 0.01}, off), -1);
+  // A slow prefill on one side only.
+  EXPECT_EQ(timing_outlier_reversing({2.0, 0.01, 0.01, 0.01, 0.01}, off), 0);
+  EXPECT_EQ(timing_outlier_reversing({}, {}), -1);
 }
 
 }  // namespace

@@ -10,11 +10,15 @@
 #include <imgui_internal.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <string>
 #include <utility>
 
 #include "app/app.h"
+#include "app/layout.h"
 #include "app/panels/roofline.h"
+#include "app/ui_util.h"
 #include "gui_test_support.h"
 #include "util/paths.h"
 
@@ -297,6 +301,167 @@ TEST(PresentationLayout, TheStatusBarFitsTheWindow) {
     }
   }
   EXPECT_EQ(app.last_frame().gl_errors, 0);
+}
+
+// Wrapped text breaks only at blanks: ImGui's own wrap (1.86) also breaks
+// after a comma, so a count wrapped at the panel's edge read "8," at the end
+// of one line and "192" on the next.
+TEST(PresentationLayout, WrappedTextKeepsANumberWhole) {
+  REQUIRE_DISPLAY();
+  App app(test::fixture_options("classroom"));
+  app.frame();
+  ImFont* font = ImGui::GetFont();
+  const float scale = ImGui::GetFontSize() / font->FontSize;
+  const std::string text = "the context holds 8,192 tokens";
+  // Narrow enough to break inside "8,192", wide enough for "...holds 8,".
+  const float width = ImGui::CalcTextSize("the context holds 8,").x + 1.0f;
+  ASSERT_LT(width, ImGui::CalcTextSize("the context holds 8,1").x);
+  // ImGui's wrap breaks after the comma here (what the class saw).
+  const char* imgui_break =
+      font->CalcWordWrapPositionA(scale, text.data(), text.data() + text.size(), width);
+  ASSERT_EQ(std::string(text.data(), imgui_break), "the context holds 8,");
+  const std::vector<std::string_view> lines = wrap_at_blanks(text, width);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "the context holds");
+  EXPECT_EQ(lines[1], "8,192 tokens");
+  // A number wider than a line is still cut (where it must be), losing nothing.
+  const std::string wide = "12,345,678,901,234";
+  const float narrow = ImGui::CalcTextSize("12,345,").x + 1.0f;
+  std::string joined;
+  for (std::string_view line : wrap_at_blanks(wide, narrow)) {
+    EXPECT_LE(ImGui::CalcTextSize(line.data(), line.data() + line.size()).x, narrow);
+    joined += line;
+  }
+  EXPECT_EQ(joined, wide);
+  // The first line leaves the width already taken before it.
+  const std::vector<std::string_view> after = wrap_at_blanks(
+      "8,192 tokens", ImGui::CalcTextSize("8,192 tokens").x + 1.0f, ImGui::CalcTextSize("8,19").x);
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0], "8,192");
+  EXPECT_EQ(after[1], "tokens");
+}
+
+// WCAG's relative luminance of a colour and the contrast of two.
+double luminance(const ImVec4& c) {
+  auto lin = [](double v) { return v <= 0.04045 ? v / 12.92 : std::pow((v + 0.055) / 1.055, 2.4); };
+  return 0.2126 * lin(c.x) + 0.7152 * lin(c.y) + 0.0722 * lin(c.z);
+}
+ImVec4 over(const ImVec4& top, const ImVec4& below) {
+  auto mix = [&](float a, float b) { return a * top.w + b * (1 - top.w); };
+  return ImVec4(mix(top.x, below.x), mix(top.y, below.y), mix(top.z, below.z), 1.0f);
+}
+double contrast(const ImVec4& a, const ImVec4& b) {
+  const double la = luminance(a), lb = luminance(b);
+  return (std::max(la, lb) + 0.05) / (std::min(la, lb) + 0.05);
+}
+
+// A slider's value is written over its grab: in both themes, presentation
+// mode on and off, the text keeps a contrast of at least 4.5:1 (WCAG AA) with
+// the grab as drawn over the slider's frame, and the grab is narrower than a
+// digit (before, the dark theme's opaque blue grab hid the digit under it:
+// "temperature 1.0[grab]0", "Run: [2] steps/s").
+TEST(PresentationLayout, ASlidersValueStaysReadableOverItsGrab) {
+  REQUIRE_DISPLAY();
+  App app(test::fixture_options("classroom"));
+  for (const bool light : {false, true})
+    for (const bool presentation : {false, true}) {
+      app.state().settings.light_theme = light;
+      app.state().settings.presentation = presentation;
+      app.settle(3, 50);
+      app.frame();
+      SCOPED_TRACE(std::string(light ? "light" : "dark") + (presentation ? ", presentation" : ""));
+      ASSERT_EQ(app.window().light_theme(), light);
+      const ImGuiStyle& st = ImGui::GetStyle();
+      const ImVec4 frame =
+          over(st.Colors[ImGuiCol_FrameBg], over(st.Colors[ImGuiCol_WindowBg], ImVec4(0, 0, 0, 1)));
+      for (const ImGuiCol col : {ImGuiCol_SliderGrab, ImGuiCol_SliderGrabActive})
+        EXPECT_GE(contrast(st.Colors[ImGuiCol_Text], over(st.Colors[col], frame)), 4.5)
+            << ImGui::GetStyleColorName(col);
+      EXPECT_LT(st.GrabMinSize, ImGui::CalcTextSize("0").x);
+    }
+}
+
+// The View menu names what the classroom layout shows: every panel, or in
+// presentation mode the panels its projector arrangement keeps (before, it
+// promised "every panel" and F11 showed four).
+TEST(PresentationLayout, TheClassroomMenuEntryNamesThePanelsItShows) {
+  REQUIRE_DISPLAY();
+  App app(test::fixture_options("classroom"));
+  load_and_step_twice(app);
+  for (const bool presentation : {true, false})
+    for (const auto& [w, h] : kSizes) {
+      app.state().settings.presentation = presentation;
+      resize(app, w, h);
+      app.state().layout_request = "classroom";
+      app.settle(3, 50);
+      app.frame();
+      SCOPED_TRACE(std::to_string(w) + "x" + std::to_string(h) +
+                   (presentation ? ", presentation" : ""));
+      std::string label = classroom_layout_label(presentation);
+      std::transform(label.begin(), label.end(), label.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      const bool every = label.find("every panel") != std::string::npos;
+      for (int i = 0; i < kNumWindowPanels; ++i) {
+        const PanelId id = static_cast<PanelId>(i);
+        if (!Settings::classroom_open()[i]) continue;
+        const bool drawn = app.last_frame().was_drawn(id);
+        if (every) {
+          EXPECT_TRUE(drawn) << panel_key(id) << " missing under \"" << label << "\"";
+          continue;
+        }
+        // Named by its title's first word ("prompt", "step", "attention").
+        std::string word = panel_title(id);
+        word = word.substr(0, word.find(' '));
+        std::transform(word.begin(), word.end(), word.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        EXPECT_EQ(drawn, label.find(word) != std::string::npos)
+            << panel_key(id) << " under \"" << label << "\"";
+      }
+    }
+}
+
+// Presentation mode on, then off again: the Choosing panel's controls are
+// folded exactly when they were before, also after Choosing was shown alone
+// in presentation mode (its controls measured in the projector's large font).
+// Before, at the default 1600x900 the classroom's controls stayed folded
+// after F11 was switched off.
+TEST(PresentationLayout, ChoosingUnfoldsAgainAfterPresentationMode) {
+  REQUIRE_DISPLAY();
+  App app(test::fixture_options("lesson"));
+  load_and_step_twice(app);
+  auto apply = [&](const char* layout) {
+    app.state().layout_request = layout;
+    app.settle(3, 50);
+    app.frame();
+  };
+  auto set_presentation = [&](bool on) {
+    app.state().settings.presentation = on;
+    app.settle(3, 50);
+    app.frame();
+    app.frame();
+  };
+  for (const auto& [w, h] : {std::pair{1024, 768}, {1280, 720}, {1600, 900}, {1920, 1080}})
+    for (const char* layout : {"lesson", "sampling", "classroom"}) {
+      SCOPED_TRACE(std::string(layout) + " at " + std::to_string(w) + "x" + std::to_string(h));
+      set_presentation(false);
+      resize(app, w, h);
+      apply(layout);
+      ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kSampling));
+      const bool folded = app.sampling_panel().controls_folded();
+      // F11 with Choosing alone, then this layout, then F11 off.
+      set_presentation(true);
+      apply("sampling");
+      apply(layout);
+      set_presentation(false);
+      apply(layout);
+      ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kSampling));
+      EXPECT_EQ(app.sampling_panel().controls_folded(), folded);
+      // F11 on and off in this layout.
+      set_presentation(true);
+      set_presentation(false);
+      ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kSampling));
+      EXPECT_EQ(app.sampling_panel().controls_folded(), folded);
+    }
 }
 
 }  // namespace

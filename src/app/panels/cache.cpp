@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace ts::app {
 
@@ -123,6 +125,24 @@ void CacheComparePanel::draw(PanelContext& ctx) {
     ratio(cmp->off.flops(), cmp->on.flops());
     ratio(cmp->off.bytes(), cmp->on.bytes());
     ImGui::EndTable();
+  }
+  // Wall time is this machine's, now: one step slowed by another program can
+  // turn the totals round while the FLOPs and bytes still say otherwise.
+  std::vector<double> on_s, off_s;
+  for (int s = 0; s < cmp->steps(); ++s) {
+    on_s.push_back(cmp->on.steps[s].seconds);
+    off_s.push_back(cmp->off.steps[s].seconds);
+  }
+  busy_step_ = timing_outlier_reversing(on_s, off_s);
+  if (busy_step_ >= 0) {
+    const std::string which =
+        busy_step_ == 0 ? "the prefill" : "step " + std::to_string(busy_step_);
+    ImGui::PushStyleColor(ImGuiCol_Text, ctx.pal.warning);
+    text_wrapped(
+        "\u25B2 The machine is busy: %s took far longer than the others and turns the wall-time "
+        "totals round. Run both ways again; the FLOPs and bytes do not depend on it.",
+        which.c_str());
+    ImGui::PopStyleColor();
   }
 
   ImGui::Checkbox("cumulative", &cumulative_);

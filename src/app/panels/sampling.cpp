@@ -178,7 +178,11 @@ void SamplingPanel::draw(PanelContext& ctx) {
   const float table_min = (kMinTableRows + 2) * row + ImGui::GetStyle().ItemSpacing.y;
   const float around = 2 * line;  // the banned-words line and the headline
   const bool has_table = ctx.snap && ctx.view.record;
-  const float controls_h = controls_h_ > 0 ? controls_h_ : 3 * ImGui::GetFrameHeightWithSpacing();
+  // In font sizes, not pixels: measured under a projector's large font, the
+  // height in pixels would keep the controls folded after presentation mode
+  // is switched off.
+  const float controls_h =
+      controls_lines_ > 0 ? controls_lines_ * font : 3 * ImGui::GetFrameHeightWithSpacing();
   compact_strip_ = has_table && avail < controls_h + around + table_min + strip_h;
   fold_controls_ = has_table && avail < controls_h + around + table_min + line;
   if (fold_controls_) {
@@ -191,7 +195,7 @@ void SamplingPanel::draw(PanelContext& ctx) {
   if (!fold_controls_ || controls_unfolded_) {
     const float y0 = ImGui::GetCursorPosY();
     draw_controls(ctx);
-    if (!fold_controls_) controls_h_ = ImGui::GetCursorPosY() - y0;
+    if (!fold_controls_) controls_lines_ = (ImGui::GetCursorPosY() - y0) / font;
   }
   if (!ctx.snap || !ctx.view.record) {
     empty_hint(ctx, ctx.snap ? "After prefill this shows how the strategy picks the next token."

@@ -73,7 +73,7 @@ class SamplingPanel : public Panel {
   int visible_rows_ = 0;
   StageTableLayout table_layout_ = StageTableLayout::kBars;
   int clipped_cells_ = 0;
-  float controls_h_ = 0;            // the controls' height as last drawn unfolded
+  float controls_lines_ = 0;        // the controls' height as last drawn unfolded, in font sizes
   bool fold_controls_ = false;      // too short for controls and table: controls behind a header
   bool controls_unfolded_ = false;  // the header opened by a click
   bool compact_strip_ = false;      // too short for the strip: its line of text only

@@ -85,10 +85,9 @@ void TransportPanel::draw(PanelContext& ctx) {
     if (line != snap.next_action && ImGui::IsItemHovered())
       ImGui::SetTooltip("%s", snap.next_action.c_str());
   } else {
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.accent), "%s",
-                       next_text(snap).c_str());
-    ImGui::PopTextWrapPos();
+    ImGui::PushStyleColor(ImGuiCol_Text, ctx.pal.accent);
+    text_wrapped("%s", next_text(snap).c_str());
+    ImGui::PopStyleColor();
   }
 
   // Buttons.

@@ -202,6 +202,13 @@ void Window::apply_style() {
     style.Colors[ImGuiCol_TitleBgActive] = ImVec4(0.14f, 0.22f, 0.36f, 1.0f);
     style.Colors[ImGuiCol_TitleBg] = ImVec4(0.12f, 0.14f, 0.19f, 1.0f);
   }
+  // A slider's value is written over its grab: an opaque grab hides the
+  // digits under it ("1.0" and a block where the last digit should be) on a
+  // projector. A narrow, translucent grab keeps every digit readable and still
+  // shows where the value sits.
+  style.GrabMinSize = 6.0f;
+  for (const ImGuiCol_ col : {ImGuiCol_SliderGrab, ImGuiCol_SliderGrabActive})
+    style.Colors[col].w = light_ ? 0.35f : 0.45f;
   if (ui_scale() != 1.0f) style.ScaleAllSizes(ui_scale());
   ImGui::GetStyle() = style;
   // The same font of whichever atlas is in use (the scaled one holds the
