@@ -413,9 +413,7 @@ void LanesPanel::draw_columns(PanelContext& ctx, float height, int diverge) {
     for (int l = 0; l < n; ++l) {
       ImGui::TableNextColumn();
       if (const LaneStep* r = has_step ? lane_record(snap, ctx.view.step, l) : nullptr) {
-        ImGui::PushTextWrapPos(0.0f);
-        ImGui::TextUnformatted(stage_line(snap, *r).c_str());
-        ImGui::PopTextWrapPos();
+        text_wrapped("%s", stage_line(snap, *r).c_str());  // "argmax of 50,257" kept whole
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stage_summary(snap, *r).c_str());
       }
     }
