@@ -280,7 +280,8 @@ TEST_P(EveryKv, MoveSlotsMovesWholeRows) {
 // ---- bytes ----
 
 TEST(KvFormat, TheCacheTheReportAndTheCostModelCountTwoBytesAValue) {
-  const ModelConfig& cfg = random_weights()->config;
+  const auto weights = random_weights();  // held: cfg refers into it
+  const ModelConfig& cfg = weights->config;
   const std::vector<EntryShape> decode = {{20, 1, 1}};
   const StepCost f32 = estimate_step_cost(cfg, decode);
   const double values = 2.0 * cfg.n_layer * cfg.n_embd;  // K and V, one token, every layer
