@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The test command.
 #   scripts/test.sh          installs what is missing, builds the release
-#                            configuration and runs every test (GUI tests under
-#                            Xvfb; each fuzz target over its corpus, ctest
-#                            label fuzz): whether a change is safe, in minutes
-#   scripts/test.sh --full   also builds and runs the two sanitizer
-#                            configurations (ASan + UBSan with the window, TSan)
-#                            and runs every fuzz target under libFuzzer for
-#                            20 s (TS_FUZZ_SECONDS); what CI runs (.ci/run)
+#                            configuration and runs every test but the nine
+#                            labelled slow (GUI tests under Xvfb; each fuzz
+#                            target over its corpus, ctest label fuzz):
+#                            whether a change is safe, in minutes
+#   scripts/test.sh --full   also runs the slow tests (the validation losses,
+#                            the classroom check, the longest window tests),
+#                            builds and runs the two sanitizer configurations
+#                            (ASan + UBSan with the window, TSan) and runs
+#                            every fuzz target under libFuzzer for 20 s
+#                            (TS_FUZZ_SECONDS); what CI runs (.ci/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${TS_JOBS:-$(nproc)}"
@@ -64,15 +67,19 @@ lsan_tracer_crashes_only() {
         if (!(t in passed) || !(t in tracer) || !(t in fatal) || (t in other)) exit 1
     }' "$tmp/LastTestsFailed.log" "$tmp/LastTest.log"
 }
-echo "== release tests"
-with_display ctest --test-dir build -j"$jobs" --output-on-failure || status=1
+echo "== release tests (all but the label slow)"
+# The GUI tests share the one Xvfb display and run one at a time (ctest
+# resource lock "display"), each beside the other tests.
+with_display ctest --test-dir build -j"$jobs" --output-on-failure -LE slow || status=1
 # The time so far is what the plain test command takes (with --full too: the
-# sanitizer configurations are built only after this point).
+# slow tests and the sanitizer configurations come only after this point).
 echo "test: release build and tests took $((SECONDS / 60)) min $((SECONDS % 60)) s"
 if [ "$full" = 0 ]; then
-  echo "test: release tests done; scripts/test.sh --full adds the sanitizer configurations and libFuzzer"
+  echo "test: release tests done; scripts/test.sh --full adds the slow tests, the sanitizer configurations and libFuzzer"
   exit $status
 fi
+echo "== release tests labelled slow"
+with_display ctest --test-dir build -j"$jobs" --output-on-failure -L slow || status=1
 bash scripts/build.sh asan
 bash scripts/build.sh tsan
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer tests"
