@@ -5,13 +5,19 @@ loss curve, and write the PyTorch fixtures the engine's tests compare with.
     /usr/bin/python3 tools/train/export.py [--work tools/train/work]
     (the draft model: --name tokenscope-tiny-draft --work tools/train/work/draft
      --out assets/models/tokenscope-tiny-draft --fixtures tests/fixtures/bundled-draft
-     --png docs/loss_curve_draft.png, as tools/train/train_draft.sh runs it)
+     --png docs/loss_curve_draft.png, as tools/train/train_draft.sh runs it;
+     the Llama-shaped model, whose checkpoint says arch "llama": the same with
+     --name tokenscope-tiny-llama, as tools/train/train_llama.sh runs it)
 
 Writes:
     assets/models/tokenscope-tiny/   config.json, model.safetensors (F32, HF
                                      names, no "transformer." prefix, Conv1D
                                      [in, out], no lm_head: tied), vocab.json,
-                                     merges.txt
+                                     merges.txt; a Llama-shaped checkpoint
+                                     gets HF Llama names and config instead
+                                     ([out, in] weights, tied, no lm_head)
+                                     plus tokenizer.json and
+                                     tokenizer_config.json
     docs/loss_curve.png              train / validation loss against tokens seen
     tests/fixtures/bundled/reference.json
                                      fixed prompts: token ids, last-position
@@ -38,7 +44,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import bpe  # noqa: E402
 import safetensors_io  # noqa: E402
-from gpt2 import GPT2, Config, hf_state  # noqa: E402
+import gpt2  # noqa: E402
+import llama  # noqa: E402
 from hf_files import hf_config, write_config, f32_list  # noqa: E402
 
 MODEL_NAME = "tokenscope-tiny"
@@ -107,6 +114,39 @@ def greedy(model, ids, steps, n_ctx):
     return out
 
 
+def write_tokenizer_json(out, tok, n_ctx):
+    """tokenizer.json and tokenizer_config.json beside vocab.json / merges.txt:
+    the same byte-level BPE in the Hugging Face tokenizers format (GPT-2's
+    pre-tokenization: ByteLevel with its regex), <|endoftext|> a special
+    added token, nothing added at either end."""
+    with open(os.path.join(out, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    with open(os.path.join(out, "merges.txt"), encoding="utf-8") as f:
+        merges = [line.rstrip("\n") for line in f if line.strip() and not line.startswith("#version")]
+    eot = tok.decode([tok.eot])
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    data = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [{"id": tok.eot, "content": eot, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}],
+        "normalizer": None,
+        "pre_tokenizer": byte_level,
+        "post_processor": None,
+        "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                  "ignore_merges": False, "vocab": vocab, "merges": merges},
+    }
+    with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8", newline="\n") as f:
+        json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
+        f.write("\n")
+    config = {"add_bos_token": False, "add_eos_token": False, "bos_token": eot, "eos_token": eot,
+              "model_max_length": n_ctx, "tokenizer_class": "PreTrainedTokenizerFast"}
+    write_config(os.path.join(out, "tokenizer_config.json"), config)
+
+
 def sha256(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -146,8 +186,14 @@ def main():
     torch.set_num_threads(args.threads)
 
     ck = torch.load(os.path.join(args.work, "ckpt.pt"))
-    cfg = Config(**ck["config"])
-    model = GPT2(cfg)
+    is_llama = ck["config"].get("arch") == "llama"
+    if is_llama:
+        cfg = llama.LlamaConfig(**ck["config"])
+        new_model, hf_state = lambda: llama.Llama(cfg), llama.hf_state
+    else:
+        cfg = gpt2.Config(**ck["config"])
+        new_model, hf_state = lambda: gpt2.GPT2(cfg), gpt2.hf_state
+    model = new_model()
     model.load_state_dict(ck["model"])
     model.eval()
     tok = bpe.Tokenizer.load(os.path.join(args.work, "tok"))
@@ -157,20 +203,27 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     tensors = hf_state(model)
     safetensors_io.write(os.path.join(args.out, "model.safetensors"), tensors, {"format": "pt"})
-    write_config(os.path.join(args.out, "config.json"),
-                 hf_config(cfg.vocab_size, cfg.n_ctx, cfg.n_embd, cfg.n_layer, cfg.n_head, tok.eot,
-                           cfg.layer_norm_epsilon))
+    if is_llama:
+        hf_cfg = llama.hf_llama_config(cfg, tok.eot, tok.eot)
+    else:
+        hf_cfg = hf_config(cfg.vocab_size, cfg.n_ctx, cfg.n_embd, cfg.n_layer, cfg.n_head, tok.eot,
+                           cfg.layer_norm_epsilon)
+    write_config(os.path.join(args.out, "config.json"), hf_cfg)
     for name in ("vocab.json", "merges.txt"):
         shutil.copyfile(os.path.join(args.work, "tok", name), os.path.join(args.out, name))
+    if is_llama:
+        write_tokenizer_json(args.out, tok, cfg.n_ctx)
 
     # The exported file, read back, must give the trained model's logits.
     loaded, _ = safetensors_io.read(os.path.join(args.out, "model.safetensors"))
-    check = GPT2(cfg)
+    check = new_model()
     sd = {}
     for n, a in loaded.items():
         t = torch.from_numpy(a)
         if n.endswith(".weight") and any(k in n for k in ("c_attn", "c_proj", "c_fc")):
-            t = t.t()
+            t = t.t()  # GPT-2's Conv1D [in, out] back to torch's [out, in]
+        if is_llama:
+            n = n[len("model."):] if n.startswith("model.") else n
         sd[n] = t
     check.load_state_dict(sd)
     check.eval()
@@ -187,7 +240,7 @@ def main():
     print(f"validation loss {vl:.5f} nats/token over {n_pred} predictions in {n_win} windows", flush=True)
 
     # --- fixtures: logits in float64 from the float32 weights, rounded once
-    model64 = GPT2(cfg).double()
+    model64 = new_model().double()
     model64.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
     model64.eval()
     cases = []

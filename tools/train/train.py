@@ -2,6 +2,8 @@
 """Train the bundled GPT-2 on the tokenized corpus (CPU, PyTorch).
 
     /usr/bin/python3 tools/train/train.py --steps N [--deadline-minutes M] [--resume]
+    (the Llama-shaped model: --arch llama [--n-kv-head K --n-inner I --rope-theta T],
+     as tools/train/train_llama.sh runs it; the model is in llama.py)
     /usr/bin/python3 tools/train/train.py --trial 10      (measure throughput, write nothing)
 
 Inputs (tools/train/work/): train.npy, val.npy (token ids from bpe.py encode).
@@ -42,6 +44,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt2 import GPT2, Config  # noqa: E402
+from llama import Llama, LlamaConfig  # noqa: E402
 
 WORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "work")
 
@@ -132,6 +135,10 @@ def main():
     ap.add_argument("--n-head", type=int, default=4)
     ap.add_argument("--n-embd", type=int, default=256)
     ap.add_argument("--n-ctx", type=int, default=256)
+    ap.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
+    ap.add_argument("--n-kv-head", type=int, default=2, help="llama: key/value heads (grouped-query attention)")
+    ap.add_argument("--n-inner", type=int, default=688, help="llama: SwiGLU hidden size")
+    ap.add_argument("--rope-theta", type=float, default=10000.0, help="llama: rotary base")
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--eval-windows", type=int, default=32)
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
@@ -149,9 +156,15 @@ def main():
     val = np.load(os.path.join(args.work, "val.npy"))
     with open(os.path.join(args.work, "tok", "vocab.json"), encoding="utf-8") as f:
         vocab_size = len(json.load(f))
-    cfg = Config(vocab_size=vocab_size, n_ctx=args.n_ctx, n_embd=args.n_embd,
-                 n_layer=args.n_layer, n_head=args.n_head)
-    model = GPT2(cfg)
+    if args.arch == "llama":
+        cfg = LlamaConfig(vocab_size=vocab_size, n_ctx=args.n_ctx, n_embd=args.n_embd, n_layer=args.n_layer,
+                          n_head=args.n_head, n_kv_head=args.n_kv_head, n_inner=args.n_inner,
+                          rope_theta=args.rope_theta)
+        model = Llama(cfg)
+    else:
+        cfg = Config(vocab_size=vocab_size, n_ctx=args.n_ctx, n_embd=args.n_embd,
+                     n_layer=args.n_layer, n_head=args.n_head)
+        model = GPT2(cfg)
     opt = make_optimizer(model, args)
     T = cfg.n_ctx
     print(f"params {model.num_params()} train tokens {len(train)} val tokens {len(val)}", flush=True)
