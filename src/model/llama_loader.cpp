@@ -81,8 +81,13 @@ ModelWeights load_llama_dir(const fs::path& dir, const ModelConfig& cfg) {
       if (!inserted)
         fail(files.back()->name(), "tensor " + printable(t.name) + " appears again (also in " +
                                        it->second.second->name() + ")");
-      if (!shard_of.empty() && shard_of.count(t.name) == 0)
+      if (shard_of.empty()) continue;
+      const auto named = shard_of.find(t.name);
+      if (named == shard_of.end())
         fail(files.back()->name(), "tensor " + printable(t.name) + " is not in the index");
+      if (named->second != p.filename().string())
+        fail(files.back()->name(), "tensor " + printable(t.name) +
+                                       " is here, but the index names " + printable(named->second));
     }
   }
   for (const auto& [name, shard] : shard_of)

@@ -334,5 +334,44 @@ TEST(LlamaWeights, MismatchedCheckpointsAreRefused) {
   fs::remove_all(dir);
 }
 
+// A sharded checkpoint's index must name every tensor, each in its shard.
+TEST(LlamaWeights, ShardIndexIsChecked) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "llama_shards";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy(model_dir("qwen2-sharded"), dir, fs::copy_options::recursive);
+  const fs::path index = dir / "model.safetensors.index.json";
+  std::ifstream in(index);
+  const nlohmann::json original = nlohmann::json::parse(in);
+  in.close();
+  const std::string name = "model.norm.weight";
+  const std::string shard = original["weight_map"][name];
+  const std::string other = shard == "model-00001-of-00002.safetensors"
+                                ? "model-00002-of-00002.safetensors"
+                                : "model-00001-of-00002.safetensors";
+  nlohmann::json j = original;
+  j["weight_map"][name] = other;
+  std::ofstream(index) << j.dump();
+  EXPECT_NE(error_of([&] {
+              load_model(dir);
+            }).find(shard + ": tensor " + name + " is here, but the index names " + other),
+            std::string::npos);
+  j = original;
+  j["weight_map"].erase(name);
+  std::ofstream(index) << j.dump();
+  EXPECT_NE(error_of([&] { load_model(dir); }).find(name + " is not in the index"),
+            std::string::npos);
+  j = original;
+  j["weight_map"]["model.extra.weight"] = shard;
+  std::ofstream(index) << j.dump();
+  EXPECT_NE(error_of([&] { load_model(dir); }).find("missing tensor model.extra.weight"),
+            std::string::npos);
+  std::ofstream(index) << "{\"weight_map\": []}";
+  EXPECT_NE(error_of([&] { load_model(dir); }).find("missing field weight_map"), std::string::npos);
+  std::ofstream(index) << original.dump();
+  EXPECT_EQ(load_model(dir).config.family, ModelFamily::kQwen2);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ts
