@@ -195,10 +195,14 @@ ModelWeights load_llama_dir(const fs::path& dir, const ModelConfig& cfg) {
         fail(file, "tensor " + printable(t.name) + " holds a non-finite value at element " +
                        std::to_string(i) + " of " + std::to_string(n) +
                        "; a model with non-finite weights gives NaN logits");
-    if (want.transpose) {  // [out, in] -> columns col0.. of [in, ld]
+    if (want.transpose) {  // [out, in] -> columns col0.. of [in, ld], in cache-sized tiles
       const int64_t out = want.shape[0], in = want.shape[1];
-      for (int64_t o = 0; o < out; ++o)
-        for (int64_t i = 0; i < in; ++i) dst[i * want.ld + want.col0 + o] = scratch[o * in + i];
+      constexpr int64_t kTile = 32;
+      for (int64_t o0 = 0; o0 < out; o0 += kTile)
+        for (int64_t i0 = 0; i0 < in; i0 += kTile)
+          for (int64_t o = o0; o < std::min(out, o0 + kTile); ++o)
+            for (int64_t i = i0; i < std::min(in, i0 + kTile); ++i)
+              dst[i * want.ld + want.col0 + o] = scratch[o * in + i];
     }
   }
 

@@ -120,8 +120,12 @@ void attention_in(const AttentionArgs& a, int head_begin, int head_end, int row_
   const int kv_heads = a.n_kv_head > 0 ? a.n_kv_head : a.n_head;
   const int group = a.n_head / kv_heads;     // query heads per KV head
   const int kv_row = kv_heads * a.head_dim;  // a row of the pools
-  const auto kv_col = [&](int h) { return (h / group) * a.head_dim; };
   const int heads = head_end - head_begin;
+  // Each head's column in a pool row, computed once (no division per key).
+  thread_local std::vector<int> kv_cols;
+  kv_cols.resize(heads);
+  for (int h = head_begin; h < head_end; ++h) kv_cols[h - head_begin] = (h / group) * a.head_dim;
+  const auto kv_col = [&](int h) { return kv_cols[h - head_begin]; };
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
   thread_local std::vector<float> scores;  // [heads][context]
   thread_local std::vector<int> keys;      // the keys a masked row sees, in order
