@@ -373,5 +373,30 @@ TEST(LlamaWeights, ShardIndexIsChecked) {
   fs::remove_all(dir);
 }
 
+// A multi-branch pass (lookahead's positions and mask) rotates each token
+// by its own position: a branch fed beside another gives the logits of that
+// branch run alone.
+TEST(LlamaBackend, MaskedPassUsesEachTokensPosition) {
+  auto engine = engine_for("llama-gqa2");
+  const int v = engine->config().vocab_size;
+  const std::vector<int> prefix = {31, 250, 7, 456};
+  const SeqId seq = engine->cache().create();
+  engine->forward({{seq, prefix}}, {});
+  ForwardRequest pass(seq, {102, 88, 300});
+  pass.positions = {4, 5, 4};               // x at 4, y after x, z at 4 again
+  pass.mask = {1, 0, 0, 1, 1, 0, 0, 0, 1};  // x | x y | z
+  ForwardOptions o;
+  o.all_logits = true;
+  const ForwardResult r = engine->forward({pass}, o);
+  const auto alone = [&](std::vector<int> tail) {
+    std::vector<int> ids = prefix;
+    ids.insert(ids.end(), tail.begin(), tail.end());
+    return engine->forward_scratch(ids, {}).outputs[0].logits;
+  };
+  const std::vector<float>& got = r.outputs[0].logits;
+  expect_close(got.data() + 1 * v, alone({102, 88}).data(), v, "branch x y");
+  expect_close(got.data() + 2 * v, alone({300}).data(), v, "branch z");
+}
+
 }  // namespace
 }  // namespace ts
