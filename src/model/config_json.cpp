@@ -109,6 +109,11 @@ ModelConfig parse_llama(const json& root, const std::string& file, ModelFamily f
     fail(file, "field hidden_size " + std::to_string(c.n_embd) +
                    " is not divisible by field num_attention_heads " + std::to_string(c.n_head));
   }
+  if (int64_t{c.n_head} * c.head_dim() > kMaxEmbd) {
+    fail(file, "num_attention_heads x head_dim is " +
+                   std::to_string(int64_t{c.n_head} * c.head_dim()) +
+                   ", larger than the supported maximum " + std::to_string(kMaxEmbd));
+  }
   if (c.head_dim() % 2 != 0)
     fail(file, "head size " + std::to_string(c.head_dim()) + " is odd; RoPE needs an even one");
   c.layer_norm_epsilon = 1e-6f;  // both configs' default

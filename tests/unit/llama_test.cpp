@@ -295,6 +295,7 @@ TEST(LlamaConfig, RefusalsNameTheField) {
       {"head_dim", 7, "head size 7 is odd"},
       {"model_type", "mistral", "field model_type"},
       {"hidden_size", nullptr, "missing field hidden_size"},
+      {"head_dim", 40000, "num_attention_heads x head_dim is 160000"},
   };
   for (const Case& c : cases) {
     nlohmann::json j = base;
