@@ -13,7 +13,7 @@ KvCacheShape make_shape(const ModelConfig& cfg, int cache_tokens, int block_size
   if (cache_tokens <= 0) throw Error("KV cache capacity must be positive");
   KvCacheShape shape;
   shape.n_layer = cfg.n_layer;
-  shape.n_head = cfg.n_head;
+  shape.n_head = cfg.kv_heads();  // the heads the cache holds (GQA: fewer than the queries)
   shape.head_dim = cfg.head_dim();
   shape.block_size = block_size;
   shape.num_blocks = (cache_tokens + block_size - 1) / block_size;

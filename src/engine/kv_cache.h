@@ -17,6 +17,9 @@ using SeqId = int;
 
 struct KvCacheShape {
   int n_layer = 0;
+  // The KV heads each layer caches: the model's n_head for GPT-2, its
+  // num_key_value_heads under grouped-query attention. A token takes
+  // 2 * n_layer * n_head * head_dim values.
   int n_head = 0;
   int head_dim = 0;
   int block_size = 16;  // tokens per block

@@ -2,6 +2,7 @@
 
 #include "engine/cpu/layernorm.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/rmsnorm.h"
 #include "sampling/distribution.h"
 #include "util/error.h"
 
@@ -10,10 +11,13 @@ namespace ts {
 std::vector<float> lens_logits(const ModelWeights& w, const float* residual_row) {
   const ModelConfig& cfg = w.config;
   std::vector<float> normed(cfg.n_embd), logits(cfg.vocab_size);
-  cpu::layernorm(residual_row, w.ln_f_weight, w.ln_f_bias, 1, cfg.n_embd, cfg.layer_norm_epsilon,
-                 normed.data());
+  if (cfg.is_gpt2())
+    cpu::layernorm(residual_row, w.ln_f_weight, w.ln_f_bias, 1, cfg.n_embd, cfg.layer_norm_epsilon,
+                   normed.data());
+  else
+    cpu::rmsnorm(residual_row, w.ln_f_weight, 1, cfg.n_embd, cfg.layer_norm_epsilon, normed.data());
   static ThreadPool pool(1);  // the lens runs on the session's worker; keep it serial
-  cpu::matmul_transposed(normed.data(), 1, cfg.n_embd, w.wte_matrix(), cfg.vocab_size,
+  cpu::matmul_transposed(normed.data(), 1, cfg.n_embd, w.unembedding(), cfg.vocab_size,
                          logits.data(), pool);
   return logits;
 }
@@ -22,8 +26,8 @@ std::vector<float> early_exit_logits(const ModelWeights& w, const float* residua
   const ModelConfig& cfg = w.config;
   std::vector<float> logits(cfg.vocab_size);
   static ThreadPool pool(1);  // runs on the session's worker; keep it serial
-  cpu::matmul_transposed(residual_row, 1, cfg.n_embd, w.wte_matrix(), cfg.vocab_size, logits.data(),
-                         pool);
+  cpu::matmul_transposed(residual_row, 1, cfg.n_embd, w.unembedding(), cfg.vocab_size,
+                         logits.data(), pool);
   return logits;
 }
 

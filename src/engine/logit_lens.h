@@ -1,7 +1,8 @@
 #pragma once
 // The logit lens: what the model would predict if it stopped after layer l.
 // Each saved residual row (embedding, then after every block) goes through
-// the final layer norm and the tied unembedding. The row after the last
+// the final norm (GPT-2's layer norm, the Llama family's RMSNorm) and the
+// unembedding (wte, or an untied lm_head). The row after the last
 // block reproduces the model's own logits.
 #include <vector>
 

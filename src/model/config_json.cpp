@@ -59,21 +59,90 @@ void expect_bool(const json& root, const std::string& file, const char* field, b
   }
 }
 
-}  // namespace
-
-ModelConfig parse_config_json(const std::string& text, const std::string& file) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail(file, e.byte > text.size()
-                   ? std::string("not valid JSON (it ends early)")
-                   : "not valid JSON (error at byte " + std::to_string(e.byte) + ")");
-  } catch (const json::exception&) {
-    fail(file, "not valid JSON");
+// A positive epsilon that a 32-bit float holds: the forward pass adds it in
+// 32-bit floats, so a value that rounds to 0 (e.g. 1e-85) would divide by
+// zero on a constant row, one that rounds to 1 is out of range.
+void read_epsilon(const json& root, const std::string& file, const char* field, float* out) {
+  auto it = root.find(field);
+  if (it == root.end() || it->is_null()) return;
+  if (!it->is_number()) fail(file, std::string("field ") + field + " is not a number");
+  const double eps = it->get<double>();
+  if (!(eps > 0.0) || !std::isfinite(eps) || eps >= 1.0)
+    fail(file, std::string("field ") + field + " is " + printable(it->dump(), 40) +
+                   ", must be in (0, 1)");
+  const float eps32 = static_cast<float>(eps);
+  if (!(eps32 >= std::numeric_limits<float>::min() && eps32 < 1.0f)) {
+    fail(file, std::string("field ") + field + " is " + printable(it->dump(), 40) +
+                   ", outside what a 32-bit float holds in (0, 1) (smallest 1.2e-38)");
   }
-  if (!root.is_object()) fail(file, "not a JSON object");
+  *out = eps32;
+}
 
+// A field that must be absent or null (a feature the forward pass lacks).
+void expect_null(const json& root, const std::string& file, const char* field, const char* why) {
+  auto it = root.find(field);
+  if (it == root.end() || it->is_null()) return;
+  fail(file, std::string("field ") + field + " is " + printable(it->dump(), 40) +
+                 ", not supported (" + why + ")");
+}
+
+// Llama (LlamaConfig) and Qwen2 (Qwen2Config, Llama plus q/k/v biases).
+ModelConfig parse_llama(const json& root, const std::string& file, ModelFamily family) {
+  ModelConfig c;
+  c.family = family;
+  c.vocab_size = read_size(root, file, "vocab_size", kMaxVocab);
+  c.n_ctx = read_size(root, file, "max_position_embeddings", kMaxContext);
+  c.n_embd = read_size(root, file, "hidden_size", kMaxEmbd);
+  c.n_head = read_size(root, file, "num_attention_heads", kMaxEmbd);
+  c.n_layer = read_size(root, file, "num_hidden_layers", kMaxLayers);
+  c.n_inner = read_size(root, file, "intermediate_size", kMaxEmbd * 16);
+  c.n_kv_head = c.n_head;
+  if (root.contains("num_key_value_heads") && !root["num_key_value_heads"].is_null())
+    c.n_kv_head = read_size(root, file, "num_key_value_heads", kMaxEmbd);
+  if (c.n_head % c.n_kv_head != 0) {
+    fail(file, "field num_attention_heads " + std::to_string(c.n_head) +
+                   " is not divisible by field num_key_value_heads " + std::to_string(c.n_kv_head));
+  }
+  if (root.contains("head_dim") && !root["head_dim"].is_null()) {
+    c.head_size = read_size(root, file, "head_dim", kMaxEmbd);
+  } else if (c.n_embd % c.n_head != 0) {
+    fail(file, "field hidden_size " + std::to_string(c.n_embd) +
+                   " is not divisible by field num_attention_heads " + std::to_string(c.n_head));
+  }
+  if (int64_t{c.n_head} * c.head_dim() > kMaxEmbd) {
+    fail(file, "num_attention_heads x head_dim is " +
+                   std::to_string(int64_t{c.n_head} * c.head_dim()) +
+                   ", larger than the supported maximum " + std::to_string(kMaxEmbd));
+  }
+  if (c.head_dim() % 2 != 0)
+    fail(file, "head size " + std::to_string(c.head_dim()) + " is odd; RoPE needs an even one");
+  c.layer_norm_epsilon = 1e-6f;  // both configs' default
+  read_epsilon(root, file, "rms_norm_eps", &c.layer_norm_epsilon);
+  if (auto it = root.find("rope_theta"); it != root.end() && !it->is_null()) {
+    const double theta = it->is_number() ? it->get<double>() : 0.0;
+    if (!(theta > 1.0) || !std::isfinite(theta) || theta > 1e30)
+      fail(file, "field rope_theta is " + printable(it->dump(), 40) + ", must be a number > 1");
+    c.rope_theta = static_cast<float>(theta);
+  }
+  if (auto it = root.find("hidden_act"); it != root.end() && !it->is_null()) {
+    if (!it->is_string() || it->get<std::string>() != "silu")
+      fail(file, "field hidden_act is " + printable(it->dump(), 40) + ", only silu is supported");
+  }
+  c.tied_embeddings = false;  // both configs' default
+  if (auto it = root.find("tie_word_embeddings"); it != root.end() && !it->is_null()) {
+    if (!it->is_boolean()) fail(file, "field tie_word_embeddings is not true/false");
+    c.tied_embeddings = it->get<bool>();
+  }
+  expect_null(root, file, "rope_scaling", "scaled RoPE");
+  expect_bool(root, file, "use_sliding_window", false, "sliding-window attention");
+  if (family == ModelFamily::kLlama) {
+    expect_bool(root, file, "attention_bias", false, "biases on the attention projections");
+    expect_bool(root, file, "mlp_bias", false, "biases on the MLP projections");
+  }
+  return c;
+}
+
+ModelConfig parse_gpt2(const json& root, const std::string& file) {
   ModelConfig c;
   c.vocab_size = read_size(root, file, "vocab_size", kMaxVocab);
   c.n_ctx = read_size(root, file, "n_positions", kMaxContext, "n_ctx");
@@ -89,23 +158,7 @@ ModelConfig parse_config_json(const std::string& text, const std::string& file) 
                    std::to_string(c.n_head));
   }
 
-  if (auto it = root.find("layer_norm_epsilon"); it != root.end() && !it->is_null()) {
-    if (!it->is_number()) fail(file, "field layer_norm_epsilon is not a number");
-    const double eps = it->get<double>();
-    if (!(eps > 0.0) || !std::isfinite(eps) || eps >= 1.0) {
-      fail(file,
-           "field layer_norm_epsilon is " + printable(it->dump(), 40) + ", must be in (0, 1)");
-    }
-    // The forward pass adds it in 32-bit floats: a value that rounds to 0
-    // (e.g. 1e-85) would divide by zero on a constant row, one that rounds to
-    // 1 is out of range.
-    const float eps32 = static_cast<float>(eps);
-    if (!(eps32 >= std::numeric_limits<float>::min() && eps32 < 1.0f)) {
-      fail(file, "field layer_norm_epsilon is " + printable(it->dump(), 40) +
-                     ", outside what a 32-bit float holds in (0, 1) (smallest 1.2e-38)");
-    }
-    c.layer_norm_epsilon = eps32;
-  }
+  read_epsilon(root, file, "layer_norm_epsilon", &c.layer_norm_epsilon);
 
   if (auto it = root.find("activation_function"); it != root.end() && !it->is_null()) {
     if (!it->is_string()) fail(file, "field activation_function is not a string");
@@ -115,16 +168,36 @@ ModelConfig parse_config_json(const std::string& text, const std::string& file) 
                      "\", only gelu_new (tanh approximation) is supported");
     }
   }
-  if (auto it = root.find("model_type"); it != root.end() && !it->is_null()) {
-    if (!it->is_string() || it->get<std::string>() != "gpt2") {
-      fail(file, "field model_type is " + printable(it->dump(), 40) + ", expected \"gpt2\"");
-    }
-  }
   expect_bool(root, file, "tie_word_embeddings", true, "untied lm_head");
   expect_bool(root, file, "scale_attn_weights", true, "unscaled attention");
   expect_bool(root, file, "scale_attn_by_inverse_layer_idx", false,
               "attention scaled by inverse layer index");
   return c;
+}
+
+}  // namespace
+
+ModelConfig parse_config_json(const std::string& text, const std::string& file) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(file, e.byte > text.size()
+                   ? std::string("not valid JSON (it ends early)")
+                   : "not valid JSON (error at byte " + std::to_string(e.byte) + ")");
+  } catch (const json::exception&) {
+    fail(file, "not valid JSON");
+  }
+  if (!root.is_object()) fail(file, "not a JSON object");
+
+  const auto type = root.find("model_type");
+  if (type == root.end() || type->is_null()) return parse_gpt2(root, file);
+  const std::string name = type->is_string() ? type->get<std::string>() : std::string();
+  if (name == "gpt2") return parse_gpt2(root, file);
+  if (name == "llama") return parse_llama(root, file, ModelFamily::kLlama);
+  if (name == "qwen2") return parse_llama(root, file, ModelFamily::kQwen2);
+  fail(file, "field model_type is " + printable(type->dump(), 40) +
+                 ", expected \"gpt2\", \"llama\" or \"qwen2\"");
 }
 
 ModelConfig load_config_json(const std::filesystem::path& path) {

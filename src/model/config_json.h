@@ -9,6 +9,15 @@
 // scale_attn_weights is true and scale_attn_by_inverse_layer_idx is false
 // (the forward pass implements exactly that GPT-2). Errors name the file and
 // the field.
+//
+// model_type "llama" (LlamaConfig) and "qwen2" (Qwen2Config) read vocab_size,
+// max_position_embeddings, hidden_size, num_attention_heads,
+// num_hidden_layers, intermediate_size, num_key_value_heads (default: the
+// attention heads, which it must divide), head_dim (default hidden_size /
+// heads; even), rms_norm_eps (default 1e-6), rope_theta (default 10000) and
+// tie_word_embeddings (default false). Refused, naming the field: hidden_act
+// other than silu, rope_scaling not null, use_sliding_window true, and on
+// llama attention_bias or mlp_bias true. Any other model_type is refused.
 #include <filesystem>
 #include <string>
 

@@ -12,6 +12,7 @@
 
 #include "model/config_json.h"
 #include "model/half_float.h"
+#include "model/llama_loader.h"
 #include "model/llmc_loader.h"
 #include "model/safetensors.h"
 #include "util/anonymous_memory.h"
@@ -201,17 +202,19 @@ ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size,
   }
   const fs::path st_path = dir / "model.safetensors";
   if (!fs::exists(st_path, ec)) {
-    if (fs::exists(dir / "model.safetensors.index.json", ec)) {
+    // The Llama family loads shards; GPT-2 is read from one file only.
+    const bool sharded = fs::exists(dir / "model.safetensors.index.json", ec);
+    if (sharded && load_config_json(config_path).is_gpt2()) {
       fail(st_path.string(),
            "not found; sharded checkpoints (model.safetensors.index.json) are "
-           "not supported, save the model as one model.safetensors");
+           "not supported for GPT-2, save the model as one model.safetensors");
     }
-    if (fs::exists(dir / "pytorch_model.bin", ec)) {
+    if (!sharded && fs::exists(dir / "pytorch_model.bin", ec)) {
       fail(st_path.string(),
            "not found; pytorch_model.bin is not supported, convert it to "
            "safetensors (e.g. model.save_pretrained(dir, safe_serialization=True))");
     }
-    fail(st_path.string(), "not found");
+    if (!sharded) fail(st_path.string(), "not found");
   }
 
   const ModelConfig config = load_config_json(config_path);
@@ -220,6 +223,7 @@ ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size,
                                    " does not match " + tokenizer_file_name(dir) + " (" +
                                    std::to_string(tokenizer_vocab_size) + " tokens)");
   }
+  if (!config.is_gpt2()) return load_llama_dir(dir, config);
 
   const int64_t weight_bytes = config.parameter_count() * int64_t(sizeof(float));
   const bool copy = copies_weights(

@@ -23,7 +23,10 @@
 
 namespace ts {
 
-// Loads an HF GPT-2 directory. When tokenizer_vocab_size >= 0 it must equal
+// Loads an HF GPT-2 directory, or a Llama-family one (config.json's model_type
+// llama / qwen2: model/llama_loader.h, which also reads sharded checkpoints;
+// `placement` applies to GPT-2 only, the Llama family is always copied). When
+// tokenizer_vocab_size >= 0 it must equal
 // config.json's vocab_size (the error names config.json and the tokenizer
 // file). pytorch_model.bin alone is refused with advice to convert it.
 enum class WeightPlacement {
@@ -45,9 +48,10 @@ bool copies_weights(WeightPlacement placement, int64_t available_bytes, int64_t 
 // or config.json file -> its directory. tokenizer_vocab_size as above.
 ModelWeights load_model(const std::filesystem::path& path, int tokenizer_vocab_size = -1);
 
-// Stores the matmul weights (wte, each layer's qkv, attn proj, MLP fc and
-// proj) in `format`, rounded to nearest even, in one new owned buffer beside
-// copies of the fp32 tensors (biases, layer norms, wpe); the old storage is
+// Stores the matmul weights (wte, an untied lm_head, each layer's qkv, attn
+// proj, MLP fc and proj) in `format`, rounded to nearest even, in one new
+// owned buffer beside copies of the fp32 tensors (biases, norms, wpe; those a
+// Llama-family model lacks stay null); the old storage is
 // released. fp32 weights asked for fp32 come back as they are. Throws
 // ts::Error in one line naming the tensor when a finite value overflows f16
 // (beyond 65504), and for weights already in a 16-bit format.

@@ -50,24 +50,27 @@ ModelWeights convert_weights(ModelWeights w, WeightFormat format) {
     throw Error(w.source + ": weights already stored as " + weight_format_name(w.format));
   if (format == WeightFormat::kF32) return w;
   const ModelConfig& c = w.config;
-  const size_t C = static_cast<size_t>(c.n_embd);
+  const size_t C = static_cast<size_t>(c.n_embd), Q = c.q_dim(), QKV = c.qkv_dim(), FC = c.fc_dim(),
+               I = c.mlp_dim(), V = static_cast<size_t>(c.vocab_size);
+  // Null tensors (the Llama family's wpe and biases) are left null.
   std::vector<Small> small = {
       {&w.wpe, static_cast<size_t>(c.n_ctx) * C}, {&w.ln_f_weight, C}, {&w.ln_f_bias, C}};
-  std::vector<Matrix> matrices = {
-      {"wte.weight", &w.wte, &w.wte_half, static_cast<size_t>(c.vocab_size) * C}};
+  std::vector<Matrix> matrices = {{"wte.weight", &w.wte, &w.wte_half, V * C}};
+  if (w.lm_head) matrices.push_back({"lm_head.weight", &w.lm_head, &w.lm_head_half, V * C});
   for (size_t l = 0; l < w.layers.size(); ++l) {
     LayerWeights& L = w.layers[l];
     const std::string h = "h." + std::to_string(l) + ".";
     for (const float** p : {&L.ln_1_weight, &L.ln_1_bias, &L.attn_proj_bias, &L.ln_2_weight,
                             &L.ln_2_bias, &L.mlp_proj_bias})
       small.push_back({p, C});
-    small.push_back({&L.attn_qkv_bias, 3 * C});
-    small.push_back({&L.mlp_fc_bias, 4 * C});
-    matrices.push_back({h + "attn.c_attn.weight", &L.attn_qkv_weight, &L.attn_qkv_half, 3 * C * C});
-    matrices.push_back({h + "attn.c_proj.weight", &L.attn_proj_weight, &L.attn_proj_half, C * C});
-    matrices.push_back({h + "mlp.c_fc.weight", &L.mlp_fc_weight, &L.mlp_fc_half, 4 * C * C});
-    matrices.push_back({h + "mlp.c_proj.weight", &L.mlp_proj_weight, &L.mlp_proj_half, 4 * C * C});
+    small.push_back({&L.attn_qkv_bias, QKV});
+    small.push_back({&L.mlp_fc_bias, FC});
+    matrices.push_back({h + "attn.c_attn.weight", &L.attn_qkv_weight, &L.attn_qkv_half, QKV * C});
+    matrices.push_back({h + "attn.c_proj.weight", &L.attn_proj_weight, &L.attn_proj_half, Q * C});
+    matrices.push_back({h + "mlp.c_fc.weight", &L.mlp_fc_weight, &L.mlp_fc_half, FC * C});
+    matrices.push_back({h + "mlp.c_proj.weight", &L.mlp_proj_weight, &L.mlp_proj_half, I * C});
   }
+  std::erase_if(small, [](const Small& s) { return *s.ptr == nullptr; });
   size_t total = 0;
   for (const Small& s : small) total += aligned(s.count);
   for (const Matrix& m : matrices) total += aligned((m.count + 1) / 2);  // two values a float

@@ -7,6 +7,15 @@
 // convert_weights (model_loader.h) may then store the matmul weights in a
 // 16-bit format (`format`): their float pointers are then null and the
 // `*_half` pointers hold the same layout in 16-bit values.
+//
+// The Llama family (ModelConfig::family) fills the same fields, converted at
+// load from nn.Linear's [out, in] to [in, out]: ln_1 / ln_2 / ln_f weights are
+// the RMSNorm weights (input_layernorm, post_attention_layernorm, model.norm;
+// their biases null); attn_qkv is q_proj | k_proj | v_proj side by side
+// [C, q_dim + 2 kv_dim] (its bias: Qwen2's q/k/v biases, else null); attn_proj
+// is o_proj [q_dim, C]; mlp_fc is gate_proj | up_proj [C, 2 I]; mlp_proj is
+// down_proj [I, C]; wte is embed_tokens; wpe and every other bias are null;
+// lm_head holds an untied lm_head.weight [vocab, C].
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -55,11 +64,18 @@ struct ModelWeights {
   // when it is 16-bit (wte is then null).
   WeightFormat format = WeightFormat::kF32;
   const uint16_t* wte_half = nullptr;
+  // An untied unembedding [vocab_size, C] (Llama family), null when tied.
+  const float* lm_head = nullptr;
+  const uint16_t* lm_head_half = nullptr;
 
   MatrixView matrix(const float* f32, const uint16_t* half) const {
     return format == WeightFormat::kF32 ? MatrixView{f32, format} : MatrixView{half, format};
   }
   MatrixView wte_matrix() const { return matrix(wte, wte_half); }
+  // What the logits are read with: lm_head when untied, else wte.
+  MatrixView unembedding() const {
+    return lm_head || lm_head_half ? matrix(lm_head, lm_head_half) : wte_matrix();
+  }
   MatrixView qkv(const LayerWeights& l) const { return matrix(l.attn_qkv_weight, l.attn_qkv_half); }
   MatrixView attn_proj(const LayerWeights& l) const {
     return matrix(l.attn_proj_weight, l.attn_proj_half);

@@ -737,7 +737,7 @@ TEST_F(LoaderTest, ConfigValues) {
       {[](json& j) { j["layer_norm_epsilon"] = "small"; }, {"field layer_norm_epsilon"}},
       {[](json& j) { j["activation_function"] = "relu"; },
        {"field activation_function", "relu", "gelu_new"}},
-      {[](json& j) { j["model_type"] = "llama"; }, {"field model_type"}},
+      {[](json& j) { j["model_type"] = "mistral"; }, {"field model_type", "mistral"}},
       {[](json& j) { j["tie_word_embeddings"] = false; }, {"field tie_word_embeddings"}},
       {[](json& j) { j["scale_attn_by_inverse_layer_idx"] = true; },
        {"field scale_attn_by_inverse_layer_idx"}},

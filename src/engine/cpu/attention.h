@@ -20,7 +20,7 @@ namespace ts::cpu {
 struct AttentionArgs {
   const float* q = nullptr;  // [rows][ldq], head h at columns h*head_dim
   int ldq = 0;
-  const void* k_pool = nullptr;  // [slot][n_head*head_dim] values in kv_format
+  const void* k_pool = nullptr;  // [slot][n_kv_head*head_dim] values in kv_format
   const void* v_pool = nullptr;
   WeightFormat kv_format = WeightFormat::kF32;
   const int* context_slots = nullptr;  // physical slot of each position 0..context-1
@@ -28,6 +28,9 @@ struct AttentionArgs {
   int rows = 0;
   int n_head = 0;
   int head_dim = 0;
+  // KV heads in the pools (grouped-query attention; 0 = n_head): query head
+  // h reads KV head h / (n_head / n_kv_head). Pool rows hold n_kv_head heads.
+  int n_kv_head = 0;
   float* out = nullptr;    // [rows][n_head*head_dim]
   float* probs = nullptr;  // optional [n_head][rows][context], 0 beyond the causal limit
   int context = 0;         // start_pos + rows

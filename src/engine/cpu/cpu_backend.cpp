@@ -1,4 +1,5 @@
-// The reference backend: GPT-2's forward pass in fp32 on the host (the
+// The reference backend: the forward pass of GPT-2 or of the Llama family
+// (one function each) in fp32 on the host (the
 // matmul weights in fp32, bf16 or f16, read as stored: ModelWeights::format;
 // the KV cache in fp32, f16 or bf16: KvCacheShape::format). forward()
 // reads as the model, one op per line; the ops are in their own files, named
@@ -24,6 +25,9 @@
 #include "engine/cpu/layernorm.h"
 #include "engine/cpu/machine_probe.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/rmsnorm.h"
+#include "engine/cpu/rope.h"
+#include "engine/cpu/swiglu.h"
 #include "util/anonymous_memory.h"
 #include "util/error.h"
 #include "util/proc_fields.h"
@@ -67,24 +71,27 @@ struct BatchRows {
   int rows() const { return row_begin.back(); }
 };
 
-// The activations of one forward, [rows][width] each.
+// The activations of one forward, [rows][width] each (widths from the config:
+// GPT-2's C, 3C, C, 4C; a Llama's q_dim + 2 kv_dim, q_dim, 2 I and I).
 struct Activations {
   std::vector<float> x;       // the residual stream [C]
-  std::vector<float> ln;      // the latest layer norm's output [C]
-  std::vector<float> qkv;     // [3C]
-  std::vector<float> attn;    // attention output, heads side by side [C]
+  std::vector<float> ln;      // the latest norm's output [C]
+  std::vector<float> qkv;     // [qkv_dim]
+  std::vector<float> attn;    // attention output, heads side by side [q_dim]
   std::vector<float> proj;    // output of a projection back to C [C]
-  std::vector<float> hidden;  // the MLP's hidden layer [4C]
-  Activations(int rows, int c)
-      : x(size_t(rows) * c),
+  std::vector<float> hidden;  // the MLP's hidden layer [fc_dim] (SwiGLU: gate | up)
+  std::vector<float> gated;   // SwiGLU's output [I] (empty for GPT-2)
+  Activations(int rows, const ModelConfig& cfg)
+      : x(size_t(rows) * cfg.n_embd),
         ln(x.size()),
-        qkv(3 * x.size()),
-        attn(x.size()),
+        qkv(size_t(rows) * cfg.qkv_dim()),
+        attn(size_t(rows) * cfg.q_dim()),
         proj(x.size()),
-        hidden(4 * x.size()) {}
+        hidden(size_t(rows) * cfg.fc_dim()),
+        gated(cfg.is_gpt2() ? 0 : size_t(rows) * cfg.mlp_dim()) {}
   int64_t bytes() const {
-    return int64_t(sizeof(float)) *
-           int64_t(x.size() + ln.size() + qkv.size() + attn.size() + proj.size() + hidden.size());
+    return int64_t(sizeof(float)) * int64_t(x.size() + ln.size() + qkv.size() + attn.size() +
+                                            proj.size() + hidden.size() + gated.size());
   }
 };
 
@@ -110,6 +117,12 @@ class CpuBackend final : public Backend {
                std::vector<EntryOutput>& outputs) override;
 
  private:
+  void forward_gpt2(const BatchRows& in, const std::vector<BatchEntry>& batch,
+                    const ForwardOptions& options, Activations& a,
+                    std::vector<EntryOutput>& outputs);
+  void forward_llama(const BatchRows& in, const std::vector<BatchEntry>& batch,
+                     const ForwardOptions& options, Activations& a,
+                     std::vector<EntryOutput>& outputs);
   BatchRows lay_out(const std::vector<BatchEntry>& batch) const;
   void attention(int layer, const std::vector<BatchEntry>& batch, const BatchRows& in,
                  Activations& a, bool record, std::vector<EntryOutput>& outputs);
@@ -125,9 +138,9 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool pool_;
   KvCacheShape shape_;
-  // Bytes of one slot's K (or V) row: C values in shape_.format.
+  // Bytes of one slot's K (or V) row: kv_dim values (C for GPT-2) in shape_.format.
   size_t row_bytes() const {
-    return size_t(bytes_per_weight(shape_.format)) * size_t(weights_->config.n_embd);
+    return size_t(bytes_per_weight(shape_.format)) * size_t(weights_->config.kv_dim());
   }
   char* k_bytes(size_t layer) { return reinterpret_cast<char*>(k_pool_[layer].data()); }
   char* v_bytes(size_t layer) { return reinterpret_cast<char*>(v_pool_[layer].data()); }
@@ -142,20 +155,34 @@ class CpuBackend final : public Backend {
   std::atomic<int64_t> scratch_last_{0}, scratch_peak_{0};
 };
 
+void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
+                         std::vector<EntryOutput>& outputs) {
+  const ModelWeights& w = *weights_;
+  const BatchRows in = lay_out(batch);
+  Activations a(in.rows(), w.config);
+  outputs.assign(batch.size(), EntryOutput{});
+  if (w.config.is_gpt2())
+    forward_gpt2(in, batch, options, a, outputs);
+  else
+    forward_llama(in, batch, options, a, outputs);
+  // a.ln holds the final norm's output.
+  if (options.record_hidden) record_hidden(in, a.ln, outputs);
+  const int64_t logits_scratch = logits(a.ln, in, options.all_logits, outputs);
+  const int64_t scratch = a.bytes() + logits_scratch;
+  scratch_last_ = scratch;
+  if (scratch > scratch_peak_) scratch_peak_ = scratch;
+}
+
 // GPT-2, one block per iteration: x += attn(ln_1(x)); x += mlp(ln_2(x)).
 // Each residual add is fused with the layer norm that reads it (the same
 // steps, in the same order, as CudaBackend::enqueue), so ln_1 of a block is
 // computed by the step before it and ln_f by the last block's.
-void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,
-                         std::vector<EntryOutput>& outputs) {
+void CpuBackend::forward_gpt2(const BatchRows& in, const std::vector<BatchEntry>& batch,
+                              const ForwardOptions& options, Activations& a,
+                              std::vector<EntryOutput>& outputs) {
   const ModelWeights& w = *weights_;
-  const int c = w.config.n_embd;
+  const int c = w.config.n_embd, rows = in.rows();
   const float eps = w.config.layer_norm_epsilon;
-  const BatchRows in = lay_out(batch);
-  const int rows = in.rows();
-  Activations a(rows, c);
-  outputs.assign(batch.size(), EntryOutput{});
-
   cpu::embed(w.wte_matrix(), w.wpe, in.tokens.data(), in.positions.data(), rows, c, a.x.data());
   if (options.record_residuals) record_residual(0, in, a.x, outputs);
   cpu::layernorm(a.x.data(), w.layers[0].ln_1_weight, w.layers[0].ln_1_bias, rows, c, eps,
@@ -181,12 +208,43 @@ void CpuBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOpti
         last ? w.ln_f_bias : w.layers[l + 1].ln_1_bias, rows, c, eps, a.ln.data());
     if (options.record_residuals) record_residual(l + 1, in, a.x, outputs);
   }
-  if (options.record_hidden) record_hidden(in, a.ln, outputs);
-  const int64_t logits_scratch =
-      logits(a.ln, in, options.all_logits, outputs);  // ln_f(x) . wte^T (the tied unembedding)
-  const int64_t scratch = a.bytes() + logits_scratch;
-  scratch_last_ = scratch;
-  if (scratch > scratch_peak_) scratch_peak_ = scratch;
+}
+
+// Llama / Qwen2, one block per iteration: x += attn(rms_1(x)); x += mlp(rms_2(x)),
+// with RoPE on q and k before the KV append (keys are cached rotated),
+// grouped-query attention, and mlp = down(silu(gate(h)) * up(h)). The
+// residual adds are fused with the norms as in forward_gpt2.
+void CpuBackend::forward_llama(const BatchRows& in, const std::vector<BatchEntry>& batch,
+                               const ForwardOptions& options, Activations& a,
+                               std::vector<EntryOutput>& outputs) {
+  const ModelWeights& w = *weights_;
+  const ModelConfig& cfg = w.config;
+  const int c = cfg.n_embd, rows = in.rows(), q = cfg.q_dim(), kv = cfg.kv_dim();
+  const float eps = cfg.layer_norm_epsilon;
+  cpu::embed(w.wte_matrix(), nullptr, in.tokens.data(), in.positions.data(), rows, c, a.x.data());
+  if (options.record_residuals) record_residual(0, in, a.x, outputs);
+  cpu::rmsnorm(a.x.data(), w.layers[0].ln_1_weight, rows, c, eps, a.ln.data());
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const LayerWeights& L = w.layers[l];
+    const float* next_norm = l + 1 == cfg.n_layer ? w.ln_f_weight : w.layers[l + 1].ln_1_weight;
+    // rms_1 -> q|k|v (+ Qwen2's biases) -> RoPE -> KV append -> attention -> o_proj + residual
+    cpu::matmul(a.ln.data(), rows, c, w.qkv(L), q + 2 * kv, L.attn_qkv_bias, a.qkv.data(), pool_);
+    cpu::rope(a.qkv.data(), q + 2 * kv, in.positions.data(), rows, cfg.n_head, cfg.kv_heads(),
+              cfg.head_dim(), cfg.rope_theta);
+    cpu::kv_append(a.qkv.data(), in.slots.data(), rows, q, kv, shape_.format, k_pool_[l].data(),
+                   v_pool_[l].data());
+    attention(l, batch, in, a, options.wants_attention(l), outputs);
+    cpu::matmul(a.attn.data(), rows, q, w.attn_proj(L), c, nullptr, a.proj.data(), pool_);
+    cpu::residual_rmsnorm(a.x.data(), a.proj.data(), L.ln_2_weight, rows, c, eps, a.ln.data());
+    // gate|up -> swiglu -> down + residual, then the next block's rms_1 (the final norm after the
+    // last)
+    cpu::matmul(a.ln.data(), rows, c, w.fc(L), cfg.fc_dim(), nullptr, a.hidden.data(), pool_);
+    cpu::swiglu(a.hidden.data(), rows, cfg.mlp_dim(), a.gated.data());
+    cpu::matmul(a.gated.data(), rows, cfg.mlp_dim(), w.mlp_proj(L), c, nullptr, a.proj.data(),
+                pool_);
+    cpu::residual_rmsnorm(a.x.data(), a.proj.data(), next_norm, rows, c, eps, a.ln.data());
+    if (options.record_residuals) record_residual(l + 1, in, a.x, outputs);
+  }
 }
 
 // ---- plumbing ----
@@ -219,7 +277,7 @@ BatchRows CpuBackend::lay_out(const std::vector<BatchEntry>& batch) const {
 void CpuBackend::attention(int layer, const std::vector<BatchEntry>& batch, const BatchRows& in,
                            Activations& a, bool record, std::vector<EntryOutput>& outputs) {
   const ModelConfig& cfg = weights_->config;
-  const int c = cfg.n_embd;
+  const int ldq = cfg.qkv_dim(), q_dim = cfg.q_dim();
   struct Piece {
     int entry, h0, h1, r0, r1;
   };
@@ -243,8 +301,8 @@ void CpuBackend::attention(int layer, const std::vector<BatchEntry>& batch, cons
     const BatchEntry& b = batch[p.entry];
     const size_t row0 = static_cast<size_t>(in.row_begin[p.entry]);
     cpu::AttentionArgs args;
-    args.q = a.qkv.data() + row0 * 3 * c;
-    args.ldq = 3 * c;
+    args.q = a.qkv.data() + row0 * ldq;
+    args.ldq = ldq;
     args.k_pool = k_pool_[layer].data();
     args.v_pool = v_pool_[layer].data();
     args.kv_format = shape_.format;
@@ -253,7 +311,8 @@ void CpuBackend::attention(int layer, const std::vector<BatchEntry>& batch, cons
     args.rows = static_cast<int>(b.tokens.size());
     args.n_head = cfg.n_head;
     args.head_dim = cfg.head_dim();
-    args.out = a.attn.data() + row0 * c;
+    args.n_kv_head = cfg.kv_heads();
+    args.out = a.attn.data() + row0 * q_dim;
     args.probs = record ? outputs[p.entry].attention[layer].data() : nullptr;
     args.context = b.context();
     args.mask = b.masked() ? b.mask.data() : nullptr;
@@ -284,7 +343,7 @@ void CpuBackend::record_residual(int slot, const BatchRows& in, const std::vecto
   }
 }
 
-// The last layer's hidden state after ln_f, every new row of each entry.
+// The last layer's hidden state after the final norm, every new row of each entry.
 void CpuBackend::record_hidden(const BatchRows& in, const std::vector<float>& ln_f,
                                std::vector<EntryOutput>& outputs) const {
   const size_t c = weights_->config.n_embd;
@@ -293,8 +352,8 @@ void CpuBackend::record_hidden(const BatchRows& in, const std::vector<float>& ln
                              ln_f.begin() + in.row_begin[e + 1] * c);
 }
 
-// logits = ln_f(x) . wte^T for the rows that need them: every new token's
-// with all_rows, else each entry's last.
+// logits = final_norm(x) . unembedding^T (wte, or an untied lm_head) for
+// the rows that need them: every new token's with all_rows, else each entry's last.
 int64_t CpuBackend::logits(const std::vector<float>& ln_f, const BatchRows& in, bool all_rows,
                            std::vector<EntryOutput>& outputs) {
   const ModelWeights& w = *weights_;
@@ -315,7 +374,7 @@ int64_t CpuBackend::logits(const std::vector<float>& ln_f, const BatchRows& in, 
   std::vector<float>& all = logits_scratch_;
   all.resize(static_cast<size_t>(n) * v);
   const int64_t bytes = int64_t(sizeof(float)) * int64_t(rows_in.size() + all.size());
-  cpu::matmul_transposed(rows_in.data(), n, static_cast<int>(c), w.wte_matrix(),
+  cpu::matmul_transposed(rows_in.data(), n, static_cast<int>(c), w.unembedding(),
                          static_cast<int>(v), all.data(), pool_);
   size_t at = 0;
   for (size_t e = 0; e < outputs.size(); ++e) {
@@ -329,11 +388,12 @@ int64_t CpuBackend::logits(const std::vector<float>& ln_f, const BatchRows& in, 
 
 void CpuBackend::init_cache(const KvCacheShape& shape) {
   const ModelConfig& cfg = weights_->config;
-  if (shape.n_layer != cfg.n_layer || shape.n_head * shape.head_dim != cfg.n_embd)
+  if (shape.n_layer != cfg.n_layer || shape.n_head != cfg.kv_heads() ||
+      shape.head_dim != cfg.head_dim())
     throw Error("KV cache shape does not match the model");
   if (shape.block_size <= 0 || shape.num_blocks <= 0) throw Error("KV cache shape is empty");
   // The pools are counted in floats: a 16-bit cache takes half as many.
-  const size_t values = static_cast<size_t>(shape.num_blocks) * shape.block_size * cfg.n_embd;
+  const size_t values = static_cast<size_t>(shape.num_blocks) * shape.block_size * cfg.kv_dim();
   const size_t per_layer = (values * bytes_per_weight(shape.format) + 3) / 4;
   // The new pools are reserved before the old ones are released: a size the
   // machine refuses leaves the cache as it was (its contents included).

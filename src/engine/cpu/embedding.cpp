@@ -10,8 +10,12 @@ void embed(const float* wte, const float* wpe, const int* tokens, const int* pos
            int c, float* out) {
   for (int r = 0; r < rows; ++r) {
     const float* t = wte + static_cast<long long>(tokens[r]) * c;
-    const float* p = wpe + static_cast<long long>(positions[r]) * c;
     float* o = out + static_cast<long long>(r) * c;
+    if (wpe == nullptr) {
+      for (int i = 0; i < c; ++i) o[i] = t[i];
+      continue;
+    }
+    const float* p = wpe + static_cast<long long>(positions[r]) * c;
     for (int i = 0; i < c; ++i) o[i] = t[i] + p[i];
   }
 }
@@ -24,9 +28,11 @@ void embed(MatrixView wte, const float* wpe, const int* tokens, const int* posit
   for (int r = 0; r < rows; ++r) {
     const uint16_t* t =
         static_cast<const uint16_t*>(wte.data) + static_cast<long long>(tokens[r]) * c;
-    const float* p = wpe + static_cast<long long>(positions[r]) * c;
     float* o = out + static_cast<long long>(r) * c;
-    for (int i = 0; i < c; ++i) o[i] = (bf16 ? bf16_to_fp32(t[i]) : fp16_to_fp32(t[i])) + p[i];
+    for (int i = 0; i < c; ++i) {
+      const float p = wpe ? wpe[static_cast<long long>(positions[r]) * c + i] : 0.0f;
+      o[i] = (bf16 ? bf16_to_fp32(t[i]) : fp16_to_fp32(t[i])) + p;
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Token + position embedding. CPU twin of kernels/embedding.cu (kernels::embed).
 //   x[r] = wte[token[r]] + wpe[pos[r]]
+// A null wpe (the Llama family, whose positions are RoPE's) adds nothing.
 #include "model/weights.h"
 
 namespace ts::cpu {

@@ -21,17 +21,24 @@ void encode_row(const float* src, int c, WeightFormat format, void* dst) {
 
 void kv_append(const float* qkv, const int* slots, int rows, int c, WeightFormat format,
                void* k_pool, void* v_pool) {
-  const size_t row_bytes = size_t(bytes_per_weight(format)) * c;
+  kv_append(qkv, slots, rows, c, c, format, k_pool, v_pool);
+}
+
+void kv_append(const float* qkv, const int* slots, int rows, int q_dim, int kv_dim,
+               WeightFormat format, void* k_pool, void* v_pool) {
+  const size_t row_bytes = size_t(bytes_per_weight(format)) * kv_dim;
+  const long long ld = q_dim + 2ll * kv_dim;
   for (long long r = 0; r < rows; ++r) {
-    const float* row = qkv + r * 3 * c;
+    const float* k_src = qkv + r * ld + q_dim;
+    const float* v_src = k_src + kv_dim;
     char* k = static_cast<char*>(k_pool) + size_t(slots[r]) * row_bytes;
     char* v = static_cast<char*>(v_pool) + size_t(slots[r]) * row_bytes;
     if (format == WeightFormat::kF32) {
-      std::memcpy(k, row + c, row_bytes);
-      std::memcpy(v, row + 2 * c, row_bytes);
+      std::memcpy(k, k_src, row_bytes);
+      std::memcpy(v, v_src, row_bytes);
     } else {
-      encode_row(row + c, c, format, k);
-      encode_row(row + 2 * c, c, format, v);
+      encode_row(k_src, kv_dim, format, k);
+      encode_row(v_src, kv_dim, format, v);
     }
   }
 }

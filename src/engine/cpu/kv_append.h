@@ -12,4 +12,9 @@ namespace ts::cpu {
 void kv_append(const float* qkv, const int* slots, int rows, int c, WeightFormat format,
                void* k_pool, void* v_pool);
 
+// The same for grouped-query attention: qkv rows of q_dim + 2 kv_dim values
+// ([q | k | v]), pool rows of kv_dim values.
+void kv_append(const float* qkv, const int* slots, int rows, int q_dim, int kv_dim,
+               WeightFormat format, void* k_pool, void* v_pool);
+
 }  // namespace ts::cpu

@@ -55,6 +55,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, int device
 void CudaBackend::setup() {
   check(cudaSetDevice(device_), "cudaSetDevice");
   check(cudaGetDeviceProperties(&prop_, device_), "cudaGetDeviceProperties");
+  if (!cfg_.is_gpt2())
+    throw Error(std::string("model_type ") + family_name(cfg_.family) +
+                ": the CUDA backend runs GPT-2 models only; use --device cpu");
   const int hd = cfg_.head_dim();
   if (cfg_.n_head <= 0 || cfg_.n_embd % cfg_.n_head != 0 || hd % 4 != 0)
     throw Error("the CUDA kernels need head_dim to be a multiple of 4 (model has " +

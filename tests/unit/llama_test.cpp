@@ -1,0 +1,403 @@
+// The Llama family (model_type llama / qwen2) on the CPU backend, against
+// the float64 PyTorch reference of tools/reference/make_llama_reference.py
+// (tests/fixtures/llama/<model>/reference.safetensors): prefill, cached
+// decode one token at a time, a context longer than a KV block, BF16
+// storage and conversion, attention records, the KV cache's and cost
+// model's grouped-query figures, the logit lens, and config refusals.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/backend_factory.h"
+#include "engine/cost_model.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/engine.h"
+#include "engine/logit_lens.h"
+#include "model/config_json.h"
+#include "model/model_loader.h"
+#include "model/safetensors.h"
+#include "test_paths.h"
+#include "util/error.h"
+
+namespace ts {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr float kTolerance = 1e-4f;
+const char* const kModels[] = {"llama-gqa2", "llama-gqa4-theta", "qwen2-mha", "llama-bf16",
+                               "qwen2-sharded"};
+
+fs::path model_dir(const std::string& name) { return test::fixture_dir() / "llama" / name; }
+
+struct Reference {
+  std::map<std::string, std::vector<int>> prompts;
+  std::map<std::string, std::vector<float>> tensors;  // name -> values
+  std::map<std::string, std::vector<int64_t>> shapes;
+};
+
+Reference reference(const std::string& name) {
+  Reference r;
+  std::ifstream in(model_dir(name) / "reference.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  for (const auto& c : j.at("cases"))
+    r.prompts[c.at("name").get<std::string>()] = c.at("token_ids").get<std::vector<int>>();
+  SafetensorsFile st(model_dir(name) / "reference.safetensors");
+  for (const TensorInfo& t : st.tensors()) {
+    std::vector<float> v(t.numel());
+    SafetensorsFile::to_f32(t, v.data());
+    r.tensors[t.name] = std::move(v);
+    r.shapes[t.name] = t.shape;
+  }
+  return r;
+}
+
+std::shared_ptr<Engine> engine_for(std::shared_ptr<const ModelWeights> w) {
+  return std::make_shared<Engine>(w, make_cpu_backend(w, 2), 128);
+}
+std::shared_ptr<Engine> engine_for(const std::string& name) {
+  return engine_for(std::make_shared<const ModelWeights>(load_model(model_dir(name))));
+}
+
+// Largest |a - b| over n values, and where.
+void expect_close(const float* a, const float* b, size_t n, const std::string& what) {
+  float worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float d = std::fabs(a[i] - b[i]);
+    if (!(d <= worst)) worst = d, at = i;
+  }
+  EXPECT_LE(worst, kTolerance) << what << ": element " << at << " is " << a[at] << ", reference "
+                               << b[at];
+}
+
+// The one-line message `f` throws as ts::Error ("" when it does not throw).
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    return e.what();
+  }
+  return {};
+}
+
+class LlamaModels : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LlamaModels, PrefillMatchesTheReference) {
+  const Reference ref = reference(GetParam());
+  auto engine = engine_for(GetParam());
+  const int v = engine->config().vocab_size;
+  for (const std::string c : {"short", "long"}) {
+    SCOPED_TRACE(c);
+    const std::vector<int>& ids = ref.prompts.at(c);
+    ForwardOptions o;
+    o.all_logits = true;
+    o.record_attention = c == "short";
+    const SeqId seq = engine->cache().create();
+    const ForwardResult r = engine->forward({{seq, ids}}, o);
+    const EntryOutput& out = r.outputs[0];
+    ASSERT_EQ(out.logit_rows, static_cast<int>(ids.size()));
+    ASSERT_EQ(out.logits.size(), ids.size() * v);
+    expect_close(out.logits.data(), ref.tensors.at(c + ".logits").data(), out.logits.size(),
+                 "logits");
+    if (c == "short") {
+      // [L][H][T][T] in the reference; [head][row][context] per layer here,
+      // one row per query head (not per KV head).
+      const std::vector<int64_t>& s = ref.shapes.at("short.attention");
+      const ModelConfig& cfg = engine->config();
+      ASSERT_EQ(s[0], cfg.n_layer);
+      ASSERT_EQ(s[1], cfg.n_head);
+      ASSERT_EQ(out.attention.size(), static_cast<size_t>(cfg.n_layer));
+      const size_t per_layer = static_cast<size_t>(s[1] * s[2] * s[3]);
+      for (int l = 0; l < cfg.n_layer; ++l) {
+        ASSERT_EQ(out.attention[l].size(), per_layer);
+        expect_close(out.attention[l].data(),
+                     ref.tensors.at("short.attention").data() + l * per_layer, per_layer,
+                     "attention of layer " + std::to_string(l));
+      }
+    }
+    engine->cache().release(seq);
+  }
+}
+
+// Cached decode one token at a time over the long prompt (37 tokens, past
+// two 16-token KV blocks): each step's logits are the reference's row.
+TEST_P(LlamaModels, CachedDecodeStepByStepMatchesTheReference) {
+  const Reference ref = reference(GetParam());
+  auto engine = engine_for(GetParam());
+  const int v = engine->config().vocab_size;
+  const std::vector<int>& ids = ref.prompts.at("long");
+  ASSERT_GT(ids.size(), 2u * static_cast<size_t>(engine->cache().shape().block_size));
+  const std::vector<float>& logits = ref.tensors.at("long.logits");
+  const SeqId seq = engine->cache().create();
+  // A short prefill first, then single tokens: both paths write the cache.
+  ForwardResult r = engine->forward({{seq, {ids.begin(), ids.begin() + 3}}}, {});
+  expect_close(r.outputs[0].logits.data(), logits.data() + 2 * v, v, "prefill row 2");
+  for (size_t t = 3; t < ids.size(); ++t) {
+    r = engine->forward({{seq, {ids[t]}}}, {});
+    ASSERT_EQ(r.outputs[0].logits.size(), static_cast<size_t>(v));
+    expect_close(r.outputs[0].logits.data(), logits.data() + t * v, v,
+                 "decode step at position " + std::to_string(t));
+  }
+  EXPECT_EQ(engine->cache().length(seq), static_cast<int>(ids.size()));
+}
+
+// The logit lens's last row is the model's own logits: the final norm is
+// the RMSNorm and the unembedding the (possibly untied) lm_head.
+TEST_P(LlamaModels, LogitLensLastRowIsTheModelsLogits) {
+  auto engine = engine_for(GetParam());
+  const ModelConfig& cfg = engine->config();
+  ForwardOptions o;
+  o.record_residuals = true;
+  o.record_hidden = true;
+  const ForwardResult r = engine->forward_scratch({5, 17, 230, 99}, o);
+  const EntryOutput& out = r.outputs[0];
+  ASSERT_EQ(out.residuals.size(), static_cast<size_t>(cfg.n_layer + 1) * cfg.n_embd);
+  const std::vector<float> lens =
+      lens_logits(engine->weights(), out.residuals.data() + size_t(cfg.n_layer) * cfg.n_embd);
+  expect_close(lens.data(), out.logits.data(), lens.size(), "lens logits");
+  EXPECT_EQ(out.hidden.size(), 4u * cfg.n_embd);
+  const std::vector<LensRow> rows = logit_lens(engine->weights(), out.residuals, 3);
+  EXPECT_EQ(rows.size(), static_cast<size_t>(cfg.n_layer + 1));
+}
+
+// parameter_count is what the files hold (a tied lm_head once).
+TEST_P(LlamaModels, ParameterCountIsWhatTheFilesHold) {
+  const ModelWeights w = load_model(model_dir(GetParam()));
+  int64_t in_files = 0;
+  for (const auto& entry : fs::directory_iterator(model_dir(GetParam()))) {
+    const std::string f = entry.path().filename().string();
+    if (f.rfind("model", 0) != 0 || entry.path().extension() != ".safetensors") continue;
+    const SafetensorsFile st(entry.path());
+    for (const TensorInfo& t : st.tensors()) in_files += static_cast<int64_t>(t.numel());
+  }
+  EXPECT_EQ(w.config.parameter_count(), in_files);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaModels, ::testing::ValuesIn(kModels), [](const auto& info) {
+  std::string n = info.param;
+  std::replace(n.begin(), n.end(), '-', '_');
+  return n;
+});
+
+TEST(LlamaConfig, FixturesCoverTheFeatures) {
+  const ModelConfig gqa2 = load_model(model_dir("llama-gqa2")).config;
+  EXPECT_EQ(gqa2.family, ModelFamily::kLlama);
+  EXPECT_EQ(gqa2.n_head / gqa2.kv_heads(), 2);
+  EXPECT_FALSE(gqa2.tied_embeddings);
+  const ModelConfig gqa4 = load_model(model_dir("llama-gqa4-theta")).config;
+  EXPECT_EQ(gqa4.n_head / gqa4.kv_heads(), 4);
+  EXPECT_EQ(gqa4.rope_theta, 500000.0f);
+  EXPECT_NE(gqa4.q_dim(), gqa4.n_embd);  // explicit head_dim
+  const ModelWeights qwen = load_model(model_dir("qwen2-mha"));
+  EXPECT_EQ(qwen.config.family, ModelFamily::kQwen2);
+  EXPECT_EQ(qwen.config.kv_heads(), qwen.config.n_head);
+  EXPECT_NE(qwen.layers[0].attn_qkv_bias, nullptr);
+  EXPECT_NE(qwen.lm_head, nullptr);
+  EXPECT_EQ(load_model(model_dir("llama-bf16")).storage_dtype, "BF16");
+  EXPECT_FALSE(fs::exists(model_dir("qwen2-sharded") / "model.safetensors"));
+}
+
+// The BF16 fixture's values are bf16 numbers: converting them to bf16
+// (--weights bf16) changes nothing, and the bf16 kernels match the reference.
+TEST(LlamaWeights, Bf16ConversionMatchesTheReference) {
+  const Reference ref = reference("llama-bf16");
+  auto w = std::make_shared<const ModelWeights>(
+      convert_weights(load_model(model_dir("llama-bf16")), WeightFormat::kBF16));
+  ASSERT_EQ(w->format, WeightFormat::kBF16);
+  auto engine = engine_for(w);
+  ForwardOptions o;
+  o.all_logits = true;
+  const ForwardResult r = engine->forward_scratch(ref.prompts.at("long"), o);
+  expect_close(r.outputs[0].logits.data(), ref.tensors.at("long.logits").data(),
+               r.outputs[0].logits.size(), "bf16 logits");
+}
+
+// An untied lm_head converts too (f16 rounds every matrix: near, not equal).
+TEST(LlamaWeights, F16ConversionKeepsTheUntiedHead) {
+  const Reference ref = reference("llama-gqa2");
+  auto w = std::make_shared<const ModelWeights>(
+      convert_weights(load_model(model_dir("llama-gqa2")), WeightFormat::kF16));
+  ASSERT_NE(w->lm_head_half, nullptr);
+  EXPECT_EQ(w->lm_head, nullptr);
+  const ForwardResult r = engine_for(w)->forward_scratch(ref.prompts.at("short"), {});
+  const std::vector<float>& logits = ref.tensors.at("short.logits");
+  const size_t v = w->config.vocab_size, last = ref.prompts.at("short").size() - 1;
+  for (size_t i = 0; i < v; ++i) ASSERT_NEAR(r.outputs[0].logits[i], logits[last * v + i], 0.05);
+}
+
+// The KV cache holds the KV heads only: bytes per token =
+// 2 * n_layer * n_kv_heads * head_dim * bytes, and the cost model agrees.
+TEST(LlamaKvCache, HoldsTheKvHeadsOnly) {
+  auto engine = engine_for("llama-gqa4-theta");
+  const ModelConfig& cfg = engine->config();
+  const KvCacheShape& s = engine->cache().shape();
+  EXPECT_EQ(s.n_head, 2);
+  EXPECT_EQ(s.head_dim, 6);
+  EXPECT_EQ(s.bytes_per_block_per_layer(), int64_t(2) * s.block_size * 2 * 6 * 4);
+  const StepCost cost = estimate_step_cost(cfg, {{0, 10, 1}});
+  EXPECT_EQ(cost.kv_write_bytes, double(cfg.n_layer) * 2 * 10 * 2 * 6 * 4);
+  EXPECT_EQ(cost.kv_read_bytes, cost.kv_write_bytes);
+  const BackendMemory m = engine->backend().memory();
+  EXPECT_EQ(m.kv_reserved_bytes,
+            int64_t(s.num_blocks) * s.bytes_per_block_per_layer() * cfg.n_layer);
+  // Weights read once per step: the file's parameters (no biases, no wpe).
+  const StepCost decode = estimate_step_cost(cfg, {{10, 1, 1}});
+  EXPECT_NEAR(decode.weight_bytes, 4.0 * (cfg.parameter_count() + cfg.n_embd), 1.0);
+}
+
+TEST(LlamaBackend, CudaRefusesInOneLine) {
+  auto w = std::make_shared<const ModelWeights>(load_model(model_dir("qwen2-mha")));
+  EXPECT_NE(error_of([&] {
+              make_backend("cuda", w);
+            }).find("model_type qwen2: the CUDA backend runs GPT-2 models only"),
+            std::string::npos);
+  const BackendSelection sel = make_backend("auto", w);
+  EXPECT_EQ(sel.backend->name(), "cpu");
+}
+
+// A config the forward pass does not implement is refused in one line
+// naming the field.
+TEST(LlamaConfig, RefusalsNameTheField) {
+  const nlohmann::json base = {{"model_type", "llama"},    {"vocab_size", 100},
+                               {"hidden_size", 32},        {"intermediate_size", 64},
+                               {"num_hidden_layers", 2},   {"num_attention_heads", 4},
+                               {"num_key_value_heads", 2}, {"max_position_embeddings", 64}};
+  const ModelConfig ok = parse_config_json(base.dump(), "c.json");
+  EXPECT_EQ(ok.kv_heads(), 2);
+  EXPECT_EQ(ok.layer_norm_epsilon, 1e-6f);
+  EXPECT_EQ(ok.rope_theta, 10000.0f);
+  EXPECT_FALSE(ok.tied_embeddings);
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}, "field rope_scaling"},
+      {"hidden_act", "gelu", "field hidden_act"},
+      {"attention_bias", true, "field attention_bias"},
+      {"mlp_bias", true, "field mlp_bias"},
+      {"use_sliding_window", true, "field use_sliding_window"},
+      {"num_key_value_heads", 3, "field num_key_value_heads"},
+      {"num_key_value_heads", 0, "field num_key_value_heads is 0"},
+      {"rope_theta", -1, "field rope_theta"},
+      {"rms_norm_eps", 0, "field rms_norm_eps"},
+      {"head_dim", 7, "head size 7 is odd"},
+      {"model_type", "mistral", "field model_type"},
+      {"hidden_size", nullptr, "missing field hidden_size"},
+      {"head_dim", 40000, "num_attention_heads x head_dim is 160000"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = base;
+    j[c.field] = c.value;
+    if (c.value.is_null()) j.erase(c.field);
+    const std::string what = error_of([&] { parse_config_json(j.dump(), "c.json"); });
+    EXPECT_EQ(what.rfind("c.json: ", 0), 0u) << c.field << " accepted or misnamed: " << what;
+    EXPECT_NE(what.find(c.says), std::string::npos) << what;
+  }
+  // Qwen2 takes q/k/v biases itself: attention_bias is not its field.
+  nlohmann::json q = base;
+  q["model_type"] = "qwen2";
+  q["attention_bias"] = true;
+  EXPECT_EQ(parse_config_json(q.dump(), "c.json").family, ModelFamily::kQwen2);
+}
+
+// A checkpoint that does not match its config names the file and tensor.
+TEST(LlamaWeights, MismatchedCheckpointsAreRefused) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "llama_mismatch";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy(model_dir("llama-gqa2"), dir, fs::copy_options::recursive);
+  std::ifstream in(dir / "config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  in.close();
+  cfg["num_key_value_heads"] = 6;  // the file's k_proj holds 3 heads
+  std::ofstream(dir / "config.json") << cfg.dump();
+  EXPECT_NE(error_of([&] {
+              load_model(dir);
+            }).find("model.safetensors: tensor model.layers.0.self_attn.k_proj.weight"),
+            std::string::npos);
+  cfg["num_key_value_heads"] = 3;
+  cfg["num_hidden_layers"] = 1;
+  std::ofstream(dir / "config.json") << cfg.dump();
+  EXPECT_NE(error_of([&] { load_model(dir); }).find("unexpected tensor model.layers.1."),
+            std::string::npos);
+  fs::remove_all(dir);
+}
+
+// A sharded checkpoint's index must name every tensor, each in its shard.
+TEST(LlamaWeights, ShardIndexIsChecked) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "llama_shards";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy(model_dir("qwen2-sharded"), dir, fs::copy_options::recursive);
+  const fs::path index = dir / "model.safetensors.index.json";
+  std::ifstream in(index);
+  const nlohmann::json original = nlohmann::json::parse(in);
+  in.close();
+  const std::string name = "model.norm.weight";
+  const std::string shard = original["weight_map"][name];
+  const std::string other = shard == "model-00001-of-00002.safetensors"
+                                ? "model-00002-of-00002.safetensors"
+                                : "model-00001-of-00002.safetensors";
+  nlohmann::json j = original;
+  j["weight_map"][name] = other;
+  std::ofstream(index) << j.dump();
+  EXPECT_NE(error_of([&] {
+              load_model(dir);
+            }).find(shard + ": tensor " + name + " is here, but the index names " + other),
+            std::string::npos);
+  j = original;
+  j["weight_map"].erase(name);
+  std::ofstream(index) << j.dump();
+  EXPECT_NE(error_of([&] { load_model(dir); }).find(name + " is not in the index"),
+            std::string::npos);
+  j = original;
+  j["weight_map"]["model.extra.weight"] = shard;
+  std::ofstream(index) << j.dump();
+  EXPECT_NE(error_of([&] { load_model(dir); }).find("missing tensor model.extra.weight"),
+            std::string::npos);
+  std::ofstream(index) << "{\"weight_map\": []}";
+  EXPECT_NE(error_of([&] { load_model(dir); }).find("missing field weight_map"), std::string::npos);
+  std::ofstream(index) << original.dump();
+  EXPECT_EQ(load_model(dir).config.family, ModelFamily::kQwen2);
+  fs::remove_all(dir);
+}
+
+// A multi-branch pass (lookahead's positions and mask) rotates each token
+// by its own position: a branch fed beside another gives the logits of that
+// branch run alone.
+TEST(LlamaBackend, MaskedPassUsesEachTokensPosition) {
+  auto engine = engine_for("llama-gqa2");
+  const int v = engine->config().vocab_size;
+  const std::vector<int> prefix = {31, 250, 7, 456};
+  const SeqId seq = engine->cache().create();
+  engine->forward({{seq, prefix}}, {});
+  ForwardRequest pass(seq, {102, 88, 300});
+  pass.positions = {4, 5, 4};               // x at 4, y after x, z at 4 again
+  pass.mask = {1, 0, 0, 1, 1, 0, 0, 0, 1};  // x | x y | z
+  ForwardOptions o;
+  o.all_logits = true;
+  const ForwardResult r = engine->forward({pass}, o);
+  const auto alone = [&](std::vector<int> tail) {
+    std::vector<int> ids = prefix;
+    ids.insert(ids.end(), tail.begin(), tail.end());
+    return engine->forward_scratch(ids, {}).outputs[0].logits;
+  };
+  const std::vector<float>& got = r.outputs[0].logits;
+  expect_close(got.data() + 1 * v, alone({102, 88}).data(), v, "branch x y");
+  expect_close(got.data() + 2 * v, alone({300}).data(), v, "branch z");
+}
+
+}  // namespace
+}  // namespace ts
