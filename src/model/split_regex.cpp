@@ -14,7 +14,7 @@ namespace {
 // recurse once per level), counted repetition and the compiled size.
 constexpr int kMaxNesting = 64;
 constexpr int kMaxRepeat = 1000;
-constexpr size_t kMaxProgram = size_t{1} << 16;
+constexpr size_t kMaxProgram = size_t{1} << 14;
 constexpr size_t kMaxQuotedPattern = 120;
 // What an undecodable byte of the text is: equal to no literal, in class kOther.
 constexpr char32_t kInvalidChar = 0xFFFFFFFF;
