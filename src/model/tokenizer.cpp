@@ -397,8 +397,8 @@ Tokenizer Tokenizer::from_spec(const TokenizerSpec& spec, const std::string& nam
     tok.add_merge(m.left, m.right, name + ": " + m.where + ": ", m.where, "model.vocab",
                   first_seen);
   }
-  if (!spec.split_pattern.empty()) {
-    tok.split_ = std::make_shared<const SplitRegex>(spec.split_pattern);
+  for (const std::string& pattern : spec.split_patterns) {
+    tok.splits_.push_back(std::make_shared<const SplitRegex>(pattern));
   }
   tok.ignore_merges_ = spec.ignore_merges;
   const auto check = [&](int64_t id, const char* what) {
@@ -414,10 +414,23 @@ Tokenizer Tokenizer::from_spec(const TokenizerSpec& spec, const std::string& nam
   return tok;
 }
 
-std::string Tokenizer::split_pattern() const { return split_ ? split_->pattern() : std::string(); }
+std::vector<std::string> Tokenizer::split_patterns() const {
+  std::vector<std::string> patterns;
+  for (const auto& split : splits_) patterns.push_back(split->pattern());
+  return patterns;
+}
 
 std::vector<std::string_view> Tokenizer::split_words(std::string_view segment) const {
-  return split_ ? split_->split(segment) : pretokenize(segment);
+  if (splits_.empty()) return pretokenize(segment);
+  std::vector<std::string_view> pieces{segment};
+  for (const auto& split : splits_) {
+    std::vector<std::string_view> finer;
+    for (const std::string_view piece : pieces) {
+      for (const std::string_view p : split->split(piece)) finer.push_back(p);
+    }
+    pieces = std::move(finer);
+  }
+  return pieces;
 }
 
 std::vector<TokenSpan> Tokenizer::encode(std::string_view text) const {

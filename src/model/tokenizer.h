@@ -53,7 +53,9 @@ struct TokenizerSpec {
   std::vector<Entry> vocab;
   std::vector<MergeRule> merges;
   std::vector<AddedToken> added;
-  std::string split_pattern;   // the pre-tokenizer's regex (Isolated split)
+  // The pre-tokenizer's regexes (Isolated splits), each splitting the pieces
+  // of the one before; none: GPT-2's built-in pretokenize().
+  std::vector<std::string> split_patterns;
   bool ignore_merges = false;  // a word that is a whole token skips BPE
   int64_t bos_id = -1;
   bool add_bos = false;  // model_input_ids() starts with bos_id
@@ -92,8 +94,8 @@ class Tokenizer {
   int eot_id() const { return eot_id_; }  // -1 when the vocabulary has none
   int bos_id() const { return bos_id_; }  // -1 when none
   bool adds_bos() const { return add_bos_; }
-  // The pre-tokenizer's pattern; empty for GPT-2's built-in pretokenize().
-  std::string split_pattern() const;
+  // The pre-tokenizer's patterns; none for GPT-2's built-in pretokenize().
+  std::vector<std::string> split_patterns() const;
 
  private:
   Tokenizer() = default;
@@ -127,7 +129,7 @@ class Tokenizer {
   bool add_bos_ = false;
   bool ignore_merges_ = false;
   int model_size_ = 0;  // ids below it are the BPE model's, above: added tokens only
-  std::shared_ptr<const SplitRegex> split_;  // null: pretokenize()
+  std::vector<std::shared_ptr<const SplitRegex>> splits_;  // none: pretokenize()
   // Added tokens by first byte, longest first.
   std::array<std::vector<std::pair<std::string, int>>, 256> added_;
 

@@ -95,55 +95,70 @@ void read_byte_level(const Reader& r, const json& bl, const std::string& path, b
   use_regex = r.boolean(bl, "use_regex", path, true);
 }
 
-std::string read_pre_tokenizer(const Reader& r, const json* pt) {
-  if (!pt) r.fail("pre_tokenizer", "missing; byte-level BPE needs a ByteLevel pre-tokenizer");
-  const std::string type = r.type(*pt, "pre_tokenizer");
-  bool use_regex = true;
-  if (type == "ByteLevel") {
-    read_byte_level(r, *pt, "pre_tokenizer", use_regex);
-    if (!use_regex) {
-      r.unsupported("pre_tokenizer.use_regex", false, "a lone ByteLevel must split with its regex");
-    }
-    return std::string(kGpt2SplitPattern);
-  }
-  if (type != "Sequence") {
-    r.unsupported("pre_tokenizer.type", type, "only ByteLevel or Sequence[Split, ByteLevel]");
-  }
-  const json* list = r.get(*pt, "pretokenizers");
-  if (!list) r.fail("pre_tokenizer.pretokenizers", "missing");
-  r.array(*list, "pre_tokenizer.pretokenizers");
-  if (list->size() == 1 && r.type((*list)[0], "pre_tokenizer.pretokenizers[0]") == "ByteLevel") {
-    read_byte_level(r, (*list)[0], "pre_tokenizer.pretokenizers[0]", use_regex);
-    if (use_regex) return std::string(kGpt2SplitPattern);
-  }
-  if (list->size() != 2) {
-    r.unsupported("pre_tokenizer.pretokenizers", *list, "only [Split, ByteLevel]");
-  }
-  const std::string split_path = "pre_tokenizer.pretokenizers[0]";
-  const std::string bl_path = "pre_tokenizer.pretokenizers[1]";
-  const json& split = (*list)[0];
-  const std::string split_type = r.type(split, split_path);
-  if (split_type != "Split") r.unsupported(split_path + ".type", split_type, "only Split");
-  const std::string bl_type = r.type((*list)[1], bl_path);
-  if (bl_type != "ByteLevel") r.unsupported(bl_path + ".type", bl_type, "only ByteLevel");
-  read_byte_level(r, (*list)[1], bl_path, use_regex);
-  if (use_regex) r.unsupported(bl_path + ".use_regex", true, "the Split already splits");
+// One Isolated Split, as its regex.
+std::string read_split(const Reader& r, const json& split, const std::string& path) {
   const json* behavior = r.get(split, "behavior");
-  if (!behavior || r.string(*behavior, split_path + ".behavior") != "Isolated") {
-    r.unsupported(split_path + ".behavior", behavior ? *behavior : json(nullptr),
-                  "only \"Isolated\"");
+  if (!behavior || r.string(*behavior, path + ".behavior") != "Isolated") {
+    r.unsupported(path + ".behavior", behavior ? *behavior : json(nullptr), "only \"Isolated\"");
   }
-  if (r.boolean(split, "invert", split_path, false)) {
-    r.unsupported(split_path + ".invert", true, "only false");
-  }
+  if (r.boolean(split, "invert", path, false)) r.unsupported(path + ".invert", true, "only false");
   const json* pattern = r.get(split, "pattern");
-  if (!pattern) r.fail(split_path + ".pattern", "missing");
-  r.object(*pattern, split_path + ".pattern");
+  if (!pattern) r.fail(path + ".pattern", "missing");
+  r.object(*pattern, path + ".pattern");
   const json* regex = r.get(*pattern, "Regex");
-  if (!regex) r.unsupported(split_path + ".pattern", *pattern, "only {\"Regex\": ...}");
-  const std::string& text = r.string(*regex, split_path + ".pattern.Regex");
-  if (text.empty()) r.fail(split_path + ".pattern.Regex", "empty pattern");
+  if (!regex) r.unsupported(path + ".pattern", *pattern, "only {\"Regex\": ...}");
+  const std::string& text = r.string(*regex, path + ".pattern.Regex");
+  if (text.empty()) r.fail(path + ".pattern.Regex", "empty pattern");
   return text;
+}
+
+// The pre-tokenizer as a chain of Isolated splits: Split(Regex) and Digits
+// stages, then ByteLevel last (with use_regex, GPT-2's pattern as the final
+// stage).
+std::vector<std::string> read_pre_tokenizer(const Reader& r, const json* pt) {
+  if (!pt) r.fail("pre_tokenizer", "missing; byte-level BPE needs a ByteLevel pre-tokenizer");
+  std::vector<std::pair<const json*, std::string>> stages;
+  if (r.type(*pt, "pre_tokenizer") == "Sequence") {
+    const json* list = r.get(*pt, "pretokenizers");
+    if (!list) r.fail("pre_tokenizer.pretokenizers", "missing");
+    r.array(*list, "pre_tokenizer.pretokenizers");
+    for (size_t i = 0; i < list->size(); ++i) {
+      stages.emplace_back(&(*list)[i], "pre_tokenizer.pretokenizers[" + std::to_string(i) + "]");
+    }
+  } else {
+    stages.emplace_back(pt, "pre_tokenizer");
+  }
+  std::vector<std::string> patterns;
+  bool byte_level = false;
+  for (const auto& [stage, path] : stages) {
+    const std::string type = r.type(*stage, path);
+    if (byte_level) {
+      r.unsupported(path + ".type", type, "ByteLevel must be the last pre-tokenizer");
+    }
+    if (type == "Split") {
+      patterns.push_back(read_split(r, *stage, path));
+    } else if (type == "Digits") {
+      patterns.push_back(r.boolean(*stage, "individual_digits", path, false) ? "\\p{N}"
+                                                                             : "\\p{N}+");
+    } else if (type == "ByteLevel") {
+      byte_level = true;
+      if (r.boolean(*stage, "add_prefix_space", path, false)) {
+        r.unsupported(path + ".add_prefix_space", true, "only false");
+      }
+      if (r.boolean(*stage, "use_regex", path, true)) {
+        patterns.emplace_back(kGpt2SplitPattern);
+      }
+    } else {
+      r.unsupported(path + ".type", type, "only Split, Digits and ByteLevel");
+    }
+  }
+  if (!byte_level) {
+    r.fail("pre_tokenizer", "no ByteLevel pre-tokenizer; only byte-level BPE is supported");
+  }
+  if (patterns.empty()) {
+    r.fail("pre_tokenizer", "nothing splits the text (ByteLevel with use_regex false alone)");
+  }
+  return patterns;
 }
 
 // BOS from the post-processor: nullopt when it adds none.
@@ -327,7 +342,7 @@ Tokenizer read_tokenizer_json(std::string_view text, std::string_view config_tex
     }
   }
 
-  spec.split_pattern = read_pre_tokenizer(r, r.get(root, "pre_tokenizer"));
+  spec.split_patterns = read_pre_tokenizer(r, r.get(root, "pre_tokenizer"));
   Bos bos = read_post_processor(r, r.get(root, "post_processor"));
 
   // --- tokenizer_config.json ---

@@ -5,9 +5,12 @@
 //   model            type "BPE"; vocab; merges as "a b" strings or [a, b]
 //                    pairs; ignore_merges. byte_fallback, dropout, subword
 //                    prefixes/suffixes are refused.
-//   pre_tokenizer    ByteLevel(use_regex=true) = GPT-2's pattern, or
-//                    Sequence[Split(Regex, "Isolated"), ByteLevel(use_regex=
-//                    false)]; add_prefix_space must be false.
+//   pre_tokenizer    ByteLevel, alone or last in a Sequence after Split
+//                    (Regex, "Isolated") and Digits stages, each splitting
+//                    the pieces of the one before; ByteLevel's use_regex
+//                    adds GPT-2's pattern as the last stage (Llama 3 and
+//                    Qwen2: [Split, ByteLevel(use_regex=false)]; SmolLM:
+//                    [Digits, ByteLevel]). add_prefix_space must be false.
 //   added_tokens     special or not, matched literally before pre-tokenizing,
 //                    longest first; lstrip/rstrip/single_word are refused.
 //   normalizer       must be null (ones that change the text are refused).

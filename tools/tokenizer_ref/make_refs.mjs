@@ -6,7 +6,7 @@
 //   node make_refs.mjs --modules DIR/node_modules --corpus corpus.json --out DIR
 //                      [--gpt2 DIR_WITH_encoder.json+vocab.bpe] [--tiny DIR_WITH_vocab.json+merges.txt]
 //
-// DIR/<name>/tokenizer.json   for name in llama3, qwen2, gpt2, tiny
+// DIR/<name>/tokenizer.json   for name in llama3, qwen2, gpt2, gpt2-digits, tiny
 // DIR/<name>/hf.json          [[ids...] per corpus string] from @huggingface/tokenizers
 // DIR/llama3/llama3js.json    the same from llama3-tokenizer-js
 import fs from "node:fs";
@@ -149,6 +149,16 @@ if (args.gpt2) {
   });
   write(path.join(args.out, "gpt2/tokenizer.json"), json);
   write(path.join(args.out, "gpt2/hf.json"), hfIds(json));
+  // SmolLM's pre-tokenizer shape: single digits first, then GPT-2's split.
+  const digits = {
+    ...json,
+    pre_tokenizer: {
+      type: "Sequence",
+      pretokenizers: [{ type: "Digits", individual_digits: true }, byteLevel(true)],
+    },
+  };
+  write(path.join(args.out, "gpt2-digits/tokenizer.json"), digits);
+  write(path.join(args.out, "gpt2-digits/hf.json"), hfIds(digits));
 }
 
 // --- the bundled tokenscope-tiny vocabulary with Llama 3's split ---
