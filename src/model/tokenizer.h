@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -14,6 +15,8 @@
 #include <vector>
 
 namespace ts {
+
+class SplitRegex;
 
 struct TokenSpan {
   int id;
@@ -31,6 +34,34 @@ std::vector<std::string_view> pretokenize(std::string_view text);
 // merges.txt are written in: ' ' -> "Ġ", '\n' -> "Ċ", 0xAD -> "Ń", ...).
 std::string bytes_to_gpt2_unicode(std::string_view raw_bytes);
 
+// What a loader hands the BPE core besides vocab.json + merges.txt (the
+// tokenizer.json reader fills it; see tokenizer_json.h). Token strings are in
+// GPT-2's byte alphabet; `where` labels name each entry in error messages.
+struct TokenizerSpec {
+  struct Entry {
+    std::string token;
+    int64_t id;
+  };
+  struct MergeRule {
+    std::string left, right, where;
+  };
+  struct AddedToken {
+    std::string content;  // raw text, matched literally before pre-tokenization
+    int64_t id;
+    std::string where;
+  };
+  std::vector<Entry> vocab;
+  std::vector<MergeRule> merges;
+  std::vector<AddedToken> added;
+  // The pre-tokenizer's regexes (Isolated splits), each splitting the pieces
+  // of the one before; none: GPT-2's built-in pretokenize().
+  std::vector<std::string> split_patterns;
+  bool ignore_merges = false;  // a word that is a whole token skips BPE
+  int64_t bos_id = -1;
+  bool add_bos = false;  // model_input_ids() starts with bos_id
+  int64_t eot_id = -1;
+};
+
 class Tokenizer {
  public:
   // Reads vocab.json + merges.txt (Hugging Face names) or, failing those,
@@ -43,9 +74,17 @@ class Tokenizer {
   static Tokenizer from_text(std::string_view vocab_json, std::string_view merges_txt,
                              const std::string& vocab_name, const std::string& merges_name);
 
-  // "<|endoftext|>" written literally in the text becomes the special token.
+  // The same BPE core from a tokenizer.json's parts; `name` starts messages.
+  static Tokenizer from_spec(const TokenizerSpec& spec, const std::string& name);
+
+  // Added tokens written literally in the text ("<|endoftext|>" for GPT-2's
+  // files; tokenizer.json's added_tokens) become their token, the longest
+  // one where several start at the same place. No BOS here: spans cover text.
   std::vector<TokenSpan> encode(std::string_view text) const;
   std::vector<int> encode_ids(std::string_view text) const;
+  // encode_ids with the BOS token in front when the tokenizer's files ask
+  // for it (adds_bos()): the ids a model is fed.
+  std::vector<int> model_input_ids(std::string_view text) const;
 
   std::string token_bytes(int id) const;  // raw bytes, may be partial UTF-8
   std::string decode(const std::vector<int>& ids) const;
@@ -53,10 +92,22 @@ class Tokenizer {
 
   int vocab_size() const { return static_cast<int>(id_to_bytes_.size()); }
   int eot_id() const { return eot_id_; }  // -1 when the vocabulary has none
+  int bos_id() const { return bos_id_; }  // -1 when none
+  bool adds_bos() const { return add_bos_; }
+  // The pre-tokenizer's patterns; none for GPT-2's built-in pretokenize().
+  std::vector<std::string> split_patterns() const;
 
  private:
   Tokenizer() = default;
   void check_id(int id) const;
+  void set_token(std::string_view key, int64_t id, std::vector<bool>& seen,
+                 const std::string& name);
+  void finish_vocab(const std::string& name);
+  void add_added_token(std::string content, int id);
+  void add_merge(std::string_view left, std::string_view right, const std::string& where,
+                 const std::string& label, const std::string& vocab_file,
+                 std::unordered_map<uint64_t, std::string>& seen);
+  std::vector<std::string_view> split_words(std::string_view segment) const;
   std::vector<int> word_ids(std::string_view word) const;    // cached merge_word
   std::vector<int> merge_word(std::string_view word) const;  // BPE of one word
 
@@ -74,6 +125,13 @@ class Tokenizer {
   std::array<int, 256> byte_id_{};  // token of each single byte
   std::unordered_map<uint64_t, Merge> merges_;
   int eot_id_ = -1;
+  int bos_id_ = -1;
+  bool add_bos_ = false;
+  bool ignore_merges_ = false;
+  int model_size_ = 0;  // ids below it are the BPE model's, above: added tokens only
+  std::vector<std::shared_ptr<const SplitRegex>> splits_;  // none: pretokenize()
+  // Added tokens by first byte, longest first.
+  std::array<std::vector<std::pair<std::string, int>>, 256> added_;
 
   // Words repeat a lot in real text and BPE is the expensive part. Shared by
   // threads encoding at once; a copied Tokenizer starts with an empty cache.
