@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -57,6 +58,61 @@ TEST(GuiKvCache, CacheOffSaysWhatTheStepRanAndWhatTheNextRuns) {
     const int n = std::stoi((*it)[1]);
     EXPECT_TRUE(n == after->history.back()->recomputed_tokens || n == next + 1) << now;
   }
+}
+
+// The KV cache panel's row names after each step, sorted.
+std::vector<std::string> labels_at(App& app, int step) {
+  app.state().view_step = step;
+  app.settle(2, 50);
+  std::vector<std::string> labels = app.kv_cache_panel().sequence_labels();
+  std::sort(labels.begin(), labels.end());
+  return labels;
+}
+
+// Every row of blocks is named after the lane and beam that held it after
+// the viewed step: at the newest step, at older ones (whose beams have been
+// forked again since) and in the re-opened session, which holds no live
+// sequence at all.
+TEST(GuiKvCache, EverySequenceIsNamedAfterItsLaneAndBeamAtEveryStep) {
+  REQUIRE_DISPLAY();
+  const fs::path file =
+      fs::temp_directory_path() / ("ts-kv-owners-" + std::to_string(getpid()) + ".json");
+  constexpr int kSteps = 4;  // prefill + 3 decode steps
+  // The prefill forks one sequence per beam; every step keeps 3 open beams.
+  const std::vector<std::string> expected = {"lane 0", "lane 1 beam 0", "lane 1 beam 1",
+                                             "lane 1 beam 2"};
+  {
+    AppOptions o = test::fixture_options("kv", "The cat sat on");
+    o.compare = {"greedy", "beams=3"};
+    App app(o);
+    app.load_model_blocking();
+    app.settle();
+    for (int i = 0; i < kSteps; ++i) {
+      app.advance();
+      app.settle(2, 100);
+    }
+    const SnapshotPtr snap = app.controller().snapshot();
+    ASSERT_EQ(snap->history.size(), static_cast<size_t>(kSteps));
+    ASSERT_EQ(snap->state, SessionState::kPaused);
+    for (int s = kSteps - 1; s >= 0; --s) EXPECT_EQ(labels_at(app, s), expected) << "step " << s;
+    app.controller().analysis()->export_json(*app.controller().worker(), file.string());
+    app.controller().worker()->wait_idle();
+    ASSERT_EQ(app.controller().analysis()->export_message(), "wrote " + file.string());
+  }
+  AppOptions bare = test::fixture_options("kv");
+  bare.setup = {};
+  App app(bare);
+  app.frame();
+  app.open_session(file);
+  app.settle();
+  for (int i = 1; i < kSteps; ++i) {
+    app.advance();
+    app.settle(2, 50);
+  }
+  ASSERT_EQ(app.controller().snapshot()->history.size(), static_cast<size_t>(kSteps));
+  for (int s = kSteps - 1; s >= 0; --s)
+    EXPECT_EQ(labels_at(app, s), expected) << "re-opened, step " << s;
+  fs::remove(file);
 }
 
 // The cache on/off comparison's wall times: one decode step slowed by a busy
