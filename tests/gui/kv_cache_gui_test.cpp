@@ -150,6 +150,29 @@ TEST(GuiKvCache, EverySequenceIsNamedAfterItsLaneAndBeamAtEveryStep) {
   fs::remove(file);
 }
 
+// Each open beam feeds its newest token at every decode step: the step's
+// written slots are one for the greedy lane and one for each of the 3 beams,
+// not the best beam's alone.
+TEST(GuiKvCache, ABeamStepWroteOneSlotForEveryOpenBeam) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test::fixture_options("kv", "The cat sat on");
+  o.compare = {"greedy", "beams=3"};
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  constexpr int kSteps = 4;  // prefill + 3 decode steps
+  for (int i = 0; i < kSteps; ++i) {
+    app.advance();
+    app.settle(2, 100);
+  }
+  const SnapshotPtr snap = app.controller().snapshot();
+  ASSERT_EQ(snap->history.size(), static_cast<size_t>(kSteps));
+  for (int s = 1; s < kSteps; ++s) {
+    ASSERT_EQ(snap->history[s]->lanes[1].beam->before->beams.size(), 3u) << "step " << s;
+    EXPECT_EQ(written_slots(make_step_view(*snap, s, 0)).size(), 1u + 3u) << "step " << s;
+  }
+}
+
 // The cache on/off comparison's wall times: one decode step slowed by a busy
 // machine that makes the cached run look slower is named; the same totals
 // without it, or an outlier that leaves the order as it is, are not.
