@@ -133,11 +133,22 @@ void App::load_model_blocking() { ctl_.load_blocking(options_.setup); }
 
 void App::load_model_async() { ctl_.load_async(options_.setup); }
 
-void App::open_session(const std::filesystem::path& file) {
+void App::open_session(const std::filesystem::path& file, int lane) {
   ctl_.open_session(file);
   state_.error_text.clear();
   state_.notice = "opened " + file.string() + ": " + std::to_string(ctl_.replay_steps()) +
                   " steps, without the model (Space / Left step through them)";
+  state_.pending_lane = -1;
+  if (lane <= 0) return;
+  const int lanes = ctl_.replay_lanes();
+  if (lane >= lanes)
+    throw Error("--lane " + std::to_string(lane) + ": " + file.string() + " holds " +
+                (lanes == 1 ? std::string("one lane (lane 0)")
+                            : "lanes 0 to " + std::to_string(lanes - 1)));
+  // Shown as soon as the replay reaches it (at once, unless it is a branch).
+  state_.pending_lane = lane;
+  const SnapshotPtr snap = ctl_.snapshot();
+  state_.pending_error_serial = snap ? snap->error_serial : 0;
 }
 
 void App::sync_state() {
@@ -452,7 +463,7 @@ int run_screenshot(const AppOptions& options) {
   App app(o);
   try {
     if (!o.open.empty())
-      app.open_session(o.open);
+      app.open_session(o.open, o.lane);
     else
       app.load_model_blocking();
   } catch (const Error& e) {

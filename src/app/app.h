@@ -47,8 +47,10 @@ class App {
   void load_model_async();
   // File > Open session and --open: the session `file` recorded, stepped
   // through without the model. Throws ts::Error ("FILE: reason"); then the
-  // current session stays.
-  void open_session(const std::filesystem::path& file);
+  // current session stays. `lane` (--lane) is the lane to show: shown from
+  // the step it exists (a branch, from the step after it was made); one the
+  // file does not hold throws ("--lane N: ...") after the file has opened.
+  void open_session(const std::filesystem::path& file, int lane = 0);
 
   // One frame: events, every panel, render, swap.
   void frame();

@@ -278,7 +278,8 @@ view
   --layer L --head H     attention layer and head to show (default 0, 0)
   --average-heads        show the average over the heads of the layer
   --query POS            highlight the attention row of this position
-  --lane N               lane to show (default 0)
+  --lane N               lane to show (default 0); with --open, a lane of the
+                         file (a branch shows from the step after it was made)
 
 headless pictures and measurements
   --screenshot FILE.png  run the steps without a visible window, render a few

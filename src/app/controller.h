@@ -44,6 +44,7 @@ class Controller {
   bool replaying() const { return replay_ != nullptr; }
   const std::string& replay_file() const;
   int replay_steps() const { return replay_ ? static_cast<int>(replay_->full.history.size()) : 0; }
+  int replay_lanes() const { return replay_ ? static_cast<int>(replay_->full.lanes.size()) : 0; }
   // The one line a panel that computes with the model shows instead of
   // drawing: no model loaded yet, or a reopened session (which has none).
   std::string needs_model_line() const;

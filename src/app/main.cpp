@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     ts::app::install_signal_handlers();
     ts::app::App app(o);
     if (!o.open.empty())
-      app.open_session(o.open);  // a file it cannot read: one line, exit 2
+      app.open_session(o.open, o.lane);  // a file it cannot read: one line, exit 2
     else
       app.load_model_async();
     const int status = app.run();

@@ -162,6 +162,29 @@ std::string format_count(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+std::string kv_sequence_owner(const SessionSnapshot& snap, const StepTrace* trace, SeqId id,
+                              bool draft) {
+  if (!draft && trace && !trace->kv_owners.empty()) {
+    for (const KvSequenceOwner& o : trace->kv_owners)
+      if (o.seq == id)
+        return "lane " + std::to_string(o.lane) +
+               (o.beam >= 0 ? " beam " + std::to_string(o.beam) : "");
+    return {};
+  }
+  for (const Lane& lane : snap.lanes) {
+    if (lane.closed) continue;
+    if (draft) {
+      if (lane.draft_seq == id) return "lane " + std::to_string(lane.id) + " (draft model)";
+      continue;
+    }
+    for (size_t b = 0; b < lane.beam_seqs.size(); ++b)
+      if (lane.beam_seqs[b] == id)
+        return "lane " + std::to_string(lane.id) + " beam " + std::to_string(b);
+    if (lane.seq == id) return "lane " + std::to_string(lane.id);
+  }
+  return {};
+}
+
 KvBlockRows kv_block_rows(const KvOccupancy& kv) {
   KvBlockRows out;
   for (const SequenceOccupancy& sq : kv.sequences)

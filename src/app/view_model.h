@@ -75,6 +75,12 @@ struct KvBlockRows {
   size_t most_blocks = 0;
 };
 KvBlockRows kv_block_rows(const KvOccupancy& kv);
+// Which lane (and beam) held cache sequence `id` after the step `trace`,
+// from its record (live or re-opened); the draft model's sequences, and a
+// record without owners, from the lanes as they are now. Empty when no lane
+// holds it.
+std::string kv_sequence_owner(const SessionSnapshot& snap, const StepTrace* trace, SeqId id,
+                              bool draft);
 // Physical slots the step `view` shows wrote, for every lane.
 std::set<int> written_slots(const StepView& view);
 

@@ -34,7 +34,17 @@ LaneStep Session::advance_beams(const Lane& lane, std::vector<LaneStep> per_beam
   int best_parent = 0;
   for (const BeamCandidate& c : step->candidates)
     if (c.new_beam == 0) best_parent = c.parent;
+  // Every open beam fed its newest token: the lane's record holds all the
+  // slots and copies the step made, not only the best beam's.
+  std::vector<int> slots;
+  int copies = 0;
+  for (const LaneStep& b : per_beam) {
+    slots.insert(slots.end(), b.slots_written.begin(), b.slots_written.end());
+    copies += b.blocks_copied;
+  }
   LaneStep ls = std::move(per_beam[best_parent]);
+  ls.slots_written = std::move(slots);
+  ls.blocks_copied = copies;
   const Beam& best = after->beams[0];
   ls.params = lane.params;
   ls.banned_words = banned_words_;

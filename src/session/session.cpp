@@ -81,6 +81,22 @@ StepTrace Session::make_trace(Phase phase, double seconds, const StepCost& cost,
 
 namespace {
 
+// The cache sequences each open lane holds, for the step record: panels
+// name a sequence after its lane and beam, at any step and in a replay.
+std::vector<KvSequenceOwner> sequence_owners(const std::vector<Lane>& lanes) {
+  std::vector<KvSequenceOwner> owners;
+  for (const Lane& lane : lanes) {
+    if (lane.closed) continue;
+    if (!lane.beam_seqs.empty()) {
+      for (size_t b = 0; b < lane.beam_seqs.size(); ++b)
+        owners.push_back({lane.beam_seqs[b], lane.id, static_cast<int>(b)});
+    } else if (lane.seq >= 0) {
+      owners.push_back({lane.seq, lane.id, -1});
+    }
+  }
+  return owners;
+}
+
 ForwardOptions forward_options(const SessionOptions& o, bool hidden = false) {
   ForwardOptions f;
   f.record_attention = o.record_attention;
@@ -226,6 +242,7 @@ const StepTrace& Session::prefill() {
   if (draft_base >= 0) draft_engine_->cache().release(draft_base);
   lanes_ = std::move(lanes);
   trace->kv_after = cache.occupancy();
+  trace->kv_owners = sequence_owners(lanes_);
   publish(std::move(trace));
   return *history_.back();
 }
@@ -465,6 +482,7 @@ void Session::commit(StepTrace trace, std::vector<LaneStep> lane_records,
     trace.lanes.push_back(std::move(ls));
   }
   trace.kv_after = engine_->cache().occupancy();
+  trace.kv_owners = sequence_owners(lanes_);
   publish(std::make_shared<StepTrace>(std::move(trace)));
 }
 

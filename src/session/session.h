@@ -263,6 +263,8 @@ class Session {
   void choose_first_contrastive(std::vector<Lane>& lanes, std::vector<LaneStep>& records,
                                 StepTrace& trace);
   std::vector<DecodeRequest> gather_requests() const;
+  // next_action() with the cache off: the tokens the next step feeds.
+  std::string uncached_feed() const;
   // Runs the model for every request (one batched forward with the cache, a
   // recomputation of each whole context without it): one record per request
   // with its logits, residuals and attention row, and the step's trace.

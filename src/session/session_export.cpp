@@ -272,7 +272,10 @@ json step_replay(const StepTrace& step, const std::vector<const BannedTokens*>& 
                  bool attention) {
   json lanes = json::array();
   for (const LaneStep& ls : step.lanes) lanes.push_back(lane_replay(ls, lists, attention));
-  return {{"lanes", lanes}, {"kv_ref_counts", step.kv_after.ref_counts}};
+  json owners = json::array();
+  for (const KvSequenceOwner& o : step.kv_owners)
+    owners.push_back({{"seq", o.seq}, {"lane", o.lane}, {"beam", o.beam}});
+  return {{"lanes", lanes}, {"kv_ref_counts", step.kv_after.ref_counts}, {"kv_owners", owners}};
 }
 
 // The step as `--json` has always written it, with its replay data, and the

@@ -830,6 +830,22 @@ ImportedSession import_session_text(std::string_view text, const std::string& na
     const json& rep = r.field(st, w, "replay");
     trace->kv_after =
         read_kv(r, r.field(st, w, "kv"), w + ".kv", r.field(rep, w + ".replay", "kv_ref_counts"));
+    // Which lane and beam held each sequence (files written before it was
+    // stored have none: the KV cache panel then numbers the sequences).
+    if (rep.is_object() && rep.contains("kv_owners")) {
+      const json& owners = r.array(rep, w + ".replay", "kv_owners", 4096);
+      for (size_t k = 0; k < owners.size(); ++k) {
+        const std::string ow = at(w + ".replay.kv_owners", k);
+        KvSequenceOwner o;
+        o.seq = r.integer(owners[k], ow, "seq", 0, std::numeric_limits<int>::max());
+        o.lane = r.integer(owners[k], ow, "lane", 0, static_cast<int>(snap.lanes.size()) - 1);
+        o.beam = r.integer(owners[k], ow, "beam", -1, kMaxReplayLanes * 64);
+        if (std::none_of(trace->kv_after.sequences.begin(), trace->kv_after.sequences.end(),
+                         [&](const SequenceOccupancy& so) { return so.id == o.seq; }))
+          r.fail(ow + ".seq", "sequence " + std::to_string(o.seq) + " is not in the step's cache");
+        trace->kv_owners.push_back(o);
+      }
+    }
     const json& recs = r.array(rep, w + ".replay", "lanes", kMaxReplayLanes);
     if (recs.empty()) r.fail(w + ".replay.lanes", "a step with no lane");
     for (size_t k = 0; k < recs.size(); ++k) {

@@ -122,6 +122,35 @@ bool Session::can_step() const {
   return s == SessionState::kReady || s == SessionState::kPaused;
 }
 
+std::string Session::uncached_feed() const {
+  // Exactly what the next step feeds: every sequence whole (each open beam,
+  // each contrastive candidate), as forward_requests runs them.
+  const std::vector<DecodeRequest> requests = gather_requests();
+  int total = 0;
+  for (const DecodeRequest& r : requests) total += static_cast<int>(r.context.size());
+  if (requests.empty()) return "recomputes nothing (no lane runs)";
+  const int prompt = static_cast<int>(prompt_tokens_.size());
+  if (requests.size() == 1)
+    return "recomputes all " + std::to_string(total) + " tokens (the prompt's " +
+           std::to_string(prompt) + " and the " +
+           std::to_string(requests[0].context.size() - prompt_tokens_.size()) + " chosen so far)";
+  // Per lane: its sequences (of one length: a lane's beams or candidates
+  // grow together) times their length.
+  std::string lanes;
+  for (size_t i = 0; i < requests.size();) {
+    size_t j = i;
+    while (j < requests.size() && requests[j].lane == requests[i].lane) ++j;
+    const Lane& lane = lanes_[requests[i].lane];
+    const std::string n = std::to_string(requests[i].context.size());
+    const std::string what = lane.beam_search() ? " beams" : " candidates";
+    if (!lanes.empty()) lanes += "; ";
+    lanes += "lane " + std::to_string(lane.id) + ": " +
+             (j - i > 1 ? std::to_string(j - i) + what + " \u00D7 " + n : n);
+    i = j;
+  }
+  return "recomputes " + std::to_string(total) + " tokens in all (" + lanes + ")";
+}
+
 std::string Session::next_action() const {
   switch (state()) {
     case SessionState::kNoPrompt:
@@ -162,9 +191,7 @@ std::string Session::next_action() const {
     step +=
         " (speculative lanes: one round each, the draft proposes and the target verifies "
         "in one pass)";
-  if (!options_.kv_cache)
-    return step + ": KV cache off, recomputes all " + std::to_string(cached + 1) + " tokens" +
-           (running > 1 ? " of each of " + std::to_string(running) + " lanes" : "");
+  if (!options_.kv_cache) return step + ": KV cache off, " + uncached_feed();
   if (running > 1 || sequences > 1)
     return step + ": 1 token for each of " + std::to_string(running) + " lane" +
            (running > 1 ? "s" : "") + beams + ", reads up to " + std::to_string(cached) +

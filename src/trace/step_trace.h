@@ -190,6 +190,14 @@ inline std::vector<int> choice_context(const LaneStep& ls) {
   return std::vector<int>(ls.context_ids.begin(), ls.context_ids.begin() + static_cast<long>(end));
 }
 
+// Which lane (and, in a beam lane, which open beam) held a sequence of the
+// target model's cache once the step was done.
+struct KvSequenceOwner {
+  SeqId seq = -1;
+  int lane = 0;
+  int beam = -1;  // -1: the lane's only sequence
+};
+
 struct StepTrace {
   int index = 0;  // 0 = prefill, then decode steps 1, 2, ...
   Phase phase = Phase::kPrefill;
@@ -200,6 +208,8 @@ struct StepTrace {
   std::string backend;        // "cpu", "cuda"
   bool kv_cache = true;       // false: the step recomputed the whole sequence
   int recomputed_tokens = 0;  // tokens run through the model (cache off: all of them)
+  // kv_after's sequences that a lane held.
+  std::vector<KvSequenceOwner> kv_owners;
 
   int64_t memory_bytes() const;
 };

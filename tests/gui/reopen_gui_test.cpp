@@ -513,5 +513,61 @@ TEST(GuiReopen, AFileItCannotReadLeavesTheSessionAsItWas) {
   fs::remove(bad);
 }
 
+// --open with --lane N shows lane N of the file, with its strategy, from
+// the prefill on; a branch from the step after it was made; a lane the file
+// does not hold is refused in one line naming the lanes it does.
+TEST(GuiReopen, LaneFlagPicksALaneOfTheFile) {
+  REQUIRE_DISPLAY();
+  const fs::path file =
+      fs::temp_directory_path() / ("ts-reopen-lane-" + std::to_string(getpid()) + ".json");
+  {
+    App app(live_options());
+    load_and_step(app, 3);
+    // Lane 2: a branch of lane 0 at step 1, made after step 2.
+    const SnapshotPtr snap = app.controller().snapshot();
+    ASSERT_EQ(snap->lanes.size(), 2u);
+    app.controller().worker()->branch(1, 0, snap->history[1]->lanes[0].chosen_token == 0 ? 1 : 0);
+    app.controller().worker()->wait_idle();
+    app.advance();
+    app.settle(2, 100);
+    ASSERT_EQ(app.controller().snapshot()->lanes.size(), 3u);
+    ASSERT_EQ(app.controller().snapshot()->lanes[2].first_step, 3);
+    app.controller().analysis()->export_json(*app.controller().worker(), file.string());
+    app.controller().worker()->wait_idle();
+    ASSERT_EQ(app.controller().analysis()->export_message(), "wrote " + file.string());
+  }
+  {
+    App app(bare_options());
+    app.frame();
+    app.open_session(file, 1);
+    app.settle();
+    EXPECT_EQ(app.state().lane, 1);
+    EXPECT_EQ(format_strategy(app.state().strategy),
+              format_strategy(parse_strategy(live_options().compare[1])));
+  }
+  {
+    App app(bare_options());
+    app.frame();
+    app.open_session(file, 2);
+    app.settle();
+    EXPECT_EQ(app.state().lane, 0);  // the branch does not exist at the prefill
+    for (int i = 0; i < 3; ++i) {
+      app.advance();
+      app.settle(2, 50);
+    }
+    ASSERT_EQ(app.controller().snapshot()->history.size(), 4u);
+    EXPECT_EQ(app.state().lane, 2);
+  }
+  App app(bare_options());
+  app.frame();
+  try {
+    app.open_session(file, 3);
+    ADD_FAILURE() << "--lane 3 was accepted for a file of 3 lanes";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--lane 3: " + file.string() + " holds lanes 0 to 2");
+  }
+  fs::remove(file);
+}
+
 }  // namespace
 }  // namespace ts::app

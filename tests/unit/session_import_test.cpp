@@ -347,6 +347,34 @@ TEST(SessionImport, LaneSummariesFromTheRecordsAreTheLiveOnes) {
   expect_same_summaries(*recorded().session, import_session_text(exported_text(), "mem.json"));
 }
 
+// Which lane and beam held each cache sequence reads back as recorded;
+// a file from before it was stored reads without it, and an owner of a
+// sequence the step's cache does not hold is refused.
+TEST(SessionImport, SequenceOwnersReadBackAndAreChecked) {
+  const Session& live = *recorded().session;
+  const ImportedSession got = import_session_text(exported_text(), "mem.json");
+  ASSERT_EQ(got.full.history.size(), live.history().size());
+  for (size_t i = 0; i < live.history().size(); ++i) {
+    const auto& want = live.history()[i]->kv_owners;
+    const auto& have = got.full.history[i]->kv_owners;
+    // Lane 0, the sampled lane, 2 beams, the contrastive lane (and the branch).
+    EXPECT_GE(want.size(), 5u) << "step " << i;
+    ASSERT_EQ(have.size(), want.size()) << "step " << i;
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(have[k].seq, want[k].seq);
+      EXPECT_EQ(have[k].lane, want[k].lane);
+      EXPECT_EQ(have[k].beam, want[k].beam);
+    }
+  }
+  json doc = exported_json();
+  for (json& step : doc["steps"]) step["replay"].erase("kv_owners");
+  const ImportedSession old = import_session_text(dump(doc), "old.json");
+  EXPECT_TRUE(old.full.history.back()->kv_owners.empty());
+  doc = exported_json();
+  doc["steps"][1]["replay"]["kv_owners"][0]["seq"] = 999999;
+  expect_refused(dump(doc), "steps[1].replay.kv_owners[0].seq: sequence 999999 is not in");
+}
+
 TEST(SessionImport, AnotherVersionIsRefused) {
   json doc = exported_json();
   doc["format"] = "tokenscope-session/1";

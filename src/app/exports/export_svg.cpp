@@ -467,22 +467,6 @@ std::string sampling_svg(const LaneStep& record, bool branched, const TokenPiece
   return svg.finish();
 }
 
-namespace {
-
-// Which lane (and beam) holds a cache sequence now; empty when none does.
-std::string sequence_owner(const SessionSnapshot& snap, SeqId id) {
-  for (const Lane& lane : snap.lanes) {
-    if (lane.closed) continue;
-    for (size_t b = 0; b < lane.beam_seqs.size(); ++b)
-      if (lane.beam_seqs[b] == id)
-        return "lane " + std::to_string(lane.id) + " beam " + std::to_string(b);
-    if (lane.seq == id) return "lane " + std::to_string(lane.id);
-  }
-  return "sequence " + std::to_string(id);
-}
-
-}  // namespace
-
 std::string kv_blocks_svg(const SessionSnapshot& snap, const StepView& view,
                           const std::string& title) {
   const KvOccupancy& kv = view.trace ? view.trace->kv_after : snap.kv;
@@ -520,8 +504,9 @@ std::string kv_blocks_svg(const SessionSnapshot& snap, const StepView& view,
   for (const SequenceOccupancy* sq : seqs) {
     const size_t own = sq->block_table.size() - shared;
     if (own == 0 && shared > 0) continue;
+    const std::string owner = kv_sequence_owner(snap, view.trace, sq->id, false);
     rows.push_back(
-        {sequence_owner(snap, sq->id),
+        {owner.empty() ? "sequence " + std::to_string(sq->id) : owner,
          std::to_string(sq->tokens) + " tokens" +
              (shared > 0 ? ": the shared blocks + " + std::to_string(own) + " of its own"
                          : " in " + std::to_string(own) + (own == 1 ? " block" : " blocks")),

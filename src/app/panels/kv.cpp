@@ -187,27 +187,6 @@ void KvCachePanel::draw(PanelContext& ctx) {
   end_panel();
 }
 
-namespace {
-
-// Which lane (and beam) holds a cache sequence now; empty when none does
-// (an older step's sequence, or a beam since re-forked).
-std::string sequence_owner(const SessionSnapshot& snap, SeqId id, bool draft) {
-  for (const Lane& lane : snap.lanes) {
-    if (lane.closed) continue;
-    if (draft) {
-      if (lane.draft_seq == id) return "lane " + std::to_string(lane.id) + " (draft model)";
-      continue;
-    }
-    for (size_t b = 0; b < lane.beam_seqs.size(); ++b)
-      if (lane.beam_seqs[b] == id)
-        return "lane " + std::to_string(lane.id) + " beam " + std::to_string(b);
-    if (lane.seq == id) return "lane " + std::to_string(lane.id);
-  }
-  return {};
-}
-
-}  // namespace
-
 void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const Grid& g) {
   const SessionSnapshot& snap = *ctx.snap;
   const KvOccupancy& kv = *g.kv;
@@ -317,7 +296,7 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const Grid& g) {
     draw_blocks(seqs[0]->block_table, 0, shared, seqs[0]->tokens);
   }
   for (const SequenceOccupancy* sq : seqs) {
-    const std::string owner = sequence_owner(snap, sq->id, g.draft);
+    const std::string owner = kv_sequence_owner(snap, ctx.view.trace, sq->id, g.draft);
     const size_t own = sq->block_table.size() - shared;
     const std::string label = owner.empty() ? "sequence " + std::to_string(sq->id) : owner;
     sequence_labels_.push_back(label);
