@@ -79,26 +79,31 @@ std::vector<Range> weight_ranges(const ModelWeights& w) {
     const auto b = reinterpret_cast<uintptr_t>(p);
     out.push_back({b, b + static_cast<uintptr_t>(count) * sizeof(T)});
   };
+  // The matrices' widths by family (GPT-2: qkv 3C, fc 4C; Llama: q + 2 kv
+  // heads, gate | up; config.h).
+  const int64_t qkv = c.qkv_dim(), q = c.q_dim(), fc = c.fc_dim(), mlp = c.mlp_dim();
   add(w.wte, int64_t(c.vocab_size) * C);
   add(w.wte_half, int64_t(c.vocab_size) * C);
+  add(w.lm_head, int64_t(c.vocab_size) * C);
+  add(w.lm_head_half, int64_t(c.vocab_size) * C);
   add(w.wpe, int64_t(c.n_ctx) * C);
   for (const LayerWeights& L : w.layers) {
     add(L.ln_1_weight, C);
     add(L.ln_1_bias, C);
-    add(L.attn_qkv_weight, C * 3 * C);
-    add(L.attn_qkv_bias, 3 * C);
-    add(L.attn_proj_weight, C * C);
+    add(L.attn_qkv_weight, C * qkv);
+    add(L.attn_qkv_bias, qkv);
+    add(L.attn_proj_weight, q * C);
     add(L.attn_proj_bias, C);
     add(L.ln_2_weight, C);
     add(L.ln_2_bias, C);
-    add(L.mlp_fc_weight, C * 4 * C);
-    add(L.mlp_fc_bias, 4 * C);
-    add(L.mlp_proj_weight, 4 * C * C);
+    add(L.mlp_fc_weight, C * fc);
+    add(L.mlp_fc_bias, fc);
+    add(L.mlp_proj_weight, mlp * C);
     add(L.mlp_proj_bias, C);
-    add(L.attn_qkv_half, C * 3 * C);
-    add(L.attn_proj_half, C * C);
-    add(L.mlp_fc_half, C * 4 * C);
-    add(L.mlp_proj_half, 4 * C * C);
+    add(L.attn_qkv_half, C * qkv);
+    add(L.attn_proj_half, q * C);
+    add(L.mlp_fc_half, C * fc);
+    add(L.mlp_proj_half, mlp * C);
   }
   add(w.ln_f_weight, C);
   add(w.ln_f_bias, C);

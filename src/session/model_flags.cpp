@@ -124,12 +124,12 @@ bool parse_model_flag(FlagReader& reader, ModelSetupOptions& setup) {
 }
 
 std::string model_flags_help() {
-  return "  --model PATH            HF GPT-2 directory (config.json, model.safetensors, "
-         "vocab.json,\n"
-         "                          merges.txt) or llm.c gpt2_*.bin (then also --tokenizer DIR);\n"
-         "                          default: the bundled model ($TOKENSCOPE_MODEL overrides it)\n"
+  return "  --model PATH            Hugging Face GPT-2, Llama or Qwen2 directory (config.json,\n"
+         "                          model.safetensors or shards, vocab.json + merges.txt or\n"
+         "                          tokenizer.json) or llm.c gpt2_*.bin (then also --tokenizer\n"
+         "                          DIR); default: the bundled model ($TOKENSCOPE_MODEL overrides it)\n"
          "  --tokenizer DIR         directory with vocab.json + merges.txt (or encoder.json +\n"
-         "                          vocab.bpe); default: the model's directory\n"
+         "                          vocab.bpe, or tokenizer.json); default: the model's directory\n"
          "  --device auto|cpu|cuda  backend; auto takes CUDA when a device is usable\n"
          "  --weights f32|bf16|f16  format of the matmul weights, converted at load (default\n"
          "                          f32); bf16 and f16 halve the bytes a step reads, CPU only\n"

@@ -13,6 +13,7 @@
 #include "model/config_json.h"
 #include "model/llmc_loader.h"
 #include "model/model_loader.h"
+#include "model/tokenizer_json.h"
 #include "session/speculative_lane.h"
 #include "util/error.h"
 #include "util/paths.h"
@@ -32,9 +33,20 @@ fs::path default_model_path() {
 
 namespace {
 
-// The vocabulary file Tokenizer::load reads in dir, for messages.
+// Whether dir's tokenizer is a Hugging Face tokenizer.json alone: without
+// GPT-2's vocab.json + merges.txt or OpenAI's encoder.json + vocab.bpe,
+// which are read first when present (the bundled models have both forms).
+bool tokenizer_json_only(const fs::path& dir) {
+  std::error_code ec;
+  for (const char* f : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+    if (fs::exists(dir / f, ec)) return false;
+  return fs::exists(dir / "tokenizer.json", ec);
+}
+
+// The vocabulary file the tokenizer is read from in dir, for messages.
 fs::path tokenizer_vocab_file(const fs::path& dir) {
   std::error_code ec;
+  if (tokenizer_json_only(dir)) return dir / "tokenizer.json";
   if (fs::exists(dir / "vocab.json", ec) || fs::exists(dir / "merges.txt", ec))
     return dir / "vocab.json";
   return dir / "encoder.json";
@@ -42,9 +54,14 @@ fs::path tokenizer_vocab_file(const fs::path& dir) {
 
 bool has_tokenizer_files(const fs::path& dir) {
   std::error_code ec;
-  for (const char* f : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+  for (const char* f : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe", "tokenizer.json"})
     if (fs::exists(dir / f, ec)) return true;
   return false;
+}
+
+Tokenizer load_tokenizer_dir(const fs::path& dir) {
+  return tokenizer_json_only(dir) ? load_tokenizer_json(dir / "tokenizer.json")
+                                  : Tokenizer::load(dir);
 }
 
 }  // namespace
@@ -106,7 +123,8 @@ LoadedModel load_with_tokenizer(const ModelSetupOptions& options,
                   "; pass --tokenizer DIR");
     }
   }
-  if (!out.tokenizer) out.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(tok_dir));
+  if (!out.tokenizer)
+    out.tokenizer = std::make_shared<const Tokenizer>(load_tokenizer_dir(tok_dir));
   // A vocabulary mismatch names both sides: the model's config.json and the
   // tokenizer's own file (which may be in another directory).
   const fs::path config_path = is_dir ? out.path / "config.json" : fs::path();
@@ -178,8 +196,10 @@ KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int bloc
   const int64_t blocks_per_sequence = (int64_t{config.n_ctx} + block_size - 1) / block_size;
   const int64_t blocks = blocks_per_sequence * sequences;
   const int64_t tokens = blocks * block_size;
+  // K and V of the key/value heads only (fewer than the query heads under
+  // grouped-query attention).
   const int64_t bytes =
-      tokens * 2 * int64_t{config.n_embd} * config.n_layer * bytes_per_weight(kv_format);
+      tokens * 2 * int64_t{config.kv_dim()} * config.n_layer * bytes_per_weight(kv_format);
   int64_t physical = 0;
   std::string memory_name = "this machine's";
   if (backend) {

@@ -23,6 +23,9 @@
 #include "model/config_json.h"
 #include "model/model_loader.h"
 #include "model/safetensors.h"
+#include "session/model_setup.h"
+#include "test_model_writer.h"
+#include "test_models.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -397,6 +400,57 @@ TEST(LlamaBackend, MaskedPassUsesEachTokensPosition) {
   const std::vector<float>& got = r.outputs[0].logits;
   expect_close(got.data() + 1 * v, alone({102, 88}).data(), v, "branch x y");
   expect_close(got.data() + 2 * v, alone({300}).data(), v, "branch z");
+}
+
+}  // namespace
+}  // namespace ts
+
+namespace ts {
+namespace {
+
+// A model directory whose tokenizer is a Hugging Face tokenizer.json alone
+// (no vocab.json / merges.txt) loads: the tokenizer.json written here holds
+// the fixture's own vocabulary and merges with GPT-2's byte-level
+// pre-tokenizer, so every prompt gets the same ids as from the GPT-2 files,
+// and the model the same logits.
+TEST(LlamaSetup, ADirectoryWithOnlyATokenizerJsonLoads) {
+  const fs::path src = model_dir("llama-gqa2");
+  test::TempDir dir("tokenscope-llama-tokjson");
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(src / f, dir / f);
+  std::ifstream vocab_in(src / "vocab.json");
+  const nlohmann::json vocab = nlohmann::json::parse(vocab_in);
+  std::ifstream merges_in(src / "merges.txt");
+  std::vector<std::string> merges;
+  for (std::string line; std::getline(merges_in, line);)
+    if (!line.empty() && line.rfind("#version", 0) != 0) merges.push_back(line);
+  const nlohmann::json byte_level = {{"type", "ByteLevel"},
+                                     {"add_prefix_space", false},
+                                     {"trim_offsets", true},
+                                     {"use_regex", true}};
+  const nlohmann::json tok = {{"version", "1.0"},
+                              {"normalizer", nullptr},
+                              {"pre_tokenizer", byte_level},
+                              {"post_processor", nullptr},
+                              {"decoder", byte_level},
+                              {"added_tokens", nlohmann::json::array()},
+                              {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+  test::write_file(dir / "tokenizer.json", tok.dump());
+
+  const LoadedModel plain = test::load_model(src);
+  const LoadedModel json_only = test::load_model(dir.path());
+  ASSERT_EQ(json_only.tokenizer->vocab_size(), plain.tokenizer->vocab_size());
+  for (const char* prompt : {"Hello world", "  two  spaces\n\nand 1234 digits", "caf\xc3\xa9 ok"}) {
+    SCOPED_TRACE(prompt);
+    const std::vector<int> ids = plain.tokenizer->encode_ids(prompt);
+    ASSERT_EQ(json_only.tokenizer->encode_ids(prompt), ids);
+    const SeqId a = plain.engine->cache().create();
+    const SeqId b = json_only.engine->cache().create();
+    const auto la = plain.engine->forward({ForwardRequest{a, ids}}, ForwardOptions{});
+    const auto lb = json_only.engine->forward({ForwardRequest{b, ids}}, ForwardOptions{});
+    EXPECT_EQ(la.outputs.front().logits, lb.outputs.front().logits);
+    plain.engine->cache().release(a);
+    json_only.engine->cache().release(b);
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -26,8 +27,8 @@ namespace {
 // them: the header's shapes, 4 bytes per F32 element. Read here with a plain
 // JSON parse, not through the loader or ModelConfig::parameter_count(),
 // which is what the loader sizes its own buffer by.
-int64_t fixture_tensor_bytes() {
-  std::ifstream in(test::tiny_model_dir() / "model.safetensors", std::ios::binary);
+int64_t safetensors_f32_bytes(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
   unsigned char size_le[8] = {};
   in.read(reinterpret_cast<char*>(size_le), 8);
   uint64_t header_size = 0;
@@ -43,6 +44,22 @@ int64_t fixture_tensor_bytes() {
     int64_t elements = 1;
     for (const auto& d : tensor["shape"]) elements *= d.get<int64_t>();
     bytes += elements * 4;
+  }
+  return bytes;
+}
+
+int64_t fixture_tensor_bytes() {
+  return safetensors_f32_bytes(test::tiny_model_dir() / "model.safetensors");
+}
+
+// The same over every .safetensors file of a model directory (the shards of
+// a sharded checkpoint included).
+int64_t directory_tensor_bytes(const std::filesystem::path& dir) {
+  int64_t bytes = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() == ".safetensors" && name.rfind("model", 0) == 0)
+      bytes += safetensors_f32_bytes(entry.path());
   }
   return bytes;
 }
@@ -92,6 +109,37 @@ TEST(MemoryReport, ResidentBytesCountsTouchedPagesOnly) {
   // A range that starts and ends inside pages counts those whole pages.
   EXPECT_EQ(resident_bytes_of(bytes + 5 * page + 100, 10), int64_t(page));
   ::munmap(p, 16 * page);
+}
+
+// Llama-family checkpoints (grouped-query attention, an explicit head_dim,
+// Qwen2's biases, an untied head, two shards): the report's weights are the
+// files' tensors, whatever shape the loader fuses and transposes them into.
+TEST(MemoryReport, LlamaFamilyWeightsAreTheirFilesTensors) {
+  for (const char* name : {"llama-gqa2", "llama-gqa4-theta", "qwen2-mha", "qwen2-sharded"}) {
+    SCOPED_TRACE(name);
+    const auto dir = test::fixture_dir() / "llama" / name;
+    const LoadedModel m = test::load_model(dir);
+    const int64_t tensors = directory_tensor_bytes(dir);
+    ASSERT_GT(tensors, 0);
+    EXPECT_EQ(memory_report(*m.engine).weight_bytes, tensors);
+  }
+}
+
+// The KV cache is sized for the key/value heads: config.json's
+// num_key_value_heads x head_dim per token for K and for V, not hidden_size.
+TEST(MemoryReport, TheKvCacheIsSizedForTheKeyValueHeads) {
+  const auto dir = test::fixture_dir() / "llama" / "llama-gqa4-theta";
+  std::ifstream in(dir / "config.json");
+  const nlohmann::json cfg = nlohmann::json::parse(in);
+  const int64_t per_token_per_layer =
+      2 * cfg["num_key_value_heads"].get<int64_t>() * cfg["head_dim"].get<int64_t>() * 4;
+  const int64_t blocks_per_sequence = (cfg["max_position_embeddings"].get<int64_t>() + 15) / 16;
+  const LoadedModel m = test::load_model(dir);
+  const KvCacheSize size = kv_cache_size_for(m.engine->config(), 3, 16, nullptr);
+  EXPECT_EQ(size.bytes, 3 * blocks_per_sequence * 16 * per_token_per_layer *
+                            cfg["num_hidden_layers"].get<int64_t>());
+  EXPECT_NE(cfg["hidden_size"].get<int64_t>(),
+            cfg["num_key_value_heads"].get<int64_t>() * cfg["head_dim"].get<int64_t>());
 }
 
 TEST(MemoryReport, WeightsAreTheModelsTensors) {
