@@ -7,7 +7,7 @@ namespace ts {
 
 std::vector<int> dola_layers_for(const SamplingParams& params, const ModelConfig& config) {
   return dola_candidate_layers(params.dola_mode, params.dola_layers, config.n_layer,
-                               /*tied_embeddings=*/true);
+                               config.tied_embeddings);
 }
 
 std::shared_ptr<const DolaStep> dola_for_record(const ModelWeights& weights,

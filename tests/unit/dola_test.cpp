@@ -17,6 +17,7 @@
 #include "sampling/dola.h"
 #include "sampling/sampling_params.h"
 #include "sampling/sampling_pipeline.h"
+#include "session/dola_lane.h"
 #include "session/model_setup.h"
 #include "session/session.h"
 #include "test_models.h"
@@ -69,6 +70,20 @@ TEST(DolaLayers, HuggingFaceRuleForModelDepths) {
   EXPECT_EQ(layers(DolaMode::kLow, 12, false), V({0, 2, 4}));
   EXPECT_EQ(layers(DolaMode::kLow, 4, false), V({0}));
   EXPECT_EQ(layers(DolaMode::kLow, 48, false), V({0, 2, 4, 6, 8, 10, 12, 14, 16, 18}));
+}
+
+// A lane takes the rule for its model's embeddings: a Llama-family model
+// with an untied lm_head starts "low" at the embedding output, a tied one at 2.
+TEST(DolaLayers, ALaneUsesItsModelsTiedOrUntiedHead) {
+  SamplingParams p;
+  p.dola_mode = DolaMode::kLow;
+  ModelConfig untied;
+  untied.n_layer = 12;
+  untied.tied_embeddings = false;
+  EXPECT_EQ(dola_layers_for(p, untied), std::vector<int>({0, 2, 4}));
+  ModelConfig tied = untied;
+  tied.tied_embeddings = true;
+  EXPECT_EQ(dola_layers_for(p, tied), std::vector<int>({2, 4}));
 }
 
 TEST(DolaLayers, ExplicitListsAreCheckedAgainstTheModel) {
