@@ -359,6 +359,22 @@ Tokenizer Tokenizer::from_spec(const TokenizerSpec& spec, const std::string& nam
   }
   if (spec.vocab.empty()) throw Error(name + ": model.vocab is empty");
   if (total > INT_MAX / 2) throw Error(name + ": too many tokens");
+  // The first id past model.vocab that no added token takes, found before
+  // anything is sized by the largest id (one added id of 1e9 would otherwise
+  // reserve tens of GB before the density check below).
+  std::vector<int64_t> past_vocab;
+  for (const TokenizerSpec::AddedToken& a : spec.added)
+    if (a.id >= int64_t(spec.vocab.size())) past_vocab.push_back(a.id);
+  std::sort(past_vocab.begin(), past_vocab.end());
+  int64_t next_free = int64_t(spec.vocab.size());
+  for (int64_t id : past_vocab) {
+    if (id > next_free) break;
+    if (id == next_free) ++next_free;
+  }
+  if (next_free < total) {
+    throw Error(name + ": id " + std::to_string(next_free) +
+                " has no token (ids must be dense across model.vocab and added_tokens)");
+  }
   const std::string vocab_name = name + ": model.vocab";
   std::vector<bool> seen(spec.vocab.size(), false);
   tok.id_to_bytes_.resize(spec.vocab.size());

@@ -357,11 +357,15 @@ TEST(TokenizerJsonTest, MalformedFilesAreOneLineErrors) {
   wrong_type["model"]["merges"] = {42};
   json clash = small_tokenizer({});
   clash["added_tokens"] = {{{"id", 97}, {"content", "b"}}};
+  // One id far past the vocabulary: refused before anything is sized by it.
+  json far = small_tokenizer({});
+  far["added_tokens"] = {{{"id", 1000000000}, {"content", "<far>"}}};
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{", "t.json: invalid JSON:"},
       {"[]", "t.json: (top level): expected an object"},
       {"{}", "t.json: model: missing"},
       {gap.dump(), "t.json: id 256 has no token"},
+      {far.dump(), "t.json: id 256 has no token"},
       {bad_merge.dump(), "t.json: model.merges[0]: expected two tokens separated by one space"},
       {unknown.dump(), "t.json: model.merges[0]: unknown symbol \"zz\""},
       {wrong_type.dump(), "t.json: model.merges[0]: expected \"a b\" or [\"a\", \"b\"]"},
