@@ -387,6 +387,12 @@ void App::frame() {
   if (dt > 0) fps_ = fps_ == 0 ? 1.0 / dt : fps_ * 0.9 + 0.1 / dt;
 }
 
+// The attention panel computes its matrix and thumbnails only while it is
+// drawn: a hidden one (another layout, closed) has nothing left to show.
+bool App::attention_settled() {
+  return !record_.was_drawn(PanelId::kAttention) || attention_panel().settled();
+}
+
 void App::settle(int min_frames, int max_frames) {
   for (int i = 0; i < max_frames; ++i) {
     if (ctl_.worker()) ctl_.worker()->wait_idle();
@@ -394,7 +400,7 @@ void App::settle(int min_frames, int max_frames) {
     if (i + 1 < min_frames) continue;
     const SnapshotPtr s = ctl_.snapshot();
     const bool worker_idle = !s || !s->busy;
-    if (worker_idle && !ctl_.loading() && attention_panel().settled()) {
+    if (worker_idle && !ctl_.loading() && attention_settled()) {
       if (ctl_.worker()) ctl_.worker()->wait_idle();
       frame();  // one more with everything in place
       return;
@@ -413,8 +419,8 @@ int App::run() {
     const ImGuiIO& io = ImGui::GetIO();
     const bool input = io.MouseDelta.x != 0 || io.MouseDelta.y != 0 || io.MouseDown[0] ||
                        io.WantTextInput || io.InputQueueCharacters.Size > 0;
-    const bool active = ctl_.loading() || (snap_ && (snap_->busy || snap_->running)) ||
-                        !attention_panel().settled();
+    const bool active =
+        ctl_.loading() || (snap_ && (snap_->busy || snap_->running)) || !attention_settled();
     idle_frames_ = input || active ? 0 : idle_frames_ + 1;
     if (idle_frames_ > 30) glfwWaitEventsTimeout(0.1);
     frame();

@@ -117,6 +117,7 @@ class App {
   const std::string& notices() const { return notices_; }
 
  private:
+  bool attention_settled();
   void sync_state();
   void handle_keys();
   void draw_menu_bar();

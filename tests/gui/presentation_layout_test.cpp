@@ -157,6 +157,32 @@ RooflineMeasurements fixed_roofline_measurements() {
   return m;
 }
 
+// A layout without the attention panel settles as soon as the step is done:
+// the hidden panel has no matrix left to compute, so neither a test's
+// settle() nor the idle window (which sleeps between frames once settled)
+// waits on it. It once ran settle() to its frame limit in such a layout.
+TEST(PresentationLayout, ALayoutWithoutAttentionSettlesAtOnce) {
+  REQUIRE_DISPLAY();
+  App app(test::fixture_options("roofline"));
+  app.load_model_blocking();
+  app.settle();
+  step(app);
+  for (const char* layout : {"roofline", "cost", "sampling"}) {
+    SCOPED_TRACE(layout);
+    app.state().layout_request = layout;
+    app.settle(3, 100);
+    ASSERT_FALSE(app.last_frame().was_drawn(PanelId::kAttention));
+    const uint64_t before = app.last_frame().frame;
+    app.settle(3, 100);
+    EXPECT_LE(app.last_frame().frame - before, 4u) << "settle() drew frames it did not need";
+  }
+  // The attention layout still waits for its matrix: settled means drawn.
+  app.state().layout_request = "attention";
+  app.settle(3, 100);
+  ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kAttention));
+  EXPECT_TRUE(app.attention_panel().settled());
+}
+
 // The roofline's labels (the roofs' and the viewed step's) never lie on a
 // point or on each other, in its own layout and beside three other panels.
 TEST(PresentationLayout, RooflineLabelsKeepOffThePointsAndEachOther) {
