@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git ccache
   libgtest-dev nlohmann-json3-dev libexpat1-dev
   libimgui-dev libglfw3-dev libstb-dev libgl1-mesa-dri xvfb xauth fonts-dejavu-core
   npm
