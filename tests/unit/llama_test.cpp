@@ -25,6 +25,7 @@
 #include "model/model_loader.h"
 #include "model/safetensors.h"
 #include "session/model_setup.h"
+#include "session/score.h"
 #include "session/session.h"
 #include "session/session_export.h"
 #include "session/session_import.h"
@@ -558,6 +559,20 @@ TEST(LlamaSetup, PrefersTokenizerJsonWithBosAndPadding) {
   EXPECT_EQ(got.full.tokenizer->encode_prompt("a <s>b").size(),
             m.tokenizer->encode_prompt("a <s>b").size());
   EXPECT_EQ(got.full.prompt_tokens.size(), s.prompt_tokens().size());
+}
+
+// --score feeds the prompt as the session does: BOS first. With no prompt,
+// BOS is the context and every token of the text is scored.
+TEST(LlamaSetup, ScoreStartsWithBos) {
+  test::TempDir dir("tokenscope-llama-bos-score");
+  const LoadedModel m = test::load_model(padded_bos_model(dir));
+  const ScoreResult with_prompt = score_text(*m.engine, *m.tokenizer, "Hello", " world", 3);
+  ASSERT_FALSE(with_prompt.tokens.empty());
+  EXPECT_EQ(with_prompt.tokens.front(), 455);
+  EXPECT_EQ(with_prompt.context_tokens, int(m.tokenizer->model_input_ids("Hello").size()));
+  const ScoreResult whole = score_text(*m.engine, *m.tokenizer, "", "Hello world", 3);
+  EXPECT_EQ(whole.tokens.front(), 455);
+  EXPECT_EQ(whole.context_tokens, 1);
 }
 
 // A tokenizer with more tokens than config.json's vocab_size is refused.
