@@ -204,6 +204,10 @@ ModelWeights load_llama_dir(const fs::path& dir, const ModelConfig& cfg) {
       scratch.resize(n);
       SafetensorsFile::to_f32(t, scratch.data());
     }
+    // The file's pages of this tensor leave the process (as the GPT-2
+    // loader does): the model is never resident twice, as mapped BF16 / F32
+    // pages plus the converted copy.
+    it->second.second->file().release(t.data, static_cast<size_t>(t.nbytes()));
     const float* values = want.transpose ? scratch.data() : dst;
     for (size_t i = 0; i < n; ++i)
       if (!std::isfinite(values[i]))

@@ -18,8 +18,9 @@ namespace ts {
 //
 // Before the buffer is allocated, the fp32 size is checked against the
 // machine's available memory (check_llama_memory). Tensors are converted one
-// at a time from the file map (pages the kernel can drop), so the peak is
-// the fp32 buffer plus one tensor's scratch, never two full copies.
+// at a time from the file map, each one's mapped pages released once it is
+// converted, so the peak is the fp32 buffer plus one tensor's scratch and
+// source pages, never two full copies.
 ModelWeights load_llama_dir(const std::filesystem::path& dir, const ModelConfig& config);
 
 // Throws ts::Error in one line naming `dir` when `weight_bytes` (the fp32

@@ -5,9 +5,12 @@
 // storage and conversion, attention records, the KV cache's and cost
 // model's grouped-query figures, the logit lens, and config refusals.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -33,6 +36,7 @@
 #include "test_models.h"
 #include "test_paths.h"
 #include "util/error.h"
+#include "util/proc_fields.h"
 
 namespace ts {
 namespace {
@@ -596,6 +600,75 @@ TEST(LlamaWeights, MemoryCheckNamesTheSizes) {
   EXPECT_EQ(what,
             "d: the weights need 3.0 GiB as 32-bit floats, more than the 1.0 GiB of memory "
             "available");
+}
+
+}  // namespace
+}  // namespace ts
+
+namespace ts {
+namespace {
+
+// Loading a BF16 checkpoint converts it tensor by tensor and releases each
+// one's mapped pages: the peak is about the fp32 buffer, not the buffer plus
+// the whole mapped file. Measured in a child process (its VmHWM starts at its
+// resident size when forked).
+TEST(LlamaWeights, Bf16LoadIsNotResidentTwice) {
+  ModelConfig cfg;
+  cfg.family = ModelFamily::kLlama;
+  cfg.vocab_size = 512;
+  cfg.n_ctx = 64;
+  cfg.n_embd = 256;
+  cfg.n_head = 4;
+  cfg.n_kv_head = 4;
+  cfg.n_layer = 8;
+  cfg.n_inner = 4096;
+  cfg.tied_embeddings = true;
+  test::TempDir dir("tokenscope-llama-peak");
+  std::vector<test::RawTensor> tensors;
+  auto add = [&](std::string name, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    tensors.push_back({std::move(name), "BF16", std::move(shape),
+                       std::vector<uint8_t>(static_cast<size_t>(n) * 2, 0)});
+  };
+  const int64_t C = cfg.n_embd, I = cfg.n_inner;
+  add("model.embed_tokens.weight", {cfg.vocab_size, C});
+  add("model.norm.weight", {C});
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {C});
+    add(p + "post_attention_layernorm.weight", {C});
+    for (const char* m : {"q", "k", "v", "o"}) add(p + "self_attn." + m + "_proj.weight", {C, C});
+    add(p + "mlp.gate_proj.weight", {I, C});
+    add(p + "mlp.up_proj.weight", {I, C});
+    add(p + "mlp.down_proj.weight", {C, I});
+  }
+  test::write_safetensors(dir / "model.safetensors", tensors);
+  tensors.clear();
+  tensors.shrink_to_fit();
+  const int64_t fp32_bytes = cfg.parameter_count() * 4;  // ~104 MB; the file is half
+
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int64_t start = ProcFields::read("/proc/self/status").bytes("VmRSS");
+    int64_t peak = -1;
+    try {
+      const ModelWeights w = load_llama_dir(dir.path(), cfg);
+      peak = ProcFields::read("/proc/self/status").bytes("VmHWM");
+    } catch (...) {
+      ::_exit(3);
+    }
+    const int64_t grew = peak - start;
+    std::fprintf(stderr, "fp32 %lld, peak growth %lld\n", static_cast<long long>(fp32_bytes),
+                 static_cast<long long>(grew));
+    // Both copies at once would be 1.5 x the fp32 bytes.
+    ::_exit(grew < fp32_bytes * 5 / 4 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the load's peak holds the weights twice (see stderr)";
 }
 
 }  // namespace
