@@ -97,9 +97,7 @@ Outcome run_passes(Engine& engine, const std::vector<int>& prompt, int n,
 }
 
 std::vector<int> encode(const Tokenizer& tok, const char* text) {
-  std::vector<int> ids;
-  for (const TokenSpan& s : tok.encode(text)) ids.push_back(s.id);
-  return ids;
+  return tok.model_input_ids(text);
 }
 
 }  // namespace

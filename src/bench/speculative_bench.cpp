@@ -154,7 +154,7 @@ json bench_spec_pair(const BenchOptions& o, const SpecPair& pair, bool& identica
   check_spec_pair(target.engine->config(), draft.engine->config(), "pair " + pair.name);
   const std::string prompt = "Once upon a time";
   const int n_ctx = target.engine->config().n_ctx;
-  const int room = n_ctx - static_cast<int>(target.tokenizer->encode_ids(prompt).size());
+  const int room = n_ctx - static_cast<int>(target.tokenizer->model_input_ids(prompt).size());
   // The default fits the model's context; a number given is checked against it.
   const int new_tokens = o.spec_tokens_given ? o.spec_tokens : std::min(o.spec_tokens, room);
   if (new_tokens > room)

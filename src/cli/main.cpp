@@ -108,7 +108,8 @@ std::string read_eval_text(const std::string& path) {
 }
 
 int run_eval(ts::LoadedModel& model, const ts::cli::CliOptions& o) {
-  const std::vector<int> tokens = model.tokenizer->encode_ids(read_eval_text(o.eval_loss_file));
+  const std::vector<int> tokens =
+      model.tokenizer->model_input_ids(read_eval_text(o.eval_loss_file));
   const int n_ctx = model.engine->config().n_ctx;
   if (o.eval_window > n_ctx)
     throw ts::Error("--eval-window: " + std::to_string(o.eval_window) +

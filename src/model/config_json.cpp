@@ -78,14 +78,6 @@ void read_epsilon(const json& root, const std::string& file, const char* field, 
   *out = eps32;
 }
 
-// A field that must be absent or null (a feature the forward pass lacks).
-void expect_null(const json& root, const std::string& file, const char* field, const char* why) {
-  auto it = root.find(field);
-  if (it == root.end() || it->is_null()) return;
-  fail(file, std::string("field ") + field + " is " + printable(it->dump(), 40) +
-                 ", not supported (" + why + ")");
-}
-
 // Llama (LlamaConfig) and Qwen2 (Qwen2Config, Llama plus q/k/v biases).
 ModelConfig parse_llama(const json& root, const std::string& file, ModelFamily family) {
   ModelConfig c;
@@ -118,11 +110,41 @@ ModelConfig parse_llama(const json& root, const std::string& file, ModelFamily f
     fail(file, "head size " + std::to_string(c.head_dim()) + " is odd; RoPE needs an even one");
   c.layer_norm_epsilon = 1e-6f;  // both configs' default
   read_epsilon(root, file, "rms_norm_eps", &c.layer_norm_epsilon);
-  if (auto it = root.find("rope_theta"); it != root.end() && !it->is_null()) {
+  // Newer transformers write RoPE's settings as one rope_parameters object
+  // (rope_type, rope_theta, partial_rotary_factor, scaling factors); older
+  // ones as top-level rope_theta / rope_scaling / partial_rotary_factor.
+  const json* rope = nullptr;
+  if (auto it = root.find("rope_parameters"); it != root.end() && !it->is_null()) {
+    if (!it->is_object()) fail(file, "field rope_parameters is not an object");
+    rope = &*it;
+  }
+  auto read_theta = [&](const json& obj, const std::string& field) {
+    auto it = obj.find("rope_theta");
+    if (it == obj.end() || it->is_null()) return;
     const double theta = it->is_number() ? it->get<double>() : 0.0;
     if (!(theta > 1.0) || !std::isfinite(theta) || theta > 1e30)
-      fail(file, "field rope_theta is " + printable(it->dump(), 40) + ", must be a number > 1");
+      fail(file, "field " + field + " is " + printable(it->dump(), 40) + ", must be a number > 1");
     c.rope_theta = static_cast<float>(theta);
+  };
+  read_theta(root, "rope_theta");
+  if (rope) read_theta(*rope, "rope_parameters.rope_theta");
+  // Rotary embeddings on every dimension of each head, unscaled: anything
+  // else would give other logits than the model was trained with.
+  auto check_partial = [&](const json& obj, const std::string& field) {
+    auto it = obj.find("partial_rotary_factor");
+    if (it == obj.end() || it->is_null()) return;
+    if (!it->is_number() || it->get<double>() != 1.0)
+      fail(file, "field " + field + " is " + printable(it->dump(), 40) +
+                     ", not supported (RoPE on part of each head; only 1)");
+  };
+  check_partial(root, "partial_rotary_factor");
+  if (rope) {
+    check_partial(*rope, "rope_parameters.partial_rotary_factor");
+    if (auto it = rope->find("rope_type"); it != rope->end() && !it->is_null()) {
+      if (!it->is_string() || it->get<std::string>() != "default")
+        fail(file, "field rope_parameters.rope_type is " + printable(it->dump(), 40) +
+                       ", not supported (scaled RoPE; only \"default\")");
+    }
   }
   if (auto it = root.find("hidden_act"); it != root.end() && !it->is_null()) {
     if (!it->is_string() || it->get<std::string>() != "silu")
@@ -133,7 +155,16 @@ ModelConfig parse_llama(const json& root, const std::string& file, ModelFamily f
     if (!it->is_boolean()) fail(file, "field tie_word_embeddings is not true/false");
     c.tied_embeddings = it->get<bool>();
   }
-  expect_null(root, file, "rope_scaling", "scaled RoPE");
+  if (auto it = root.find("rope_scaling"); it != root.end() && !it->is_null()) {
+    // {"rope_type": "default"} (some exports write it) is plain RoPE.
+    const json* type = it->is_object() ? (it->contains("rope_type") ? &(*it)["rope_type"]
+                                          : it->contains("type")    ? &(*it)["type"]
+                                                                    : nullptr)
+                                       : nullptr;
+    if (!type || !type->is_string() || type->get<std::string>() != "default")
+      fail(file, "field rope_scaling is " + printable(it->dump(), 40) +
+                     ", not supported (scaled RoPE; only null or rope_type \"default\")");
+  }
   expect_bool(root, file, "use_sliding_window", false, "sliding-window attention");
   if (family == ModelFamily::kLlama) {
     expect_bool(root, file, "attention_bias", false, "biases on the attention projections");

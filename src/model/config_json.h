@@ -14,10 +14,14 @@
 // max_position_embeddings, hidden_size, num_attention_heads,
 // num_hidden_layers, intermediate_size, num_key_value_heads (default: the
 // attention heads, which it must divide), head_dim (default hidden_size /
-// heads; even), rms_norm_eps (default 1e-6), rope_theta (default 10000) and
+// heads; even), rms_norm_eps (default 1e-6), rope_theta (default 10000; or
+// rope_parameters.rope_theta, newer transformers' spelling) and
 // tie_word_embeddings (default false). Refused, naming the field: hidden_act
-// other than silu, rope_scaling not null, use_sliding_window true, and on
-// llama attention_bias or mlp_bias true. Any other model_type is refused.
+// other than silu, rope_scaling other than null or rope_type "default",
+// rope_parameters.rope_type other than "default", partial_rotary_factor
+// (top level or in rope_parameters) other than 1, use_sliding_window true,
+// and on llama attention_bias or mlp_bias true. Any other model_type is
+// refused.
 #include <filesystem>
 #include <string>
 

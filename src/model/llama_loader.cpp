@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "model/safetensors.h"
 #include "util/anonymous_memory.h"
 #include "util/error.h"
+#include "util/proc_fields.h"
 
 namespace ts {
 
@@ -68,6 +70,17 @@ struct Want {
 };
 
 }  // namespace
+
+void check_llama_memory(int64_t weight_bytes, int64_t available_bytes, const std::string& dir) {
+  if (available_bytes < 0 || weight_bytes <= available_bytes) return;
+  const auto gib = [](int64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1ll << 30));
+    return std::string(buf);
+  };
+  fail(dir, "the weights need " + gib(weight_bytes) + " as 32-bit floats, more than the " +
+                gib(available_bytes) + " of memory available");
+}
 
 ModelWeights load_llama_dir(const fs::path& dir, const ModelConfig& cfg) {
   std::map<std::string, std::string> shard_of;
@@ -161,6 +174,8 @@ ModelWeights load_llama_dir(const fs::path& dir, const ModelConfig& cfg) {
                                (cfg.tied_embeddings ? ", tied lm_head" : "") + ")");
   }
 
+  check_llama_memory(int64_t(total * sizeof(float)),
+                     ProcFields::read("/proc/meminfo").bytes("MemAvailable"), dir.string());
   auto buffer = std::make_shared<AnonymousMemory>(total, "weights", AnonymousMemory::Pages::kHuge);
   float* base = buffer->data();
   std::string dtype;
@@ -189,6 +204,10 @@ ModelWeights load_llama_dir(const fs::path& dir, const ModelConfig& cfg) {
       scratch.resize(n);
       SafetensorsFile::to_f32(t, scratch.data());
     }
+    // The file's pages of this tensor leave the process (as the GPT-2
+    // loader does): the model is never resident twice, as mapped BF16 / F32
+    // pages plus the converted copy.
+    it->second.second->file().release(t.data, static_cast<size_t>(t.nbytes()));
     const float* values = want.transpose ? scratch.data() : dst;
     for (size_t i = 0; i < n; ++i)
       if (!std::isfinite(values[i]))

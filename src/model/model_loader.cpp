@@ -218,9 +218,12 @@ ModelWeights load_model_dir(const fs::path& dir, int tokenizer_vocab_size,
   }
 
   const ModelConfig config = load_config_json(config_path);
-  if (tokenizer_vocab_size >= 0 && tokenizer_vocab_size != config.vocab_size) {
+  // A Llama-family embedding may have padding rows past the tokenizer's ids.
+  if (tokenizer_vocab_size >= 0 && (config.is_gpt2() ? tokenizer_vocab_size != config.vocab_size
+                                                     : tokenizer_vocab_size > config.vocab_size)) {
     fail(config_path.string(), "vocab_size " + std::to_string(config.vocab_size) +
-                                   " does not match " + tokenizer_file_name(dir) + " (" +
+                                   (config.is_gpt2() ? " does not match " : " is smaller than ") +
+                                   tokenizer_file_name(dir) + " (" +
                                    std::to_string(tokenizer_vocab_size) + " tokens)");
   }
   if (!config.is_gpt2()) return load_llama_dir(dir, config);

@@ -9,6 +9,7 @@
 
 #include "model/mapped_file.h"
 #include "model/split_regex.h"
+#include "model/tokenizer_nfc.h"
 #include "model/unicode_categories.h"
 #include "util/error.h"
 
@@ -426,6 +427,7 @@ Tokenizer Tokenizer::from_spec(const TokenizerSpec& spec, const std::string& nam
   tok.bos_id_ = check(spec.bos_id, "BOS");
   tok.eot_id_ = check(spec.eot_id, "end-of-text");
   tok.add_bos_ = spec.add_bos && tok.bos_id_ >= 0;
+  tok.nfc_ = spec.nfc_normalizer;
   if (spec.add_bos && tok.bos_id_ < 0) throw Error(name + ": asks for BOS but names no BOS token");
   return tok;
 }
@@ -450,6 +452,17 @@ std::vector<std::string_view> Tokenizer::split_words(std::string_view segment) c
 }
 
 std::vector<TokenSpan> Tokenizer::encode(std::string_view text) const {
+  if (nfc_) {
+    if (const size_t at = first_nfc_unstable(text); at != std::string_view::npos) {
+      const Utf8Char c = decode_utf8(text, at);
+      char code[16];
+      std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(c.cp));
+      throw Error(std::string("the text is not in NFC form at byte ") + std::to_string(at) + " (" +
+                  code +
+                  "), and this tokenizer's NFC normalizer is not implemented: TokenScope "
+                  "tokenizes only text NFC leaves unchanged");
+    }
+  }
   std::vector<TokenSpan> out;
   out.reserve(text.size() / 3 + 1);
   size_t pos = 0;
@@ -483,11 +496,52 @@ std::vector<TokenSpan> Tokenizer::encode(std::string_view text) const {
   return out;
 }
 
+std::vector<TokenSpan> Tokenizer::encode_prompt(std::string_view text) const {
+  std::vector<TokenSpan> spans = encode(text);
+  if (add_bos_) spans.insert(spans.begin(), TokenSpan{bos_id_, 0, 0});
+  return spans;
+}
+
 std::vector<int> Tokenizer::model_input_ids(std::string_view text) const {
   std::vector<int> ids;
-  if (add_bos_) ids.push_back(bos_id_);
-  for (const TokenSpan& span : encode(text)) ids.push_back(span.id);
+  for (const TokenSpan& span : encode_prompt(text)) ids.push_back(span.id);
   return ids;
+}
+
+std::vector<int> Tokenizer::added_token_ids() const {
+  std::vector<int> ids;
+  for (const auto& list : added_)
+    for (const auto& entry : list) ids.push_back(entry.second);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+void Tokenizer::pad_to(int model_vocab_size) {
+  if (model_vocab_size <= vocab_size()) return;
+  token_count_ = token_count();
+  id_to_bytes_.resize(static_cast<size_t>(model_vocab_size));
+}
+
+void Tokenizer::set_prompt_rules(const std::vector<std::string>& split_patterns,
+                                 const std::vector<int>& added_ids, int bos_id, bool add_bos,
+                                 bool nfc_normalizer) {
+  const std::vector<int> known = added_token_ids();
+  for (const int id : added_ids) {
+    check_id(id);
+    if (id_to_bytes_[id].empty())
+      throw Error("tokenizer: added token " + std::to_string(id) + " has no bytes");
+    if (!std::binary_search(known.begin(), known.end(), id)) add_added_token(id_to_bytes_[id], id);
+  }
+  splits_.clear();
+  for (const std::string& pattern : split_patterns)
+    splits_.push_back(std::make_shared<const SplitRegex>(pattern));
+  if (bos_id >= 0) check_id(bos_id);
+  if (add_bos && bos_id < 0) throw Error("tokenizer: asks for BOS but names no BOS token");
+  bos_id_ = bos_id;
+  add_bos_ = add_bos;
+  nfc_ = nfc_normalizer;
+  cache_ = WordCache();
 }
 
 std::vector<int> Tokenizer::encode_ids(std::string_view text) const {

@@ -60,6 +60,9 @@ struct TokenizerSpec {
   int64_t bos_id = -1;
   bool add_bos = false;  // model_input_ids() starts with bos_id
   int64_t eot_id = -1;
+  // The file's normalizer is NFC: TokenScope does not normalize, so encode()
+  // refuses text that NFC would change (model/tokenizer_nfc.h).
+  bool nfc_normalizer = false;
 };
 
 class Tokenizer {
@@ -85,6 +88,10 @@ class Tokenizer {
   // encode_ids with the BOS token in front when the tokenizer's files ask
   // for it (adds_bos()): the ids a model is fed.
   std::vector<int> model_input_ids(std::string_view text) const;
+  // What every prompt path feeds the model and shows: encode() with the BOS
+  // token first when adds_bos(), as a span of no bytes at 0 (it is input the
+  // text does not spell).
+  std::vector<TokenSpan> encode_prompt(std::string_view text) const;
 
   std::string token_bytes(int id) const;  // raw bytes, may be partial UTF-8
   std::string decode(const std::vector<int>& ids) const;
@@ -94,6 +101,21 @@ class Tokenizer {
   int eot_id() const { return eot_id_; }  // -1 when the vocabulary has none
   int bos_id() const { return bos_id_; }  // -1 when none
   bool adds_bos() const { return add_bos_; }
+  bool nfc_normalizer() const { return nfc_; }
+  // Ids of the added tokens (matched literally before pre-tokenizing).
+  std::vector<int> added_token_ids() const;
+  // Ids from token_count() to vocab_size() are padding: rows of a model's
+  // embedding no token maps to (Qwen2 rounds vocab_size up). They have no
+  // bytes and encode() never yields them.
+  int token_count() const { return token_count_ > 0 ? token_count_ : vocab_size(); }
+  // Extends the ids with padding up to `model_vocab_size` (no-op when not larger).
+  void pad_to(int model_vocab_size);
+  // Sets what a tokenizer rebuilt from a session file's vocabulary needs to
+  // pre-tokenize and feed prompts as the original did.
+  // Added tokens are matched by their bytes.
+  void set_prompt_rules(const std::vector<std::string>& split_patterns,
+                        const std::vector<int>& added_ids, int bos_id, bool add_bos,
+                        bool nfc_normalizer);
   // The pre-tokenizer's patterns; none for GPT-2's built-in pretokenize().
   std::vector<std::string> split_patterns() const;
 
@@ -127,6 +149,8 @@ class Tokenizer {
   int eot_id_ = -1;
   int bos_id_ = -1;
   bool add_bos_ = false;
+  bool nfc_ = false;
+  int token_count_ = 0;  // 0: no padding
   bool ignore_merges_ = false;
   int model_size_ = 0;  // ids below it are the BPE model's, above: added tokens only
   std::vector<std::shared_ptr<const SplitRegex>> splits_;  // none: pretokenize()

@@ -274,7 +274,11 @@ Tokenizer read_tokenizer_json(std::string_view text, std::string_view config_tex
   TokenizerSpec spec;
 
   if (const json* n = r.get(root, "normalizer")) {
-    r.unsupported("normalizer", *n, "a normalizer would change the text; only null");
+    // NFC (Qwen2's) is accepted for text NFC leaves unchanged: encode()
+    // refuses any other text in one line. Others would change the text.
+    if (r.type(*n, "normalizer") != "NFC")
+      r.unsupported("normalizer", *n, "only null or NFC");
+    spec.nfc_normalizer = true;
   }
   if (const json* t = r.get(root, "truncation")) r.unsupported("truncation", *t, "only null");
   if (const json* p = r.get(root, "padding")) r.unsupported("padding", *p, "only null");

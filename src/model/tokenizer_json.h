@@ -13,7 +13,9 @@
 //                    [Digits, ByteLevel]). add_prefix_space must be false.
 //   added_tokens     special or not, matched literally before pre-tokenizing,
 //                    longest first; lstrip/rstrip/single_word are refused.
-//   normalizer       must be null (ones that change the text are refused).
+//   normalizer       null, or NFC: text that NFC would change is refused by
+//                    encode() in one line (TokenScope does not normalize);
+//                    other normalizers are refused.
 //   post_processor   null, ByteLevel, TemplateProcessing whose "single" is
 //                    "$A" or "<bos> $A", or a Sequence of those: sets BOS.
 //   decoder          null or ByteLevel.

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <system_error>
 
 #include "engine/backend_factory.h"
@@ -33,20 +34,24 @@ fs::path default_model_path() {
 
 namespace {
 
-// Whether dir's tokenizer is a Hugging Face tokenizer.json alone: without
-// GPT-2's vocab.json + merges.txt or OpenAI's encoder.json + vocab.bpe,
-// which are read first when present (the bundled models have both forms).
-bool tokenizer_json_only(const fs::path& dir) {
+// Whether dir's tokenizer is read from its Hugging Face tokenizer.json. A
+// Llama-family model reads it whenever it is there: it carries the split
+// regex, the added tokens and BOS, which vocab.json + merges.txt lack. GPT-2
+// reads its vocab.json + merges.txt (or OpenAI's encoder.json + vocab.bpe)
+// first when present (the bundled models have both forms).
+bool reads_tokenizer_json(const fs::path& dir, bool llama_family) {
   std::error_code ec;
+  if (!fs::exists(dir / "tokenizer.json", ec)) return false;
+  if (llama_family) return true;
   for (const char* f : {"vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
     if (fs::exists(dir / f, ec)) return false;
-  return fs::exists(dir / "tokenizer.json", ec);
+  return true;
 }
 
 // The vocabulary file the tokenizer is read from in dir, for messages.
-fs::path tokenizer_vocab_file(const fs::path& dir) {
+fs::path tokenizer_vocab_file(const fs::path& dir, bool llama_family) {
   std::error_code ec;
-  if (tokenizer_json_only(dir)) return dir / "tokenizer.json";
+  if (reads_tokenizer_json(dir, llama_family)) return dir / "tokenizer.json";
   if (fs::exists(dir / "vocab.json", ec) || fs::exists(dir / "merges.txt", ec))
     return dir / "vocab.json";
   return dir / "encoder.json";
@@ -59,9 +64,9 @@ bool has_tokenizer_files(const fs::path& dir) {
   return false;
 }
 
-Tokenizer load_tokenizer_dir(const fs::path& dir) {
-  return tokenizer_json_only(dir) ? load_tokenizer_json(dir / "tokenizer.json")
-                                  : Tokenizer::load(dir);
+Tokenizer load_tokenizer_dir(const fs::path& dir, bool llama_family) {
+  return reads_tokenizer_json(dir, llama_family) ? load_tokenizer_json(dir / "tokenizer.json")
+                                                 : Tokenizer::load(dir);
 }
 
 }  // namespace
@@ -123,17 +128,28 @@ LoadedModel load_with_tokenizer(const ModelSetupOptions& options,
                   "; pass --tokenizer DIR");
     }
   }
-  if (!out.tokenizer)
-    out.tokenizer = std::make_shared<const Tokenizer>(load_tokenizer_dir(tok_dir));
-  // A vocabulary mismatch names both sides: the model's config.json and the
-  // tokenizer's own file (which may be in another directory).
   const fs::path config_path = is_dir ? out.path / "config.json" : fs::path();
-  if (is_dir && !tok_dir.empty() && fs::exists(config_path, ec)) {
-    const ModelConfig cfg = load_config_json(config_path);
-    if (cfg.vocab_size != out.tokenizer->vocab_size())
-      throw Error(config_path.string() + ": vocab_size " + std::to_string(cfg.vocab_size) +
-                  " does not match the tokenizer " + tokenizer_vocab_file(tok_dir).string() + " (" +
-                  std::to_string(out.tokenizer->vocab_size()) + " tokens)");
+  std::optional<ModelConfig> cfg;
+  if (is_dir && fs::exists(config_path, ec)) cfg = load_config_json(config_path);
+  const bool llama_family = cfg && !cfg->is_gpt2();
+  if (!out.tokenizer)
+    out.tokenizer = std::make_shared<const Tokenizer>(load_tokenizer_dir(tok_dir, llama_family));
+  // A vocabulary mismatch names both sides: the model's config.json and the
+  // tokenizer's own file (which may be in another directory). A Llama-family
+  // vocab_size may be larger than the tokenizer (Qwen2 pads its embedding and
+  // lm_head): those ids become padding no text encodes to.
+  if (cfg && !tok_dir.empty()) {
+    const int have = out.tokenizer->token_count();
+    if (llama_family ? have > cfg->vocab_size : have != cfg->vocab_size)
+      throw Error(config_path.string() + ": vocab_size " + std::to_string(cfg->vocab_size) +
+                  (llama_family ? " is smaller than" : " does not match") + " the tokenizer " +
+                  tokenizer_vocab_file(tok_dir, llama_family).string() + " (" +
+                  std::to_string(have) + " tokens)");
+  }
+  if (llama_family && out.tokenizer->vocab_size() < cfg->vocab_size) {
+    Tokenizer padded = *out.tokenizer;
+    padded.pad_to(cfg->vocab_size);
+    out.tokenizer = std::make_shared<const Tokenizer>(std::move(padded));
   }
   auto weights = std::make_shared<const ModelWeights>(
       convert_weights(load_model(out.path, out.tokenizer->vocab_size()), options.weights));

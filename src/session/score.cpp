@@ -43,7 +43,11 @@ ScoreResult score_text(Engine& engine, const Tokenizer& tokenizer, std::string_v
   out.continuation = std::string(continuation);
   const std::vector<TokenSpan> cont = tokenizer.encode(continuation);
   size_t first_scored = 0;  // index into cont of the first scored token
-  if (prompt.empty()) {
+  if (prompt.empty() && tokenizer.adds_bos()) {
+    // A whole text after the BOS token the model is fed first: every token
+    // of it is predicted.
+    out.tokens = tokenizer.model_input_ids({});
+  } else if (prompt.empty()) {
     // A whole text: its first token only gives the context.
     if (cont.size() < 2)
       throw Error(
@@ -51,7 +55,7 @@ ScoreResult score_text(Engine& engine, const Tokenizer& tokenizer, std::string_v
           "from (give a prompt, or a longer text)");
     first_scored = 1;
   } else {
-    out.tokens = tokenizer.encode_ids(prompt);
+    out.tokens = tokenizer.model_input_ids(prompt);
   }
   for (const TokenSpan& t : cont) out.tokens.push_back(t.id);
   out.context_tokens = static_cast<int>(out.tokens.size() - (cont.size() - first_scored));

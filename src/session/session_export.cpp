@@ -293,8 +293,17 @@ json replay_head(const Session& session, const std::vector<const BannedTokens*>&
                  bool attention) {
   const Tokenizer& tok = session.tokenizer();
   json vocabulary = json::array();
-  for (int id = 0; id < tok.vocab_size(); ++id)
+  for (int id = 0; id < tok.token_count(); ++id)
     vocabulary.push_back(bytes_to_gpt2_unicode(tok.token_bytes(id)));
+  // How the tokenizer splits and starts prompts (a reopened session's
+  // tokenizer is rebuilt from the vocabulary and this); padding: model ids
+  // past the vocabulary that no token maps to.
+  const json tokenizer = {{"split_patterns", tok.split_patterns()},
+                          {"added_tokens", tok.added_token_ids()},
+                          {"bos_id", tok.bos_id()},
+                          {"add_bos", tok.adds_bos()},
+                          {"nfc_normalizer", tok.nfc_normalizer()},
+                          {"padding", tok.vocab_size() - tok.token_count()}};
   json banned = json::array();
   for (const BannedTokens* b : lists)
     banned.push_back({{"source", b->source}, {"entries", b->entries}, {"sequences", b->sequences}});
@@ -308,6 +317,7 @@ json replay_head(const Session& session, const std::vector<const BannedTokens*>&
            "error at most 2^-11, absolute at most 2^-25"},
           {"max_new_tokens", session.options().max_new_tokens},
           {"vocabulary", vocabulary},
+          {"tokenizer", tokenizer},
           {"banned_words", banned},
           {"branch_records", branch_records}};
 }
@@ -340,6 +350,13 @@ json session_head_to_json(const Session& session) {
             {"n_embd", cfg.n_embd},
             {"n_head", cfg.n_head},
             {"n_layer", cfg.n_layer},
+            {"family", family_name(cfg.family)},
+            {"n_kv_head", cfg.kv_heads()},
+            {"head_dim", cfg.head_dim()},
+            {"n_inner", cfg.mlp_dim()},
+            {"tied_embeddings", cfg.tied_embeddings},
+            {"rope_theta", cfg.rope_theta},
+            {"norm_epsilon", cfg.layer_norm_epsilon},
             {"parameters", cfg.parameter_count()},
             {"source", session.engine().weights().source}}},
           {"backend", session.engine().backend().name()},

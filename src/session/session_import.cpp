@@ -172,10 +172,15 @@ json parse_bounded(std::string_view text, const std::string& name) {
 
 std::shared_ptr<const Tokenizer> read_vocabulary(const Reader& r, const json& replay,
                                                  const std::string& name, int vocab_size) {
+  // Files written before the tokenizer record: GPT-2's pre-tokenizer, no BOS.
+  const json* rules = replay.contains("tokenizer") ? &replay["tokenizer"] : nullptr;
+  const int padding =
+      rules ? r.integer(*rules, "replay.tokenizer", "padding", 0, vocab_size - 1) : 0;
   const json& words = r.array(replay, "replay", "vocabulary", static_cast<size_t>(vocab_size));
-  if (static_cast<int>(words.size()) != vocab_size)
+  if (static_cast<int>(words.size()) != vocab_size - padding)
     r.fail("replay.vocabulary",
-           std::to_string(words.size()) + " tokens, the model has " + std::to_string(vocab_size));
+           std::to_string(words.size()) + " tokens, the model has " + std::to_string(vocab_size) +
+               (padding ? " of which " + std::to_string(padding) + " padding" : std::string()));
   json vocab = json::object();
   for (size_t i = 0; i < words.size(); ++i) {
     if (!words[i].is_string()) r.fail(at("replay.vocabulary", i), "expected a string");
@@ -183,8 +188,28 @@ std::shared_ptr<const Tokenizer> read_vocabulary(const Reader& r, const json& re
   }
   if (vocab.size() != words.size()) r.fail("replay.vocabulary", "a token appears twice");
   // from_text's errors name the field: "FILE: replay.vocabulary: ...".
-  return std::make_shared<const Tokenizer>(Tokenizer::from_text(
-      vocab.dump(), "#version: 0.2\n", name + ": replay.vocabulary", name + ": (no merges)"));
+  Tokenizer tok = Tokenizer::from_text(vocab.dump(), "#version: 0.2\n",
+                                       name + ": replay.vocabulary", name + ": (no merges)");
+  if (rules) {
+    const std::string w = "replay.tokenizer";
+    std::vector<std::string> patterns;
+    const json& list = r.array(*rules, w, "split_patterns", 16);
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_string()) r.fail(at(w + ".split_patterns", i), "expected a string");
+      patterns.push_back(list[i].get<std::string>());
+    }
+    const int words_n = static_cast<int>(words.size());
+    const std::vector<int> added = r.ints(*rules, w, "added_tokens", 1 << 20, 0, words_n - 1);
+    const int bos = r.integer(*rules, w, "bos_id", -1, words_n - 1);
+    const bool add_bos = r.boolean(*rules, w, "add_bos");
+    try {
+      tok.pad_to(vocab_size);
+      tok.set_prompt_rules(patterns, added, bos, add_bos, r.boolean(*rules, w, "nfc_normalizer"));
+    } catch (const Error& e) {
+      r.fail(w, e.what());
+    }
+  }
+  return std::make_shared<const Tokenizer>(std::move(tok));
 }
 
 }  // namespace
@@ -215,6 +240,24 @@ ImportedSession import_session_text(std::string_view text, const std::string& na
   cfg.n_embd = r.integer(model, "model", "n_embd", 1, 1 << 16);
   cfg.n_head = r.integer(model, "model", "n_head", 1, kMaxReplayHeads);
   cfg.n_layer = r.integer(model, "model", "n_layer", 1, kMaxReplayLayers);
+  // The family and its shape (files written before they were recorded are
+  // GPT-2's): what the parameter count and the views are computed from.
+  if (model.contains("family")) {
+    const std::string& family = r.string(model, "model", "family");
+    if (family == "llama" || family == "qwen2") {
+      cfg.family = family == "llama" ? ModelFamily::kLlama : ModelFamily::kQwen2;
+      cfg.n_kv_head = r.integer(model, "model", "n_kv_head", 1, cfg.n_head);
+      if (cfg.n_head % cfg.n_kv_head != 0)
+        r.fail("model.n_kv_head", "does not divide n_head " + std::to_string(cfg.n_head));
+      cfg.head_size = r.integer(model, "model", "head_dim", 1, 1 << 16);
+      cfg.n_inner = r.integer(model, "model", "n_inner", 1, 1 << 20);
+      cfg.tied_embeddings = r.boolean(model, "model", "tied_embeddings");
+      cfg.rope_theta = static_cast<float>(r.number(model, "model", "rope_theta"));
+      cfg.layer_norm_epsilon = static_cast<float>(r.number(model, "model", "norm_epsilon"));
+    } else if (family != "gpt2") {
+      r.fail("model.family", "\"" + family.substr(0, 32) + "\", expected gpt2, llama or qwen2");
+    }
+  }
   snap.config = cfg;
   snap.model_name = r.string(model, "model", "source");
   snap.backend = r.string(doc, "", "backend");
@@ -240,9 +283,13 @@ ImportedSession import_session_text(std::string_view text, const std::string& na
   }
   // The tokens must spell the prompt, span after span: a prompt edited in
   // the file would otherwise be shown while the records replay another one.
+  // A BOS token the tokenizer adds comes first as a span of no bytes.
   size_t spelled = 0;
   for (size_t i = 0; i < snap.prompt_tokens.size(); ++i) {
     const TokenSpan& t = snap.prompt_tokens[i];
+    if (i == 0 && snap.tokenizer->adds_bos() && t.id == snap.tokenizer->bos_id() &&
+        t.byte_begin == 0 && t.byte_end == 0)
+      continue;
     const std::string bytes = snap.tokenizer->token_bytes(t.id);
     if (t.byte_begin != spelled ||
         snap.prompt_text.compare(t.byte_begin, t.byte_end - t.byte_begin, bytes) != 0)

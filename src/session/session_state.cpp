@@ -38,7 +38,7 @@ Session::Session(std::shared_ptr<const Tokenizer> tokenizer, std::shared_ptr<Eng
 
 void Session::set_prompt(std::string_view text) {
   if (text.empty()) throw Error("prompt is empty");
-  std::vector<TokenSpan> tokens = tokenizer_->encode(text);
+  std::vector<TokenSpan> tokens = tokenizer_->encode_prompt(text);
   if (tokens.empty()) throw Error("prompt is empty");
   const int n_ctx = engine_->config().n_ctx;
   if (static_cast<int>(tokens.size()) > n_ctx)

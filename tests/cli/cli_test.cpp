@@ -2224,3 +2224,37 @@ TEST(CliBannedWords, RemovedWordsArePrintedMasked) {
   line += "\" 0.1";
   EXPECT_FALSE(listed_words_in(line).empty());
 }
+
+namespace {
+
+// Every strategy runs on a Llama-family fixture (grouped-query attention,
+// RoPE, SwiGLU), the speculative lane with the same model as its draft; the
+// prompt is the PyTorch reference's "short" case (its bytes spell those ids:
+// checked from the session file), so greedy's first token is the reference's.
+TEST(CliLlama, EveryStrategyRunsAndGreedyMatchesTheReference) {
+  for (const char* model : {"llama-gqa2", "qwen2-mha"}) {
+    SCOPED_TRACE(model);
+    const std::string dir = std::string(TS_FIXTURE_DIR) + "/llama/" + model;
+    const nlohmann::json ref = nlohmann::json::parse(read_file(fs::path(dir) / "reference.json"));
+    const nlohmann::json& short_case = ref["cases"][0];
+    ASSERT_EQ(short_case["name"], "short");
+    const fs::path file = scratch_dir() / (std::string(model) + ".json");
+    const CliRun r = run_cli(
+        {"--model", dir, "--draft-model", dir, "--prompt", "@\x9c(<|endoftext|>\xa9y at", "--steps",
+         "3", "--json", file.string(), "--compare", "greedy", "temperature=1.0,seed=3", "beams=2",
+         "contrastive=4,alpha=0.6", "dola=low", "lookahead", "prompt_lookup", "spec=2"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(error_lines(r).empty()) << r.err;
+    const nlohmann::json doc = nlohmann::json::parse(read_file(file));
+    std::vector<int> prompt_ids;
+    for (const auto& t : doc["prompt_tokens"]) prompt_ids.push_back(t["id"].get<int>());
+    ASSERT_EQ(prompt_ids, short_case["token_ids"].get<std::vector<int>>());
+    ASSERT_EQ(doc["lanes"].size(), 8u);
+    for (const auto& lane : doc["lanes"]) EXPECT_FALSE(lane["generated"].empty()) << lane.dump();
+    EXPECT_EQ(doc["lanes"][0]["generated"][0], short_case["greedy_next"]);
+    EXPECT_EQ(doc["model"]["family"],
+              std::string(model).substr(0, 5) == "qwen2" ? "qwen2" : "llama");
+  }
+}
+
+}  // namespace

@@ -5,9 +5,12 @@
 // storage and conversion, attention records, the KV cache's and cost
 // model's grouped-query figures, the logit lens, and config refusals.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -21,13 +24,19 @@
 #include "engine/engine.h"
 #include "engine/logit_lens.h"
 #include "model/config_json.h"
+#include "model/llama_loader.h"
 #include "model/model_loader.h"
 #include "model/safetensors.h"
 #include "session/model_setup.h"
+#include "session/score.h"
+#include "session/session.h"
+#include "session/session_export.h"
+#include "session/session_import.h"
 #include "test_model_writer.h"
 #include "test_models.h"
 #include "test_paths.h"
 #include "util/error.h"
+#include "util/proc_fields.h"
 
 namespace ts {
 namespace {
@@ -299,6 +308,13 @@ TEST(LlamaConfig, RefusalsNameTheField) {
       {"model_type", "mistral", "field model_type"},
       {"hidden_size", nullptr, "missing field hidden_size"},
       {"head_dim", 40000, "num_attention_heads x head_dim is 160000"},
+      {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}, "field rope_scaling"},
+      {"partial_rotary_factor", 0.5, "field partial_rotary_factor"},
+      {"rope_parameters", {{"rope_type", "llama3"}}, "field rope_parameters.rope_type"},
+      {"rope_parameters",
+       {{"rope_type", "default"}, {"partial_rotary_factor", 0.25}},
+       "field rope_parameters.partial_rotary_factor"},
+      {"rope_parameters", {{"rope_theta", 0.5}}, "field rope_parameters.rope_theta"},
   };
   for (const Case& c : cases) {
     nlohmann::json j = base;
@@ -308,6 +324,13 @@ TEST(LlamaConfig, RefusalsNameTheField) {
     EXPECT_EQ(what.rfind("c.json: ", 0), 0u) << c.field << " accepted or misnamed: " << what;
     EXPECT_NE(what.find(c.says), std::string::npos) << what;
   }
+  // Newer transformers move rope_theta into rope_parameters; rope_scaling
+  // that names the default type is plain RoPE.
+  nlohmann::json nested = base;
+  nested["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  nested["rope_scaling"] = {{"rope_type", "default"}};
+  nested["partial_rotary_factor"] = 1.0;
+  EXPECT_EQ(parse_config_json(nested.dump(), "c.json").rope_theta, 1000000.0f);
   // Qwen2 takes q/k/v biases itself: attention_bias is not its field.
   nlohmann::json q = base;
   q["model_type"] = "qwen2";
@@ -451,6 +474,201 @@ TEST(LlamaSetup, ADirectoryWithOnlyATokenizerJsonLoads) {
     plain.engine->cache().release(a);
     json_only.engine->cache().release(b);
   }
+}
+
+}  // namespace
+}  // namespace ts
+
+namespace ts {
+namespace {
+
+// A Llama model directory with both tokenizer forms: vocab.json + merges.txt
+// (the fixture's) and a tokenizer.json that differs from them the way real
+// Qwen2 / SmolLM2 files do: its own split regex, an added "<s>" the
+// post-processor puts first (BOS), and one token fewer than config.json's
+// vocab_size (a padding row of the embedding no token maps to).
+constexpr const char* kSplit = " ?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+|\\s+";
+
+fs::path padded_bos_model(const test::TempDir& dir) {
+  const fs::path src = model_dir("llama-gqa2");
+  for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"})
+    fs::copy_file(src / f, dir / f);
+  std::ifstream vocab_in(src / "vocab.json");
+  nlohmann::json vocab = nlohmann::json::parse(vocab_in);
+  // Ids 455 ("akes", the last merge's result) and 456 (<|endoftext|>) leave
+  // the model's vocabulary; "<s>" takes 455 as an added token.
+  std::vector<std::string> merges;
+  std::ifstream merges_in(src / "merges.txt");
+  for (std::string line; std::getline(merges_in, line);)
+    if (!line.empty() && line.rfind("#version", 0) != 0 && line != "ak es") merges.push_back(line);
+  vocab.erase("akes");
+  vocab.erase("<|endoftext|>");
+  const nlohmann::json pre = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"Regex", kSplit}}}, {"behavior", "Isolated"}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  const nlohmann::json post = {{"type", "TemplateProcessing"},
+                               {"single",
+                                {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                 {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                               {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {455}}}}}}};
+  const nlohmann::json tok = {
+      {"version", "1.0"},
+      {"normalizer", {{"type", "NFC"}}},
+      {"pre_tokenizer", pre},
+      {"post_processor", post},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"added_tokens", {{{"id", 455}, {"content", "<s>"}, {"special", true}}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+  test::write_file(dir / "tokenizer.json", tok.dump());
+  return dir.path();
+}
+
+TEST(LlamaSetup, PrefersTokenizerJsonWithBosAndPadding) {
+  test::TempDir dir("tokenscope-llama-bos");
+  const LoadedModel m = test::load_model(padded_bos_model(dir));
+  // tokenizer.json, not vocab.json: its split regex and its BOS.
+  EXPECT_EQ(m.tokenizer->split_patterns(), std::vector<std::string>{kSplit});
+  ASSERT_TRUE(m.tokenizer->adds_bos());
+  EXPECT_EQ(m.tokenizer->bos_id(), 455);
+  EXPECT_EQ(m.tokenizer->token_count(), 456);
+  EXPECT_EQ(m.tokenizer->vocab_size(), 457);
+  EXPECT_EQ(m.engine->config().vocab_size, 457);
+
+  // The session's prompt starts with BOS, shown as a token of no bytes, and
+  // prefill feeds exactly model_input_ids().
+  Session s(m.tokenizer, m.engine, SessionOptions{});
+  s.set_prompt("Hello world");
+  ASSERT_GE(s.prompt_tokens().size(), 2u);
+  EXPECT_EQ(s.prompt_tokens()[0].id, 455);
+  EXPECT_EQ(s.prompt_tokens()[0].byte_end, 0u);
+  EXPECT_EQ(s.prompt_ids(), m.tokenizer->model_input_ids("Hello world"));
+  s.set_strategies({SamplingParams{}});
+  s.prefill();
+  s.step();
+
+  // The session file records the family and the tokenizer: the reopened
+  // session splits, starts prompts and counts parameters as the live one.
+  const std::string text =
+      session_to_json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const ImportedSession got = import_session_text(text, "mem.json");
+  EXPECT_EQ(got.full.config.family, ModelFamily::kLlama);
+  EXPECT_EQ(got.full.config.parameter_count(), m.engine->config().parameter_count());
+  EXPECT_EQ(got.full.config.kv_heads(), m.engine->config().kv_heads());
+  EXPECT_EQ(got.full.tokenizer->split_patterns(), std::vector<std::string>{kSplit});
+  EXPECT_TRUE(got.full.tokenizer->adds_bos());
+  EXPECT_TRUE(got.full.tokenizer->nfc_normalizer());
+  EXPECT_EQ(got.full.tokenizer->vocab_size(), 457);
+  EXPECT_EQ(got.full.tokenizer->encode_prompt("a <s>b").size(),
+            m.tokenizer->encode_prompt("a <s>b").size());
+  EXPECT_EQ(got.full.prompt_tokens.size(), s.prompt_tokens().size());
+}
+
+// --score feeds the prompt as the session does: BOS first. With no prompt,
+// BOS is the context and every token of the text is scored.
+TEST(LlamaSetup, ScoreStartsWithBos) {
+  test::TempDir dir("tokenscope-llama-bos-score");
+  const LoadedModel m = test::load_model(padded_bos_model(dir));
+  const ScoreResult with_prompt = score_text(*m.engine, *m.tokenizer, "Hello", " world", 3);
+  ASSERT_FALSE(with_prompt.tokens.empty());
+  EXPECT_EQ(with_prompt.tokens.front(), 455);
+  EXPECT_EQ(with_prompt.context_tokens, int(m.tokenizer->model_input_ids("Hello").size()));
+  const ScoreResult whole = score_text(*m.engine, *m.tokenizer, "", "Hello world", 3);
+  EXPECT_EQ(whole.tokens.front(), 455);
+  EXPECT_EQ(whole.context_tokens, 1);
+}
+
+// A tokenizer with more tokens than config.json's vocab_size is refused.
+TEST(LlamaSetup, TokenizerLargerThanVocabSizeIsRefused) {
+  test::TempDir dir("tokenscope-llama-small-vocab");
+  padded_bos_model(dir);
+  std::ifstream in(dir / "config.json");
+  nlohmann::json cfg = nlohmann::json::parse(in);
+  in.close();
+  cfg["vocab_size"] = 455;
+  test::write_file(dir / "config.json", cfg.dump());
+  const std::string what = error_of([&] { test::load_model(dir.path()); });
+  EXPECT_NE(what.find("vocab_size 455 is smaller than the tokenizer"), std::string::npos) << what;
+}
+
+TEST(LlamaWeights, MemoryCheckNamesTheSizes) {
+  EXPECT_NO_THROW(check_llama_memory(int64_t{1} << 30, -1, "d"));
+  EXPECT_NO_THROW(check_llama_memory(int64_t{1} << 30, int64_t{2} << 30, "d"));
+  const std::string what =
+      error_of([] { check_llama_memory(int64_t{3} << 30, int64_t{1} << 30, "d"); });
+  EXPECT_EQ(what,
+            "d: the weights need 3.0 GiB as 32-bit floats, more than the 1.0 GiB of memory "
+            "available");
+}
+
+}  // namespace
+}  // namespace ts
+
+namespace ts {
+namespace {
+
+// Loading a BF16 checkpoint converts it tensor by tensor and releases each
+// one's mapped pages: the peak is about the fp32 buffer, not the buffer plus
+// the whole mapped file. Measured in a child process (its VmHWM starts at its
+// resident size when forked).
+TEST(LlamaWeights, Bf16LoadIsNotResidentTwice) {
+  ModelConfig cfg;
+  cfg.family = ModelFamily::kLlama;
+  cfg.vocab_size = 512;
+  cfg.n_ctx = 64;
+  cfg.n_embd = 256;
+  cfg.n_head = 4;
+  cfg.n_kv_head = 4;
+  cfg.n_layer = 8;
+  cfg.n_inner = 4096;
+  cfg.tied_embeddings = true;
+  test::TempDir dir("tokenscope-llama-peak");
+  std::vector<test::RawTensor> tensors;
+  auto add = [&](std::string name, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    tensors.push_back({std::move(name), "BF16", std::move(shape),
+                       std::vector<uint8_t>(static_cast<size_t>(n) * 2, 0)});
+  };
+  const int64_t C = cfg.n_embd, I = cfg.n_inner;
+  add("model.embed_tokens.weight", {cfg.vocab_size, C});
+  add("model.norm.weight", {C});
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {C});
+    add(p + "post_attention_layernorm.weight", {C});
+    for (const char* m : {"q", "k", "v", "o"}) add(p + "self_attn." + m + "_proj.weight", {C, C});
+    add(p + "mlp.gate_proj.weight", {I, C});
+    add(p + "mlp.up_proj.weight", {I, C});
+    add(p + "mlp.down_proj.weight", {C, I});
+  }
+  test::write_safetensors(dir / "model.safetensors", tensors);
+  tensors.clear();
+  tensors.shrink_to_fit();
+  const int64_t fp32_bytes = cfg.parameter_count() * 4;  // ~104 MB; the file is half
+
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int64_t start = ProcFields::read("/proc/self/status").bytes("VmRSS");
+    int64_t peak = -1;
+    try {
+      const ModelWeights w = load_llama_dir(dir.path(), cfg);
+      peak = ProcFields::read("/proc/self/status").bytes("VmHWM");
+    } catch (...) {
+      ::_exit(3);
+    }
+    const int64_t grew = peak - start;
+    std::fprintf(stderr, "fp32 %lld, peak growth %lld\n", static_cast<long long>(fp32_bytes),
+                 static_cast<long long>(grew));
+    // Both copies at once would be 1.5 x the fp32 bytes.
+    ::_exit(grew < fp32_bytes * 5 / 4 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the load's peak holds the weights twice (see stderr)";
 }
 
 }  // namespace

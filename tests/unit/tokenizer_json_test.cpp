@@ -300,6 +300,77 @@ TEST(TokenizerJsonTest, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
   EXPECT_EQ(from_json(j).encode_ids("abcabc"), (Ids{256, 'c', 256, 'c'}));
 }
 
+// An NFC normalizer is accepted for text NFC leaves as it is; text NFC would
+// change (decomposed, a combining mark, a singleton such as the Angstrom
+// sign, Hangul jamo) is refused in one line naming where.
+TEST(TokenizerJsonTest, NfcNormalizerTakesNfcStableTextOnly) {
+  const Tokenizer plain = from_json(small_tokenizer(kMerges));
+  const Tokenizer nfc = from_json(small_tokenizer(kMerges, {{"normalizer", {{"type", "NFC"}}}}));
+  EXPECT_TRUE(nfc.nfc_normalizer());
+  EXPECT_FALSE(plain.nfc_normalizer());
+  // Composed text, CJK, emoji, invalid bytes: NFC-stable, same ids.
+  for (const char* text : {"hello world", "caf\xc3\xa9 \xc3\x85ngstr\xc3\xb6m",
+                           "\xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80", "bad \xff\xfe bytes",
+                           "\xea\xb0\x80"}) {  // U+AC00, a precomposed Hangul syllable
+    SCOPED_TRACE(text);
+    EXPECT_EQ(nfc.encode_ids(text), plain.encode_ids(text));
+  }
+  // Decomposed e + U+0301; U+212B ANGSTROM SIGN; jamo U+1100 U+1161.
+  const std::pair<const char*, const char*> refused[] = {
+      {"cafe\xcc\x81", "byte 4 (U+0301)"},
+      {"x \xe2\x84\xab", "byte 2 (U+212B)"},
+      {"\xe1\x84\x80\xe1\x85\xa1", "byte 3 (U+1161)"},
+  };
+  for (const auto& [text, says] : refused) {
+    const std::string what = error_of([&] { nfc.encode(text); });
+    EXPECT_NE(what.find(says), std::string::npos) << what;
+    EXPECT_NE(what.find("NFC"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_NO_THROW(plain.encode(text));
+  }
+}
+
+// A model whose vocab_size is past the tokenizer's ids (Qwen2 pads its
+// embedding): the padding ids have no bytes and encoding never yields them.
+TEST(TokenizerJsonTest, PaddingIdsHaveNoBytes) {
+  Tokenizer tok = from_json(small_tokenizer(kMerges));
+  const int n = tok.vocab_size();
+  const Ids before = tok.encode_ids("hello world");
+  tok.pad_to(n + 5);
+  EXPECT_EQ(tok.vocab_size(), n + 5);
+  EXPECT_EQ(tok.token_count(), n);
+  EXPECT_EQ(tok.token_bytes(n + 4), "");
+  EXPECT_EQ(tok.encode_ids("hello world"), before);
+  tok.pad_to(n);  // smaller: no change
+  EXPECT_EQ(tok.vocab_size(), n + 5);
+}
+
+// The BOS a tokenizer.json's post-processor adds is the first prompt token,
+// a span of no bytes; encode() itself covers the text only.
+TEST(TokenizerJsonTest, PromptsStartWithTheBosSpan) {
+  json j = small_tokenizer(kMerges);
+  const int bos = int(j["model"]["vocab"].size());
+  j["added_tokens"] = {{{"id", bos}, {"content", "<s>"}, {"special", true}}};
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single",
+                          {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                           {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                         {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {bos}}}}}}};
+  const Tokenizer tok = from_json(j);
+  ASSERT_TRUE(tok.adds_bos());
+  const std::vector<TokenSpan> spans = tok.encode_prompt("hello");
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].id, bos);
+  EXPECT_EQ(spans[0].byte_begin, 0u);
+  EXPECT_EQ(spans[0].byte_end, 0u);
+  EXPECT_EQ(tok.token_bytes(spans[1].id), "hello");
+  EXPECT_EQ(tok.encode("hello").size(), 1u);
+  EXPECT_EQ(tok.model_input_ids("hello"), (Ids{bos, spans[1].id}));
+  // tokenizer_config.json's add_bos_token false turns it off.
+  const Tokenizer off = from_json(j, {{"add_bos_token", false}});
+  EXPECT_EQ(off.encode_prompt("hello").size(), 1u);
+}
+
 TEST(TokenizerJsonTest, RefusalsNameTheField) {
   const auto refusal = [](const json& extra) {
     return error_of([&] { from_json(small_tokenizer(kMerges, extra)); });
@@ -311,8 +382,8 @@ TEST(TokenizerJsonTest, RefusalsNameTheField) {
       {{{"model", {{"dropout", 0.1}}}}, "t.json: model.dropout: 0.1 is not supported"},
       {{{"model", {{"continuing_subword_prefix", "##"}}}},
        "t.json: model.continuing_subword_prefix: \"##\" is not supported"},
-      {{{"normalizer", {{"type", "NFC"}}}},
-       "t.json: normalizer: {\"type\":\"NFC\"} is not supported"},
+      {{{"normalizer", {{"type", "NFKC"}}}},
+       "t.json: normalizer: {\"type\":\"NFKC\"} is not supported"},
       {{{"pre_tokenizer", {{"type", "Whitespace"}}}}, "t.json: pre_tokenizer.type: \"Whitespace\""},
       {{{"pre_tokenizer", {{"add_prefix_space", true}}}},
        "t.json: pre_tokenizer.add_prefix_space: true is not supported"},

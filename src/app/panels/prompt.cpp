@@ -44,7 +44,8 @@ void PromptPanel::draw_editor(PanelContext& ctx) {
     if (session_prompt || !ctx.ctl.replaying()) {
       try {
         const std::vector<TokenSpan> tokens =
-            session_prompt ? ctx.snap->prompt_tokens : ctx.snap->tokenizer->encode(preview_text_);
+            session_prompt ? ctx.snap->prompt_tokens
+                           : ctx.snap->tokenizer->encode_prompt(preview_text_);
         preview_count_ = static_cast<int>(tokens.size());
         const int n_ctx = ctx.snap->config.n_ctx;
         if (n_ctx > 0 && preview_count_ > n_ctx) {
