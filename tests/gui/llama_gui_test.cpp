@@ -131,7 +131,8 @@ TEST(GuiLlama, RopeViewAnglesAndScoresAreTheModelsOwn) {
   App app(llama_options("llama-gqa2", "rope"));
   run_steps(app, 2);
   constexpr int kLayer = 1, kHead = 4;
-  app.rope_panel().select(kLayer, kHead);
+  app.state().attention.layer = kLayer;  // the RoPE view shows the Attention panel's head
+  app.state().attention.head = kHead;
   app.settle(3, 50);
   for (int i = 0; i < 50 && app.rope_panel().scores_drawn().empty(); ++i) app.settle(2, 10);
   const RopePanel& p = app.rope_panel();

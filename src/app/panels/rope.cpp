@@ -49,16 +49,15 @@ std::string rope_unavailable_reason(const ModelConfig& cfg) {
   return {};
 }
 
-void RopePanel::request(PanelContext& ctx) {
+void RopePanel::request(PanelContext& ctx, int layer) {
   const LaneStep* rec = ctx.view.record;
-  if (rec == data_record_ && layer_ == data_layer_ && data_) return;
+  if (rec == data_record_ && layer == data_layer_ && data_) return;
   data_ = std::make_shared<Vectors>();
   data_record_ = rec;
-  data_layer_ = layer_;
+  data_layer_ = layer;
   data_trace_ = ctx.snap->history[ctx.view.step];
   std::shared_ptr<Vectors> out = data_;
   const std::vector<int> ids = rec->context_ids;
-  const int layer = layer_;
   // One forward over the step's context, on the worker (which owns the
   // engine), keeping this layer's q and k after RoPE.
   ctx.ctl.worker()->post([out, ids, layer](Session& s) {
@@ -68,7 +67,8 @@ void RopePanel::request(PanelContext& ctx) {
       ForwardOptions f;
       f.record_qk_layer = layer;
       qk = std::move(s.engine().forward_scratch(ids, f).outputs.at(0).qk);
-      if (qk.empty()) error = "this backend does not record q and k: run the window with --cpu";
+      if (qk.empty())
+        error = "this backend does not record q and k: run the window with --device cpu";
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -101,19 +101,22 @@ void RopePanel::draw(PanelContext& ctx) {
     return;
   }
   const float font = ImGui::GetFontSize();
-  layer_ = std::clamp(layer_, 0, cfg.n_layer - 1);
-  head_ = std::clamp(head_, 0, cfg.n_head - 1);
+  // The Attention panel's layer and head (its average shows as its head).
+  AttentionSelection& sel = ctx.state.attention;
+  sel.layer = std::clamp(sel.layer, 0, cfg.n_layer - 1);
+  sel.head = std::clamp(sel.head, 0, cfg.n_head - 1);
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("Layer");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(font * 5.5f);
-  ImGui::SliderInt("##rope_layer", &layer_, 0, cfg.n_layer - 1);
+  ImGui::SliderInt("##rope_layer", &sel.layer, 0, cfg.n_layer - 1);
   ImGui::SameLine();
   ImGui::TextUnformatted("Head");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(font * 5.5f);
-  ImGui::SliderInt("##rope_head", &head_, 0, cfg.n_head - 1);
-  const std::string group = kv_group_label(cfg, head_);
+  ImGui::SliderInt("##rope_head", &sel.head, 0, cfg.n_head - 1);
+  const int layer = sel.layer, head = sel.head;
+  const std::string group = kv_group_label(cfg, head);
   if (!group.empty()) {
     ImGui::SameLine();
     ImGui::TextDisabled("(%s)", group.c_str());
@@ -140,14 +143,14 @@ void RopePanel::draw(PanelContext& ctx) {
     end_panel();
     return;
   }
-  request(ctx);
+  request(ctx, layer);
   std::string error;
   {
     std::lock_guard<std::mutex> lock(data_->mutex);
     if (data_->done) {
       error = data_->error;
       if (error.empty())
-        scores_ = rope_scores(cfg, data_->qk, static_cast<int>(rec->context_ids.size()), head_);
+        scores_ = rope_scores(cfg, data_->qk, static_cast<int>(rec->context_ids.size()), head);
     }
   }
   if (!error.empty())
@@ -211,6 +214,8 @@ void RopePanel::draw_dials(PanelContext& ctx, float max_height) {
 void RopePanel::draw_scores(PanelContext& ctx) {
   const float font = ImGui::GetFontSize();
   ImGui::TextUnformatted("Score q\u00B7k/\u221Ad against each cached key, by distance");
+  ImGui::SameLine();
+  ImGui::TextDisabled("(their softmax is this head's row in the Attention panel)");
   const int n = static_cast<int>(scores_.size());
   const auto [lo_it, hi_it] = std::minmax_element(scores_.begin(), scores_.end());
   const float lo = std::min(0.0f, *lo_it), hi = std::max(0.0f, *hi_it);

@@ -32,21 +32,16 @@ class RopePanel : public Panel {
   void draw(PanelContext& ctx) override;
   static const char* const kHelp;  // its "?" text
 
-  // What the last frame drew, for tests: the query's position (-1: none),
-  // the angles of its pairs, the scores by distance, the q and k they came
-  // from ([positions][q_dim + kv_dim]) and the one-line reason shown instead
-  // (empty when the view was drawn).
+  // The layer and head are the Attention panel's (AppState::attention), so
+  // both panels show the same head. What the last frame drew, for tests: the query's position (-1:
+  // none), the angles of its pairs, the scores by distance, the q and k they came from
+  // ([positions][q_dim + kv_dim]) and the one-line reason shown instead (empty when the view was
+  // drawn).
   int query_pos() const { return query_pos_; }
   const std::vector<double>& angles_drawn() const { return angles_; }
   const std::vector<float>& scores_drawn() const { return scores_; }
   const std::vector<float>& qk() const { return data_ ? data_->qk : empty_; }
   const std::string& reason_drawn() const { return reason_; }
-  int layer() const { return layer_; }
-  int head() const { return head_; }
-  void select(int layer, int head) {
-    layer_ = layer;
-    head_ = head;
-  }
 
  private:
   // One layer's rotated q and k over a step's context, filled on the worker.
@@ -56,11 +51,10 @@ class RopePanel : public Panel {
     std::string error;
     std::vector<float> qk;
   };
-  void request(PanelContext& ctx);
+  void request(PanelContext& ctx, int layer);
   void draw_dials(PanelContext& ctx, float height);
   void draw_scores(PanelContext& ctx);
 
-  int layer_ = 0, head_ = 0;
   int query_pos_ = -1;
   std::vector<double> angles_;
   std::vector<float> scores_;
