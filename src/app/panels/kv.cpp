@@ -170,7 +170,7 @@ void KvCachePanel::draw(PanelContext& ctx) {
   token_bytes_.clear();
   token_bytes_.push_back(
       kv_token_bytes(snap.has_draft ? "model" : snap.model_name.c_str(), snap.config, kv));
-  if (snap.has_draft)
+  if (snap.has_draft && snap.draft_config.n_layer > 0)  // a re-opened session has no shape
     token_bytes_.push_back(kv_token_bytes("draft", snap.draft_config, snap.draft_kv));
   for (const KvTokenBytes& t : token_bytes_) dim_text_wrapped("%s", t.text.c_str());
   draw_legend(ctx, !spec.target_freed_slots.empty() || !spec.draft_freed_slots.empty());
