@@ -162,6 +162,21 @@ if [ -n "$DRAFT_TMP" ]; then rm -rf "$DRAFT_TMP"; fi
   --compare greedy lookahead prompt_lookup --steps 3 --lane 1 --layout lookahead \
   --width 1100 --height 760 --screenshot "$OUT/lookahead.png"
 
+# A Llama-family model (LLAMA overrides; by default a random-weight test
+# fixture with 8 query heads sharing 2 KV heads, and one with 6 sharing 3):
+# Attention's KV-head groups, the KV cache's bytes per token, the RoPE view.
+LLAMA=${LLAMA:-tests/fixtures/llama/llama-gqa4-theta}
+LLAMA_ROPE=${LLAMA_ROPE:-tests/fixtures/llama/llama-gqa2}
+"${RUN[@]}" "$BIN" --model "$LLAMA" --prompt "the cat sat on the mat" --steps 3 --head 5 \
+  --layout attention --width 1000 --height 700 --screenshot "$OUT/llama-attention.png"
+"${RUN[@]}" "$BIN" --model "$LLAMA" --prompt "the cat sat on the mat" --steps 3 \
+  --layout kv --width 1000 --height 560 --screenshot "$OUT/llama-kv.png"
+"${RUN[@]}" "$BIN" --model "$LLAMA_ROPE" --prompt "the cat sat on the mat" --steps 3 --layer 1 \
+  --head 4 --layout rope --width 1000 --height 600 --screenshot "$OUT/rope.png"
+"${RUN[@]}" "$BIN" --model "$LLAMA_ROPE" --prompt "the cat sat on the mat" --steps 3 --layer 1 \
+  --head 4 --layout rope --presentation --width 1280 --height 720 \
+  --screenshot "$OUT/rope-presentation-1280x720.png"
+
 # Committed pictures are kept small: 256-colour palettes (text stays sharp),
 # then lossless recompression, when the tools are installed
 # (apt-get install pngquant optipng).

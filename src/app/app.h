@@ -25,6 +25,7 @@
 #include "app/panels/prompt.h"
 #include "app/panels/quiz.h"
 #include "app/panels/roofline.h"
+#include "app/panels/rope.h"
 #include "app/panels/sampling.h"
 #include "app/panels/score.h"
 #include "app/panels/spec.h"
@@ -102,6 +103,7 @@ class App {
   RooflinePanel& roofline_panel() { return panel<RooflinePanel>(PanelId::kRoofline); }
   TimelinePanel& timeline_panel() { return panel<TimelinePanel>(PanelId::kTimeline); }
   KvCachePanel& kv_cache_panel() { return panel<KvCachePanel>(PanelId::kKvCache); }
+  RopePanel& rope_panel() { return panel<RopePanel>(PanelId::kRope); }
   // Starts the lesson in `path`; a malformed file leaves the window as it
   // was and shows one line naming the file and the line.
   bool start_lesson(const std::filesystem::path& path);

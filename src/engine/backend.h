@@ -55,6 +55,9 @@ struct ForwardOptions {
   // The last layer's output after ln_f for every new token (contrastive
   // search compares them); off by default so other steps copy nothing.
   bool record_hidden = false;
+  // Llama family: this layer's q and k after RoPE for every new token (the
+  // RoPE view); -1 = none. The CPU backend records them; others leave qk empty.
+  int record_qk_layer = -1;
   bool wants_attention(int layer) const {
     return record_attention &&
            (attention_layers.empty() ||
@@ -72,6 +75,9 @@ struct EntryOutput {
   std::vector<float> residuals;
   // [rows][C]: ln_f(x) of every new token, with record_hidden (else empty).
   std::vector<float> hidden;
+  // [rows][q_dim + kv_dim]: q then k of layer record_qk_layer after RoPE
+  // (empty unless recorded).
+  std::vector<float> qk;
 };
 
 // The two roofs of the roofline for the hardware a backend computes on: peak

@@ -52,6 +52,7 @@ void SessionWorker::publish_locked_session() {
   if (ses.draft_engine()) {
     s->has_draft = true;
     s->draft_kv = ses.draft_engine()->cache().occupancy();
+    s->draft_config = ses.draft_engine()->config();
   }
   s->config = ses.engine().config();
   s->model_name = model_name_;

@@ -30,6 +30,7 @@ struct SessionSnapshot {
   // (speculative lanes); its history is not kept per step.
   bool has_draft = false;
   KvOccupancy draft_kv;
+  ModelConfig draft_config;  // the draft model's shape (with has_draft)
   ModelConfig config;
   std::string model_name;
   std::string backend;  // "cpu" / "cuda"

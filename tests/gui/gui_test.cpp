@@ -61,7 +61,7 @@ TEST(Gui, PrefillAndFiveStepsDrawEveryPanelAndWriteAScreenshot) {
   app.settle();  // the first frame applies the classroom layout (Help closed)
   for (PanelId id : {PanelId::kHelp, PanelId::kRoofline, PanelId::kLogitLens,
                      PanelId::kCacheCompare, PanelId::kLanes, PanelId::kScore, PanelId::kQuiz,
-                     PanelId::kLesson, PanelId::kSpeculative, PanelId::kLookahead})
+                     PanelId::kLesson, PanelId::kSpeculative, PanelId::kLookahead, PanelId::kRope})
     app.state().settings.panel_open(id) = true;
   for (int i = 0; i < 6; ++i) {
     step(app);

@@ -49,6 +49,21 @@ void AttentionPanel::set_synthetic(AttentionMatrix m, bool rerender_every_frame)
   ++matrix_serial_;
 }
 
+std::string gqa_note(const ModelConfig& cfg) {
+  const int kv = cfg.kv_heads();
+  if (kv <= 0 || kv >= cfg.n_head) return {};
+  return std::to_string(cfg.n_head) + " query heads share " + std::to_string(kv) + " KV head" +
+         (kv == 1 ? "" : "s") + ": " + std::to_string(cfg.n_head / kv) + " per group";
+}
+
+std::string kv_group_label(const ModelConfig& cfg, int head) {
+  const int kv = cfg.kv_heads();
+  if (kv <= 0 || kv >= cfg.n_head) return {};
+  const int per = cfg.n_head / kv, g = head / per;
+  return "KV head " + std::to_string(g) + ": q heads " + std::to_string(g * per) + "-" +
+         std::to_string(g * per + per - 1);
+}
+
 std::string verify_caption(const AttentionMatrix& m) {
   if (m.verify_rows <= 0) return {};
   int accepted = 0, rejected = 0;
@@ -178,6 +193,8 @@ void AttentionPanel::draw_controls(PanelContext& ctx) {
     ImGui::SetTooltip("Colour map (viridis and magma are colour-blind safe)");
   ImGui::SameLine();
   ImGui::Checkbox("all heads", &set.show_thumbnails);
+  gqa_note_drawn_ = ctx.snap && !synthetic_ ? gqa_note(ctx.snap->config) : std::string();
+  if (!gqa_note_drawn_.empty()) dim_text_wrapped("%s", gqa_note_drawn_.c_str());
 }
 
 void AttentionPanel::draw(PanelContext& ctx) {
@@ -211,6 +228,17 @@ void AttentionPanel::draw(PanelContext& ctx) {
     else
       std::snprintf(head, sizeof(head), "layer %d, head %d", sel.layer, sel.head);
     ImGui::TextUnformatted(head);
+    // Under GQA the head's KV group, in the accent colour the grid's
+    // group labels use.
+    group_label_drawn_ = synthetic_ || sel.average || !ctx.snap
+                             ? std::string()
+                             : kv_group_label(ctx.snap->config, sel.head);
+    if (!group_label_drawn_.empty()) {
+      ImGui::SameLine();
+      ImGui::PushStyleColor(ImGuiCol_Text, ctx.pal.accent);
+      ImGui::Text("(%s)", group_label_drawn_.c_str());
+      ImGui::PopStyleColor();
+    }
     ImGui::SameLine();
     if (!synthetic_ && ctx.view.trace && ctx.view.trace->phase == Phase::kPrefill)
       ImGui::TextDisabled("\u2014 prefill: all %d prompt rows in one pass", matrix_.n);
@@ -247,7 +275,9 @@ void AttentionPanel::draw(PanelContext& ctx) {
       thumbs_w = std::min(avail.x * 0.38f, font * 24);
     } else {
       const float tile = std::clamp(avail.x / (atlas_.heads + 1.5f), font * 1.2f, font * 2.6f);
-      thumbs_h = std::min(avail.y * 0.26f, (tile + font * 0.3f) * atlas_.layers + font * 2.6f);
+      const bool gqa = ctx.snap && ctx.snap->config.kv_heads() < ctx.snap->config.n_head;
+      thumbs_h = std::min(avail.y * 0.26f,
+                          (tile + font * 0.3f) * atlas_.layers + font * (gqa ? 3.9f : 2.6f));
     }
   }
   float label_w = font * 5.5f;
@@ -541,6 +571,26 @@ void AttentionPanel::draw_thumbnails(PanelContext& ctx, ImVec2 area) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   ImVec2 origin = ImGui::GetCursorScreenPos();
+  // Grouped-query attention: one label over each KV head's query heads,
+  // and a line between the groups.
+  const ModelConfig* cfg = ctx.snap ? &ctx.snap->config : nullptr;
+  const int groups = cfg && cfg->kv_heads() < cfg->n_head ? cfg->kv_heads() : 0;
+  const int per = groups > 0 ? atlas_.heads / groups : 0;
+  group_separators_drawn_ = 0;
+  if (groups > 0) {
+    for (int g = 0; g < groups; ++g) {
+      char b[16];
+      std::snprintf(b, sizeof(b), per * step >= ImGui::CalcTextSize("KV 00").x ? "KV %d" : "%d", g);
+      const float tw = ImGui::CalcTextSize(b).x;
+      const float x0 = origin.x + label_w + g * per * step;
+      dl->AddText(ImVec2(x0 + (per * step - step + tile_px - tw) * 0.5f, origin.y), ctx.pal.accent,
+                  b);
+      dl->AddLine(ImVec2(x0 + font * 0.1f, origin.y + font * 1.1f),
+                  ImVec2(x0 + per * step - step + tile_px - font * 0.1f, origin.y + font * 1.1f),
+                  ctx.pal.accent, std::max(1.0f, ctx.scale));
+    }
+    origin.y += font * 1.3f;
+  }
   // Column headers.
   for (int h = 0; h < tiles; ++h) {
     char b[16];
@@ -558,6 +608,12 @@ void AttentionPanel::draw_thumbnails(PanelContext& ctx, ImVec2 area) {
                                           static_cast<float>(thumbs_.color().height())));
   const bool hovered = ImGui::IsItemHovered();
   const bool clicked = ImGui::IsItemClicked();
+  for (int g = 1; g < groups; ++g) {
+    const float x = img.x + g * per * step - (step - tile_px) * 0.5f;
+    dl->AddLine(ImVec2(x, img.y - font * 1.2f), ImVec2(x, img.y + atlas_.layers * step),
+                ctx.pal.accent, std::max(2.0f, 2.0f * ctx.scale));
+    ++group_separators_drawn_;
+  }
   for (int l = 0; l < atlas_.layers; ++l) {
     char b[16];
     std::snprintf(b, sizeof(b), "L%d", l);

@@ -17,6 +17,13 @@ namespace ts::app {
 // when the matrix is not a round's.
 std::string verify_caption(const AttentionMatrix& m);
 
+// Grouped-query attention: query head h reads KV head h / (n_head / kv_heads).
+// The one-line note ("8 query heads share 2 KV heads: 4 per group") and a
+// head's group ("KV head 0: q heads 0-3"); both empty when every query head
+// has its own KV head (GPT-2, multi-head attention).
+std::string gqa_note(const ModelConfig& cfg);
+std::string kv_group_label(const ModelConfig& cfg, int head);
+
 class AttentionPanel : public Panel {
  public:
   // renderer may be null (shaders missing): the panel then says so.
@@ -43,6 +50,12 @@ class AttentionPanel : public Panel {
   // for their label), each at its position along the legend.
   const std::vector<LegendTick>& legend_ticks_drawn() const { return legend_ticks_drawn_; }
   // True when every attention row the view needs has arrived.
+  // Under GQA: the note and the viewed head's group as the last frame drew
+  // them, and the group separators drawn in the all-heads grid (all empty /
+  // 0 for multi-head attention).
+  const std::string& gqa_note_drawn() const { return gqa_note_drawn_; }
+  const std::string& group_label_drawn() const { return group_label_drawn_; }
+  int group_separators_drawn() const { return group_separators_drawn_; }
   bool settled() const { return matrix_.complete && (atlas_.complete || atlas_.layers == 0); }
   // Benchmark: show this matrix instead of the session's; rerender_every_frame
   // re-uploads and re-colours it each frame (the cost when data changes).
@@ -78,6 +91,8 @@ class AttentionPanel : public Panel {
   PanelBox heatmap_box_, new_rows_box_;
   std::string verify_caption_;
   int pass_masked_cells_ = 0;
+  std::string gqa_note_drawn_, group_label_drawn_;
+  int group_separators_drawn_ = 0;
   bool synthetic_ = false;
   bool rerender_every_frame_ = false;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 namespace ts::app {
@@ -38,6 +39,26 @@ double filled_slots(const KvOccupancy& kv) {
 }
 
 }  // namespace
+
+KvTokenBytes kv_token_bytes(const char* who, const ModelConfig& cfg, const KvOccupancy& kv) {
+  KvTokenBytes out;
+  const int64_t values = int64_t(2) * cfg.kv_heads() * cfg.head_dim();
+  const int64_t slots = int64_t(kv.blocks_total) * kv.block_size;
+  // Bytes of one value as the cache stores it (f32 until a pool exists).
+  const int64_t value_bytes =
+      slots > 0 && values > 0 ? kv.bytes_per_layer_capacity / slots / values : 4;
+  out.per_layer = values * value_bytes;
+  out.per_token = out.per_layer * cfg.n_layer;
+  char b[384];
+  std::snprintf(b, sizeof(b),
+                "%s: 2 (K, V) \u00D7 %d KV head%s \u00D7 %d dims \u00D7 %d B = %s per token per "
+                "layer, %s per token in %d layers",
+                who, cfg.kv_heads(), cfg.kv_heads() == 1 ? "" : "s", cfg.head_dim(),
+                static_cast<int>(value_bytes), format_bytes(double(out.per_layer)).c_str(),
+                format_bytes(double(out.per_token)).c_str(), cfg.n_layer);
+  out.text = b;
+  return out;
+}
 
 KvSpecView kv_spec_view(const SessionSnapshot& snap, const StepView& v) {
   KvSpecView out;
@@ -145,6 +166,13 @@ void KvCachePanel::draw(PanelContext& ctx) {
       kv.block_size, kv.blocks_used, kv.blocks_shared, kv.blocks_free, kv.blocks_total,
       format_bytes(layer_used).c_str(), format_bytes(layer_used * n_layer).c_str(), n_layer);
 
+  // What one token costs, from each model's shape: the number GQA shrinks.
+  token_bytes_.clear();
+  token_bytes_.push_back(
+      kv_token_bytes(snap.has_draft ? "model" : snap.model_name.c_str(), snap.config, kv));
+  if (snap.has_draft && snap.draft_config.n_layer > 0)  // a re-opened session has no shape
+    token_bytes_.push_back(kv_token_bytes("draft", snap.draft_config, snap.draft_kv));
+  for (const KvTokenBytes& t : token_bytes_) dim_text_wrapped("%s", t.text.c_str());
   draw_legend(ctx, !spec.target_freed_slots.empty() || !spec.draft_freed_slots.empty());
   // With a draft section the chart gives up room to the second grid.
   const float chart_h = std::clamp(ImGui::GetContentRegionAvail().y * 0.3f, font * 4.0f,

@@ -28,6 +28,16 @@ struct KvSpecView {
 };
 KvSpecView kv_spec_view(const SessionSnapshot& snap, const StepView& v);
 
+// What one token costs in a model's KV cache: K and V, each kv_heads x
+// head_dim values in the cache's format, in every layer. The value size is
+// the cache's own (its capacity over its slots), so --kv f16 shows 2 bytes.
+struct KvTokenBytes {
+  int64_t per_layer = 0;  // 2 x kv_heads x head_dim x bytes per value
+  int64_t per_token = 0;  // per_layer x n_layer
+  std::string text;       // "who: 2 (K, V) x 2 KV heads x 5 dims x 4 B = 80 B per layer ..."
+};
+KvTokenBytes kv_token_bytes(const char* who, const ModelConfig& cfg, const KvOccupancy& kv);
+
 class KvCachePanel : public Panel {
  public:
   void draw(PanelContext& ctx) override;
@@ -45,6 +55,9 @@ class KvCachePanel : public Panel {
   // The blocks of the target model's "shared by all" row as last drawn
   // (0: no such row).
   size_t shared_blocks_drawn() const { return shared_blocks_drawn_; }
+  // The bytes-per-token lines the last frame drew: the model's, then the
+  // draft model's when there is one.
+  const std::vector<KvTokenBytes>& token_bytes_drawn() const { return token_bytes_; }
 
  private:
   struct Grid {
@@ -62,6 +75,7 @@ class KvCachePanel : public Panel {
   std::string cache_off_text_;
   std::vector<std::string> sequence_labels_;
   size_t shared_blocks_drawn_ = 0;
+  std::vector<KvTokenBytes> token_bytes_;
   std::set<int> drawn_blocks_;  // per grid while drawing
 };
 

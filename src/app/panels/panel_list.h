@@ -31,6 +31,7 @@
   X(LogitLens, "lens", "Logit lens", LogitLensPanel, Classroom(0.3f, 0.2f, 0.8f, 0.8f), false)    \
   X(CacheCompare, "cache", "KV cache on vs off", CacheComparePanel,                               \
     Classroom(0.2f, 0.15f, 0.8f, 0.85f), false)                                                   \
+  X(Rope, "rope", "RoPE: rotary positions", RopePanel, Classroom(0.2f, 0.1f, 0.8f, 0.9f), false)  \
   X(Lanes, "lanes", "Lanes: strategies side by side", LanesPanel,                                 \
     Classroom(0.15f, 0.15f, 0.85f, 0.85f), false)                                                 \
   X(Speculative, "spec", "Speculative decoding", SpeculativePanel,                                \

@@ -12,6 +12,7 @@
 #include "app/panels/prompt.h"
 #include "app/panels/quiz.h"
 #include "app/panels/roofline.h"
+#include "app/panels/rope.h"
 #include "app/panels/sampling.h"
 #include "app/panels/score.h"
 #include "app/panels/spec.h"

@@ -231,6 +231,12 @@ void CpuBackend::forward_llama(const BatchRows& in, const std::vector<BatchEntry
     cpu::matmul(a.ln.data(), rows, c, w.qkv(L), q + 2 * kv, L.attn_qkv_bias, a.qkv.data(), pool_);
     cpu::rope(a.qkv.data(), q + 2 * kv, in.positions.data(), rows, cfg.n_head, cfg.kv_heads(),
               cfg.head_dim(), cfg.rope_theta);
+    if (options.record_qk_layer == l)
+      for (size_t e = 0; e < outputs.size(); ++e)
+        for (int r = in.row_begin[e]; r < in.row_begin[e + 1]; ++r) {
+          const float* row = a.qkv.data() + size_t(r) * (q + 2 * kv);
+          outputs[e].qk.insert(outputs[e].qk.end(), row, row + q + kv);
+        }
     cpu::kv_append(a.qkv.data(), in.slots.data(), rows, q, kv, shape_.format, k_pool_[l].data(),
                    v_pool_[l].data());
     attention(l, batch, in, a, options.wants_attention(l), outputs);
