@@ -181,6 +181,9 @@ void skinny_block(const float* x, int m, int k, typename R::Ptr w, int n, const 
 #endif
       __m256 a[kG];
       for (int g = 0; g < kG; ++g) a[g] = _mm256_broadcast_ss(x + kk + g);
+      // Block-format W: whole blocks from a block boundary on.
+      if constexpr (requires { R::one_row_blocks(a, wk, size_t(n), y, j, n1); })
+        if (j % kQuantBlock == 0) j = R::one_row_blocks(a, wk, static_cast<size_t>(n), y, j, n1);
       for (; j + 8 <= n1; j += 8) {
         __m256 acc = _mm256_loadu_ps(y + j);
         for (int g = 0; g < kG; ++g)
