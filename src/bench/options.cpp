@@ -111,8 +111,9 @@ load time, and where memory goes after loading and after the run.
                           same bits either way, the logits differ in the last bits);
                           machine.cpu_decode_kernel says which ran (avx512,
                           avx2, or scalar in a build without AVX2); with --weights
-                          bf16|f16 the 16-bit kernels' (avx2 or scalar), and each
-                          step's bound counts that format's bytes
+                          bf16|f16|q8|q4 that format's kernels' (avx2 or scalar),
+                          and each step's bound counts that format's bytes (q8 and
+                          q4: values and block scales)
   --spec-gamma LIST       draft lengths g measured, each 1 to 16 or auto (adaptive);
                           default 4,auto
   --spec-tokens N         new tokens generated per measurement, at least 2 (default 64,

@@ -4,7 +4,8 @@ namespace ts {
 
 StepCost estimate_step_cost(const ModelConfig& cfg, const std::vector<EntryShape>& entries,
                             WeightFormat format, WeightFormat kv_format) {
-  const double mb = bytes_per_weight(format);     // a matmul weight's (and wte's) bytes
+  const double mb =
+      bytes_per_value(format);  // a matmul weight's (and wte's) bytes, scales included
   const double kb = bytes_per_weight(kv_format);  // a cached K or V value's bytes
   const double c = cfg.n_embd, l = cfg.n_layer, v = cfg.vocab_size;
   const double q = cfg.q_dim(), kv = cfg.kv_dim(), qkv = cfg.qkv_dim(), fc = cfg.fc_dim(),

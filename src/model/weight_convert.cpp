@@ -1,5 +1,5 @@
-// convert_weights (model_loader.h): the matmul weights into a 16-bit format,
-// once, at load.
+// convert_weights (model_loader.h): the matmul weights into a 16-bit or
+// block format (weight_format.h), once, at load.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -18,17 +18,33 @@ struct Small {  // an fp32 tensor copied as it is
   const float** ptr;
   size_t count;
 };
-struct Matrix {  // an fp32 matrix stored in the 16-bit format
+struct Matrix {  // an fp32 matrix stored in the chosen format
   std::string name;
   const float** f32;
-  const uint16_t** half;
+  const void** packed;
   size_t count;
+  size_t row;  // values per stored row (the block formats' blocks run along it)
 };
 
 constexpr size_t kAlignFloats = 16;  // 64 bytes
 size_t aligned(size_t floats) { return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
-void encode(const std::string& file, const Matrix& m, WeightFormat format, uint16_t* dst) {
+// The matrix in q8 / q4 blocks at dst; a block whose scale f16 cannot hold
+// is refused naming the tensor.
+void encode_blocks(const std::string& file, const Matrix& m, WeightFormat format, void* dst) {
+  size_t bad = 0;
+  const bool ok = format == WeightFormat::kQ8
+                      ? quantise_q8(*m.f32, m.count, static_cast<BlockQ8*>(dst), &bad)
+                      : quantise_q4(*m.f32, m.count, static_cast<BlockQ4*>(dst), &bad);
+  if (!ok)
+    throw Error(file + ": tensor " + m.name + " has a block of 32 values from index " +
+                std::to_string(bad * kQuantBlock) + " whose " + weight_format_name(format) +
+                " scale is not finite in f16; load it with --weights bf16 or f32");
+}
+
+void encode(const std::string& file, const Matrix& m, WeightFormat format, void* out) {
+  if (is_block_format(format)) return encode_blocks(file, m, format, out);
+  auto* dst = static_cast<uint16_t*>(out);
   const float* src = *m.f32;
   if (format == WeightFormat::kBF16) {
     for (size_t i = 0; i < m.count; ++i) dst[i] = fp32_to_bf16(src[i]);
@@ -55,8 +71,8 @@ ModelWeights convert_weights(ModelWeights w, WeightFormat format) {
   // Null tensors (the Llama family's wpe and biases) are left null.
   std::vector<Small> small = {
       {&w.wpe, static_cast<size_t>(c.n_ctx) * C}, {&w.ln_f_weight, C}, {&w.ln_f_bias, C}};
-  std::vector<Matrix> matrices = {{"wte.weight", &w.wte, &w.wte_half, V * C}};
-  if (w.lm_head) matrices.push_back({"lm_head.weight", &w.lm_head, &w.lm_head_half, V * C});
+  std::vector<Matrix> matrices = {{"wte.weight", &w.wte, &w.wte_packed, V * C, C}};
+  if (w.lm_head) matrices.push_back({"lm_head.weight", &w.lm_head, &w.lm_head_packed, V * C, C});
   for (size_t l = 0; l < w.layers.size(); ++l) {
     LayerWeights& L = w.layers[l];
     const std::string h = "h." + std::to_string(l) + ".";
@@ -65,15 +81,27 @@ ModelWeights convert_weights(ModelWeights w, WeightFormat format) {
       small.push_back({p, C});
     small.push_back({&L.attn_qkv_bias, QKV});
     small.push_back({&L.mlp_fc_bias, FC});
-    matrices.push_back({h + "attn.c_attn.weight", &L.attn_qkv_weight, &L.attn_qkv_half, QKV * C});
-    matrices.push_back({h + "attn.c_proj.weight", &L.attn_proj_weight, &L.attn_proj_half, Q * C});
-    matrices.push_back({h + "mlp.c_fc.weight", &L.mlp_fc_weight, &L.mlp_fc_half, FC * C});
-    matrices.push_back({h + "mlp.c_proj.weight", &L.mlp_proj_weight, &L.mlp_proj_half, I * C});
+    matrices.push_back(
+        {h + "attn.c_attn.weight", &L.attn_qkv_weight, &L.attn_qkv_packed, QKV * C, QKV});
+    matrices.push_back(
+        {h + "attn.c_proj.weight", &L.attn_proj_weight, &L.attn_proj_packed, Q * C, C});
+    matrices.push_back({h + "mlp.c_fc.weight", &L.mlp_fc_weight, &L.mlp_fc_packed, FC * C, FC});
+    matrices.push_back({h + "mlp.c_proj.weight", &L.mlp_proj_weight, &L.mlp_proj_packed, I * C, C});
   }
   std::erase_if(small, [](const Small& s) { return *s.ptr == nullptr; });
+  if (is_block_format(format))
+    for (const Matrix& m : matrices)
+      if (m.row % kQuantBlock != 0)
+        throw Error(w.source + ": tensor " + m.name + " has rows of " + std::to_string(m.row) +
+                    " values, not a multiple of 32, which --weights " + weight_format_name(format) +
+                    " needs; load it with --weights f16, bf16 or f32");
+  // A matrix's room, in floats.
+  const auto room = [format](const Matrix& m) {
+    return aligned((stored_bytes(format, m.count) + sizeof(float) - 1) / sizeof(float));
+  };
   size_t total = 0;
   for (const Small& s : small) total += aligned(s.count);
-  for (const Matrix& m : matrices) total += aligned((m.count + 1) / 2);  // two values a float
+  for (const Matrix& m : matrices) total += room(m);
   auto buffer = std::make_shared<AnonymousMemory>(total, "weights", AnonymousMemory::Pages::kHuge);
   float* at = buffer->data();
   for (const Small& s : small) {
@@ -82,11 +110,10 @@ ModelWeights convert_weights(ModelWeights w, WeightFormat format) {
     at += aligned(s.count);
   }
   for (const Matrix& m : matrices) {
-    auto* dst = reinterpret_cast<uint16_t*>(at);
-    encode(w.source, m, format, dst);
-    *m.half = dst;
+    encode(w.source, m, format, at);
+    *m.packed = at;
     *m.f32 = nullptr;
-    at += aligned((m.count + 1) / 2);
+    at += room(m);
   }
   w.format = format;
   w.storage = std::move(buffer);  // the fp32 copy (or file map) goes here

@@ -5,8 +5,9 @@
 // one owned buffer (util/anonymous_memory.h), or with little memory available
 // use aligned F32 in place from the file map; `storage` keeps either alive.
 // convert_weights (model_loader.h) may then store the matmul weights in a
-// 16-bit format (`format`): their float pointers are then null and the
-// `*_half` pointers hold the same layout in 16-bit values.
+// 16-bit or block format (`format`): their float pointers are then null and
+// the `*_packed` pointers hold the same row-major layout in that format
+// (16-bit values, or each row's blocks of 32 for q8 / q4: weight_format.h).
 //
 // The Llama family (ModelConfig::family) fills the same fields, converted at
 // load from nn.Linear's [out, in] to [in, out]: ln_1 / ln_2 / ln_f weights are
@@ -39,15 +40,16 @@ struct LayerWeights {
   const float* mlp_fc_bias = nullptr;       // [4C]
   const float* mlp_proj_weight = nullptr;   // [4C, C]  (mlp.c_proj.weight)
   const float* mlp_proj_bias = nullptr;     // [C]
-  // The four matrices above in ModelWeights::format when it is 16-bit.
-  const uint16_t* attn_qkv_half = nullptr;
-  const uint16_t* attn_proj_half = nullptr;
-  const uint16_t* mlp_fc_half = nullptr;
-  const uint16_t* mlp_proj_half = nullptr;
+  // The four matrices above in ModelWeights::format when it is not fp32.
+  const void* attn_qkv_packed = nullptr;
+  const void* attn_proj_packed = nullptr;
+  const void* mlp_fc_packed = nullptr;
+  const void* mlp_proj_packed = nullptr;
 };
 
-// A matmul weight as the CPU kernels take it: fp32 values, or 16-bit values
-// of `format`, in the same row-major layout.
+// A matmul weight as the CPU kernels take it: fp32 values, or values of
+// `format` (16-bit, or q8 / q4 blocks along each row), in the same row-major
+// layout.
 struct MatrixView {
   const void* data = nullptr;
   WeightFormat format = WeightFormat::kF32;
@@ -60,29 +62,31 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   const float* ln_f_weight = nullptr;  // [C]
   const float* ln_f_bias = nullptr;    // [C]
-  // The format of wte and the layers' four matrices; wte_half holds wte
-  // when it is 16-bit (wte is then null).
+  // The format of wte and the layers' four matrices; wte_packed holds wte
+  // when it is not fp32 (wte is then null).
   WeightFormat format = WeightFormat::kF32;
-  const uint16_t* wte_half = nullptr;
+  const void* wte_packed = nullptr;
   // An untied unembedding [vocab_size, C] (Llama family), null when tied.
   const float* lm_head = nullptr;
-  const uint16_t* lm_head_half = nullptr;
+  const void* lm_head_packed = nullptr;
 
-  MatrixView matrix(const float* f32, const uint16_t* half) const {
-    return format == WeightFormat::kF32 ? MatrixView{f32, format} : MatrixView{half, format};
+  MatrixView matrix(const float* f32, const void* packed) const {
+    return format == WeightFormat::kF32 ? MatrixView{f32, format} : MatrixView{packed, format};
   }
-  MatrixView wte_matrix() const { return matrix(wte, wte_half); }
+  MatrixView wte_matrix() const { return matrix(wte, wte_packed); }
   // What the logits are read with: lm_head when untied, else wte.
   MatrixView unembedding() const {
-    return lm_head || lm_head_half ? matrix(lm_head, lm_head_half) : wte_matrix();
+    return lm_head || lm_head_packed ? matrix(lm_head, lm_head_packed) : wte_matrix();
   }
-  MatrixView qkv(const LayerWeights& l) const { return matrix(l.attn_qkv_weight, l.attn_qkv_half); }
+  MatrixView qkv(const LayerWeights& l) const {
+    return matrix(l.attn_qkv_weight, l.attn_qkv_packed);
+  }
   MatrixView attn_proj(const LayerWeights& l) const {
-    return matrix(l.attn_proj_weight, l.attn_proj_half);
+    return matrix(l.attn_proj_weight, l.attn_proj_packed);
   }
-  MatrixView fc(const LayerWeights& l) const { return matrix(l.mlp_fc_weight, l.mlp_fc_half); }
+  MatrixView fc(const LayerWeights& l) const { return matrix(l.mlp_fc_weight, l.mlp_fc_packed); }
   MatrixView mlp_proj(const LayerWeights& l) const {
-    return matrix(l.mlp_proj_weight, l.mlp_proj_half);
+    return matrix(l.mlp_proj_weight, l.mlp_proj_packed);
   }
 
   std::string source;         // path it was loaded from, for messages

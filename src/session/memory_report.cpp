@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 
 #include "engine/backend.h"
@@ -73,19 +74,22 @@ std::vector<Range> weight_ranges(const ModelWeights& w) {
   const ModelConfig& c = w.config;
   const int64_t C = c.n_embd;
   std::vector<Range> out;
-  // A tensor of `count` values (fp32, or 16-bit matmul weights).
+  // A tensor of `count` values: fp32, or matmul weights in w.format (their
+  // bytes are the values' and, for q8 / q4, the blocks' scales).
   auto add = [&]<class T>(const T* p, int64_t count) {
     if (p == nullptr || count <= 0) return;
     const auto b = reinterpret_cast<uintptr_t>(p);
-    out.push_back({b, b + static_cast<uintptr_t>(count) * sizeof(T)});
+    const size_t bytes = std::is_same_v<T, float> ? size_t(count) * sizeof(float)
+                                                  : stored_bytes(w.format, size_t(count));
+    out.push_back({b, b + static_cast<uintptr_t>(bytes)});
   };
   // The matrices' widths by family (GPT-2: qkv 3C, fc 4C; Llama: q + 2 kv
   // heads, gate | up; config.h).
   const int64_t qkv = c.qkv_dim(), q = c.q_dim(), fc = c.fc_dim(), mlp = c.mlp_dim();
   add(w.wte, int64_t(c.vocab_size) * C);
-  add(w.wte_half, int64_t(c.vocab_size) * C);
+  add(w.wte_packed, int64_t(c.vocab_size) * C);
   add(w.lm_head, int64_t(c.vocab_size) * C);
-  add(w.lm_head_half, int64_t(c.vocab_size) * C);
+  add(w.lm_head_packed, int64_t(c.vocab_size) * C);
   add(w.wpe, int64_t(c.n_ctx) * C);
   for (const LayerWeights& L : w.layers) {
     add(L.ln_1_weight, C);
@@ -100,10 +104,10 @@ std::vector<Range> weight_ranges(const ModelWeights& w) {
     add(L.mlp_fc_bias, fc);
     add(L.mlp_proj_weight, mlp * C);
     add(L.mlp_proj_bias, C);
-    add(L.attn_qkv_half, C * qkv);
-    add(L.attn_proj_half, q * C);
-    add(L.mlp_fc_half, C * fc);
-    add(L.mlp_proj_half, mlp * C);
+    add(L.attn_qkv_packed, C * qkv);
+    add(L.attn_proj_packed, q * C);
+    add(L.mlp_fc_packed, C * fc);
+    add(L.mlp_proj_packed, mlp * C);
   }
   add(w.ln_f_weight, C);
   add(w.ln_f_bias, C);

@@ -18,7 +18,8 @@ class Session;
 
 struct MemoryReport {
   // Weights: the tensors the backend reads (fp32, the matmul weights in
-  // weight_format: 2 bytes a value for bf16 / f16).
+  // weight_format: 2 bytes a value for bf16 / f16; 34 bytes per 32 values
+  // for q8 and 18 for q4, their f16 block scales included).
   int64_t weight_bytes = 0;            // every tensor's size, summed
   int64_t weight_mapped_bytes = 0;     // of those, read in place from the file's memory map
   int64_t weight_converted_bytes = 0;  // of those, copied or converted into memory at load

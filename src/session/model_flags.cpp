@@ -132,8 +132,11 @@ std::string model_flags_help() {
          "  --tokenizer DIR         directory with vocab.json + merges.txt (or encoder.json +\n"
          "                          vocab.bpe, or tokenizer.json); default: the model's directory\n"
          "  --device auto|cpu|cuda  backend; auto takes CUDA when a device is usable\n"
-         "  --weights f32|bf16|f16  format of the matmul weights, converted at load (default\n"
-         "                          f32); bf16 and f16 halve the bytes a step reads, CPU only\n"
+         "  --weights f32|bf16|f16|q8|q4\n"
+         "                          format of the matmul weights, converted at load (default\n"
+         "                          f32); bf16 and f16 halve the bytes a step reads; q8 and q4\n"
+         "                          hold 8- or 4-bit values with an f16 scale per 32 (34 and 18\n"
+         "                          bytes per 32 values); CPU only\n"
          "  --kv f32|f16|bf16       format of the KV cache's keys and values (default f32); f16\n"
          "                          and bf16 halve its bytes and what attention reads, CPU only\n"
          "  --threads N             CPU threads, 0 = all hardware threads (default), at most " +

@@ -239,7 +239,7 @@ TEST(LlamaWeights, F16ConversionKeepsTheUntiedHead) {
   const Reference ref = reference("llama-gqa2");
   auto w = std::make_shared<const ModelWeights>(
       convert_weights(load_model(model_dir("llama-gqa2")), WeightFormat::kF16));
-  ASSERT_NE(w->lm_head_half, nullptr);
+  ASSERT_NE(w->lm_head_packed, nullptr);
   EXPECT_EQ(w->lm_head, nullptr);
   const ForwardResult r = engine_for(w)->forward_scratch(ref.prompts.at("short"), {});
   const std::vector<float>& logits = ref.tensors.at("short.logits");

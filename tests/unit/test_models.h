@@ -19,6 +19,16 @@ inline LoadedModel load_model(const std::filesystem::path& dir, const std::strin
   return load_model_setup(o);
 }
 
+// The bundled model on the CPU (2 threads) with its matmul weights in `weights`.
+inline LoadedModel load_bundled(WeightFormat weights) {
+  ModelSetupOptions o;
+  o.model = bundled_model_dir();
+  o.device = "cpu";
+  o.cpu_threads = 2;
+  o.weights = weights;
+  return load_model_setup(o);
+}
+
 inline LoadedModel load_tiny(int cache_sequences = 10) {
   return load_model(tiny_model_dir(), "cpu", cache_sequences);
 }

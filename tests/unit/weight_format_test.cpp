@@ -24,6 +24,7 @@
 #include "session/model_setup.h"
 #include "session/session.h"
 #include "test_model_writer.h"
+#include "test_models.h"
 #include "test_paths.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -48,7 +49,7 @@ TEST(WeightFormat, NamesParseBackAndABadValueIsOneLine) {
     parse_weight_format("q3");
     FAIL() << "q3 was accepted";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "--weights: expected f32, bf16 or f16, got 'q3'");
+    EXPECT_STREQ(e.what(), "--weights: expected f32, bf16, f16, q8 or q4, got 'q3'");
   }
   EXPECT_THROW(parse_weight_format("BF16"), Error);
 }
@@ -230,8 +231,9 @@ TEST(WeightConversion, StoresTheMatmulWeightsRoundedAndCopiesTheRest) {
     EXPECT_EQ(w.format, f);
     const size_t C = size_t(w.config.n_embd);
     ASSERT_EQ(w.wte, nullptr);
-    ASSERT_NE(w.wte_half, nullptr);
-    auto same_half = [&](const uint16_t* got, const std::string& name) {
+    ASSERT_NE(w.wte_packed, nullptr);
+    auto same_half = [&](const void* packed, const std::string& name) {
+      const auto* got = static_cast<const uint16_t*>(packed);
       const std::vector<float>& src = model.at(name);
       for (size_t i = 0; i < src.size(); ++i)
         ASSERT_EQ(got[i], encode_half(src[i], f)) << name << "[" << i << "]";
@@ -241,7 +243,7 @@ TEST(WeightConversion, StoresTheMatmulWeightsRoundedAndCopiesTheRest) {
       ASSERT_NE(got, nullptr) << name;
       EXPECT_EQ(0, std::memcmp(got, src.data(), src.size() * sizeof(float))) << name;
     };
-    same_half(w.wte_half, "wte.weight");
+    same_half(w.wte_packed, "wte.weight");
     same_f32(w.wpe, "wpe.weight");
     same_f32(w.ln_f_weight, "ln_f.weight");
     same_f32(w.ln_f_bias, "ln_f.bias");
@@ -250,24 +252,24 @@ TEST(WeightConversion, StoresTheMatmulWeightsRoundedAndCopiesTheRest) {
       const std::string h = "h." + std::to_string(l) + ".";
       EXPECT_EQ(L.attn_qkv_weight, nullptr);
       EXPECT_EQ(L.mlp_proj_weight, nullptr);
-      same_half(L.attn_qkv_half, h + "attn.c_attn.weight");
-      same_half(L.attn_proj_half, h + "attn.c_proj.weight");
-      same_half(L.mlp_fc_half, h + "mlp.c_fc.weight");
-      same_half(L.mlp_proj_half, h + "mlp.c_proj.weight");
+      same_half(L.attn_qkv_packed, h + "attn.c_attn.weight");
+      same_half(L.attn_proj_packed, h + "attn.c_proj.weight");
+      same_half(L.mlp_fc_packed, h + "mlp.c_fc.weight");
+      same_half(L.mlp_proj_packed, h + "mlp.c_proj.weight");
       same_f32(L.attn_qkv_bias, h + "attn.c_attn.bias");
       same_f32(L.mlp_fc_bias, h + "mlp.c_fc.bias");
       same_f32(L.ln_1_weight, h + "ln_1.weight");
       same_f32(L.ln_2_bias, h + "ln_2.bias");
       same_f32(L.mlp_proj_bias, h + "mlp.c_proj.bias");
     }
-    EXPECT_EQ(w.qkv(w.layers[0]).data, w.layers[0].attn_qkv_half);
+    EXPECT_EQ(w.qkv(w.layers[0]).data, w.layers[0].attn_qkv_packed);
     EXPECT_EQ(w.wte_matrix().format, f);
     EXPECT_EQ(C, 24u);
     EXPECT_THROW(convert_weights(w, WeightFormat::kF32), Error);  // already converted
   }
   const ModelWeights same = convert_weights(test::as_model_weights(model), WeightFormat::kF32);
   EXPECT_EQ(same.format, WeightFormat::kF32);
-  EXPECT_EQ(same.wte_half, nullptr);
+  EXPECT_EQ(same.wte_packed, nullptr);
   EXPECT_NE(same.wte, nullptr);
 }
 
@@ -288,33 +290,32 @@ TEST(WeightConversion, AValueBeyondF16sRangeIsRefusedNamingTheTensor) {
   EXPECT_NO_THROW(convert_weights(w, WeightFormat::kBF16));  // bf16 has fp32's range
 }
 
+// The 16-bit and the block formats alike (a width of 32: whole q8 / q4 blocks).
 TEST(WeightConversion, CudaIsRefusedInOneLineAndAutoRunsOnTheCpu) {
-  const test::RandomGpt2 model = test::make_random_gpt2(test::tiny_config(), 5);
-  auto w = std::make_shared<const ModelWeights>(
-      convert_weights(test::as_model_weights(model), WeightFormat::kBF16));
-  try {
-    make_backend("cuda", w, 1);
-    FAIL() << "cuda took bf16 weights";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(),
-                 "--weights bf16: the CUDA backend reads f32 weights only; use --device cpu or "
-                 "--weights f32");
+  ModelConfig c = test::tiny_config();
+  c.n_embd = 32;
+  const test::RandomGpt2 model = test::make_random_gpt2(c, 5);
+  for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kQ8, WeightFormat::kQ4}) {
+    const std::string name = weight_format_name(f);
+    auto w =
+        std::make_shared<const ModelWeights>(convert_weights(test::as_model_weights(model), f));
+    try {
+      make_backend("cuda", w, 1);
+      FAIL() << "cuda took " << name << " weights";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "--weights " + name +
+                                           ": the CUDA backend reads f32 weights only; use "
+                                           "--device cpu or --weights f32");
+    }
+    const BackendSelection sel = make_backend("auto", w, 1);
+    EXPECT_EQ(sel.backend->name(), "cpu");
+    EXPECT_NE(sel.notice.find(name), std::string::npos);
   }
-  const BackendSelection sel = make_backend("auto", w, 1);
-  EXPECT_EQ(sel.backend->name(), "cpu");
-  EXPECT_NE(sel.notice.find("bf16"), std::string::npos);
 }
 
 // ---- the bundled model under each format ----
 
-LoadedModel bundled(WeightFormat f) {
-  ModelSetupOptions o;
-  o.model = test::bundled_model_dir();
-  o.device = "cpu";
-  o.cpu_threads = 2;
-  o.weights = f;
-  return load_model_setup(o);
-}
+LoadedModel bundled(WeightFormat f) { return test::load_bundled(f); }
 
 std::vector<double> log_softmax(const float* logits, int n) {
   const double mx = *std::max_element(logits, logits + n);

@@ -199,6 +199,8 @@ void attention(const AttentionArgs& a, int head_begin, int head_end, int row_beg
     case WeightFormat::kF16:
       return attention_in<WeightFormat::kF16>(a, head_begin, head_end, row_begin, row_end);
     case WeightFormat::kF32:
+    case WeightFormat::kQ8:  // never a KV format (parse_kv_format refuses them)
+    case WeightFormat::kQ4:
       break;
   }
   attention_in<WeightFormat::kF32>(a, head_begin, head_end, row_begin, row_end);

@@ -24,6 +24,18 @@ void embed(MatrixView wte, const float* wpe, const int* tokens, const int* posit
            int c, float* out) {
   if (wte.format == WeightFormat::kF32)
     return embed(static_cast<const float*>(wte.data), wpe, tokens, positions, rows, c, out);
+  if (is_block_format(wte.format)) {
+    // q8 / q4: the token's row is c / 32 blocks (c a multiple of 32).
+    for (int r = 0; r < rows; ++r) {
+      const size_t row = static_cast<size_t>(tokens[r]) * c;
+      float* o = out + static_cast<long long>(r) * c;
+      for (int i = 0; i < c; ++i) {
+        const float p = wpe ? wpe[static_cast<long long>(positions[r]) * c + i] : 0.0f;
+        o[i] = dequantised_at(wte.data, wte.format, row + i) + p;
+      }
+    }
+    return;
+  }
   const bool bf16 = wte.format == WeightFormat::kBF16;
   for (int r = 0; r < rows; ++r) {
     const uint16_t* t =

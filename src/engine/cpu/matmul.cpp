@@ -5,17 +5,20 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "engine/cpu/matmul_kernels.h"
 #include "model/half_float.h"
+#include "util/error.h"
 
 namespace ts::cpu {
 namespace {
 
 using detail::F32Reader;
 using detail::Half;
+using detail::Quant;
 
 // Whether the AVX-512 twins run: avx512_available() until allow_avx512() says otherwise.
 std::atomic<bool> g_avx512{avx512_available()};
@@ -158,7 +161,7 @@ void start_columns(int m, int n, const float* bias, float* y, int n0, int n1) {
 // 16-bit: the same FMAs on the widened values); wide: the AVX-512 twins (fp32
 // only); simd = false keeps to the scalar loops (the 16-bit kernels' tests).
 template <class R>
-void skinny_block(const float* x, int m, int k, const typename R::T* w, int n, const float* bias,
+void skinny_block(const float* x, int m, int k, typename R::Ptr w, int n, const float* bias,
                   float* y, int n0, int n1, int k0, int k1, [[maybe_unused]] bool wide,
                   [[maybe_unused]] bool simd) {
   using T = typename R::T;
@@ -166,7 +169,7 @@ void skinny_block(const float* x, int m, int k, const typename R::T* w, int n, c
   constexpr int kG = 8;  // rows of W per pass
   int kk = k0;
   for (; kk + kG <= k1; kk += kG) {
-    const T* wk = w + static_cast<size_t>(kk) * n;
+    const typename R::Ptr wk = w + static_cast<size_t>(kk) * n;
     int j = n0;
 #ifdef TS_HAVE_AVX2
     if (simd && m == 1) {
@@ -178,6 +181,9 @@ void skinny_block(const float* x, int m, int k, const typename R::T* w, int n, c
 #endif
       __m256 a[kG];
       for (int g = 0; g < kG; ++g) a[g] = _mm256_broadcast_ss(x + kk + g);
+      // Block-format W: whole blocks from a block boundary on.
+      if constexpr (requires { R::one_row_blocks(a, wk, size_t(n), y, j, n1); })
+        if (j % kQuantBlock == 0) j = R::one_row_blocks(a, wk, static_cast<size_t>(n), y, j, n1);
       for (; j + 8 <= n1; j += 8) {
         __m256 acc = _mm256_loadu_ps(y + j);
         for (int g = 0; g < kG; ++g)
@@ -209,7 +215,7 @@ void skinny_block(const float* x, int m, int k, const typename R::T* w, int n, c
     }
   }
   for (; kk < k1; ++kk) {
-    const T* w0 = w + static_cast<size_t>(kk) * n;
+    const typename R::Ptr w0 = w + static_cast<size_t>(kk) * n;
     for (int r = 0; r < m; ++r) {
       const float a = x[static_cast<size_t>(r) * k + kk];
       float* yr = y + static_cast<size_t>(r) * n;
@@ -222,9 +228,8 @@ void skinny_block(const float* x, int m, int k, const typename R::T* w, int n, c
 // Packs W[k0:k0+kc, n0:n0+nc] into panels of kNr columns: panel p holds
 // kc rows of 16 contiguous floats (zero padded past n), 16-bit W widened.
 template <class R>
-void pack_w(const typename R::T* w, int n, int k0, int kc, int n0, int nc, float* packed,
+void pack_w(typename R::Ptr w, int n, int k0, int kc, int n0, int nc, float* packed,
             [[maybe_unused]] bool simd) {
-  using T = typename R::T;
   const int panels = (nc + kNr - 1) / kNr;
   for (int p = 0; p < panels; ++p) {
     const int c0 = n0 + p * kNr;
@@ -235,14 +240,14 @@ void pack_w(const typename R::T* w, int n, int k0, int kc, int n0, int nc, float
     // A whole panel row is two vector moves (a memcpy call per 64 bytes made
     // prefill measurably slower: docs/performance.md).
     for (; simd && cols == kNr && kk < kc; ++kk) {
-      const T* src = w + static_cast<size_t>(k0 + kk) * n + c0;
+      const typename R::Ptr src = w + static_cast<size_t>(k0 + kk) * n + c0;
       float* d = dst + static_cast<size_t>(kk) * kNr;
       _mm256_storeu_ps(d, R::load8(src));
       _mm256_storeu_ps(d + 8, R::load8(src + 8));
     }
 #endif
     for (; kk < kc; ++kk) {
-      const T* src = w + static_cast<size_t>(k0 + kk) * n + c0;
+      const typename R::Ptr src = w + static_cast<size_t>(k0 + kk) * n + c0;
       float* d = dst + static_cast<size_t>(kk) * kNr;
       for (int c = 0; c < kNr; ++c) d[c] = c < cols ? R::at(src + c) : 0.0f;
     }
@@ -291,7 +296,7 @@ void pack_w(const typename R::T* w, int n, int k0, int kc, int n0, int nc, float
 
 // y[m0:m1, n0:n1] = bias (or 0) + sum over [ka, kb) of x * w (R reads W).
 template <class R>
-void packed_block(const float* x, int m0, int m1, int k, const typename R::T* w, int n,
+void packed_block(const float* x, int m0, int m1, int k, typename R::Ptr w, int n,
                   const float* bias, float* y, int n0, int n1, int ka, int kb,
                   std::vector<float>& packed, bool simd) {
   const int nc = n1 - n0;
@@ -376,7 +381,7 @@ namespace {
 // The work split of every matmul, whatever W's format (R reads it); wide and
 // simd as skinny_block's.
 template <class R>
-void matmul_driver(const float* x, int m, int k, const typename R::T* w, int n, const float* bias,
+void matmul_driver(const float* x, int m, int k, typename R::Ptr w, int n, const float* bias,
                    float* y, ThreadPool& pool, bool wide, bool simd) {
   if (m <= 0 || n <= 0) return;
   // The inner dimension is cut in two halves (when long enough), summed
@@ -447,6 +452,18 @@ void matmul_half(const float* x, int m, int k, const uint16_t* w, int n, const f
                          !g_scalar_half.load(std::memory_order_relaxed));
 }
 
+template <WeightFormat F>
+void matmul_blocks(const float* x, int m, int k, const void* w, int n, const float* bias, float* y,
+                   ThreadPool& pool) {
+  if (n % kQuantBlock != 0)
+    throw Error(std::string("matmul: ") + weight_format_name(F) + " weights need rows of a " +
+                "multiple of 32 values, got " + std::to_string(n));
+  using Q = Quant<F>;
+  const typename Q::Ptr p{static_cast<const typename Q::Block*>(w), 0};
+  matmul_driver<Q>(x, m, k, p, n, bias, y, pool, false,
+                   !g_scalar_half.load(std::memory_order_relaxed));
+}
+
 }  // namespace
 
 bool avx512_available() {
@@ -469,6 +486,10 @@ void matmul(const float* x, int m, int k, MatrixView w, int n, const float* bias
       return matmul_half<WeightFormat::kBF16>(x, m, k, half, n, bias, y, pool);
     case WeightFormat::kF16:
       return matmul_half<WeightFormat::kF16>(x, m, k, half, n, bias, y, pool);
+    case WeightFormat::kQ8:
+      return matmul_blocks<WeightFormat::kQ8>(x, m, k, w.data, n, bias, y, pool);
+    case WeightFormat::kQ4:
+      return matmul_blocks<WeightFormat::kQ4>(x, m, k, w.data, n, bias, y, pool);
     case WeightFormat::kF32:
       break;
   }

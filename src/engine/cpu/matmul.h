@@ -28,14 +28,22 @@ void matmul_transposed(const float* x, int m, int k, const float* b, int n, floa
 // prefill; a prefill widens each packed panel as it packs it). For bf16 and
 // f16 the AVX2 paths are used where the build has AVX2 (as the
 // fp32 kernels'), the scalar loops otherwise.
+// q8 and q4 weights (weight_format.h: blocks of 32 along each stored row, so
+// n for matmul and k for matmul_transposed must be multiples of 32, else
+// ts::Error) go through the same kernels: each value is read from its block
+// and scaled in registers (AVX2: eight int8 or nibbles widened and
+// multiplied by the block's f16 scale; scalar: one at a time), never
+// dequantised into a buffer. d * q is exact in fp32, so the results are the
+// fp32 kernels' on the dequantised weights, bit for bit, as for 16-bit. No
+// AVX-512 path: the 16-bit and block kernels are AVX2 (or scalar) only.
 void matmul(const float* x, int m, int k, MatrixView w, int n, const float* bias, float* y,
             ThreadPool& pool);
 void matmul_transposed(const float* x, int m, int k, MatrixView b, int n, float* y,
                        ThreadPool& pool);
-// Keeps the bf16 / f16 kernels to their scalar loops (tests compare the two
+// Keeps the bf16 / f16 / q8 / q4 kernels to their scalar loops (tests compare the two
 // paths); false (the default) uses AVX2 again where built. Process-wide.
 void force_scalar_half(bool on);
-// "avx2" or "scalar": the bf16 / f16 kernels in use.
+// "avx2" or "scalar": the bf16 / f16 / q8 / q4 kernels in use.
 const char* half_kernel();
 
 // Where the CPU has AVX-512F (checked at run time; the build targets AVX2)

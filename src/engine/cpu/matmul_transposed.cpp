@@ -1,14 +1,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_kernels.h"
+#include "util/error.h"
 
 // Y = X B^T: each output is the dot product of a row of X and a row of B (the
 // logits against the tied unembedding). The kernels read B as stored (fp32,
-// bf16 or f16) and sum each dot product in a fixed order, so every row of B
+// bf16, f16, or q8 / q4 blocks along each row of B) and sum each dot product
+// in a fixed order, so every row of B
 // gets the same bits whichever pass or thread computes it.
 
 namespace ts::cpu {
@@ -16,6 +19,7 @@ namespace {
 
 using detail::F32Reader;
 using detail::Half;
+using detail::Quant;
 #ifdef TS_HAVE_AVX2
 using detail::horizontal_sum;
 #endif
@@ -23,9 +27,9 @@ using detail::horizontal_sum;
 #ifdef TS_HAVE_AVX2
 // y[j..j+T] = dot(x, b[j..j+T]) for one row x: T rows of b side by side,
 // each an 8-lane sum in k order, then summed across lanes. load(p) reads 8
-// values of b as fp32 (fp32, bf16 or f16 b).
-template <int T, class B, class Load>
-[[gnu::always_inline]] inline void transposed_one_row(const float* x, int k, const B* b, float* y,
+// values of b as fp32 (fp32, bf16, f16 or q8 / q4 b; BPtr addresses them).
+template <int T, class BPtr, class Load>
+[[gnu::always_inline]] inline void transposed_one_row(const float* x, int k, BPtr b, float* y,
                                                       int j, const Load& load) {
   __m256 acc[T];
   for (auto& a : acc) a = _mm256_setzero_ps();
@@ -40,10 +44,9 @@ template <int T, class B, class Load>
 
 // Rows [r0, r0 + rows) of x (rows <= 4) against four rows of b from j, with
 // the same 8-lane sums as above.
-template <class B, class Load>
-[[gnu::always_inline]] inline void transposed_four(const float* x, int r0, int rows, int k,
-                                                   const B* b, int n, float* y, int j,
-                                                   const Load& load) {
+template <class BPtr, class Load>
+[[gnu::always_inline]] inline void transposed_four(const float* x, int r0, int rows, int k, BPtr b,
+                                                   int n, float* y, int j, const Load& load) {
   __m256 acc[4][4];
   for (auto& row : acc)
     for (auto& a : row) a = _mm256_setzero_ps();
@@ -153,46 +156,57 @@ void transposed_block(const float* x, int m, int k, const float* b, int n, float
   }
 }
 
-// transposed_block for 16-bit b: the AVX2 path's sums as above (8 lanes,
-// then across them); the scalar loop sums each dot product in k order.
-template <WeightFormat F>
-void transposed_block_half(const float* x, int m, int k, const uint16_t* b, int n, float* y, int j0,
-                           int j1, [[maybe_unused]] bool simd) {
+// transposed_block for 16-bit or q8 / q4 b (R reads it): the AVX2 path's
+// sums as above (8 lanes, then across them); the scalar loop sums each dot
+// product in k order.
+template <class R>
+void transposed_block_packed(const float* x, int m, int k, typename R::Ptr b, int n, float* y,
+                             int j0, int j1, [[maybe_unused]] bool simd) {
   for (int r0 = 0; r0 < m; r0 += 4) {
     const int rows = std::min(4, m - r0);
     int j = j0;
 #ifdef TS_HAVE_AVX2
     if (simd && k % 8 == 0) {
       if (m == 1) {
-        for (; j + 8 <= j1; j += 8) transposed_one_row<8>(x, k, b, y, j, Half<F>::load8);
-        for (; j + 4 <= j1; j += 4) transposed_one_row<4>(x, k, b, y, j, Half<F>::load8);
+        for (; j + 8 <= j1; j += 8) transposed_one_row<8>(x, k, b, y, j, R::load8);
+        for (; j + 4 <= j1; j += 4) transposed_one_row<4>(x, k, b, y, j, R::load8);
       }
-      for (; j + 4 <= j1; j += 4) transposed_four(x, r0, rows, k, b, n, y, j, Half<F>::load8);
+      for (; j + 4 <= j1; j += 4) transposed_four(x, r0, rows, k, b, n, y, j, R::load8);
     }
 #endif
     for (; j < j1; ++j) {
-      const uint16_t* bj = b + static_cast<size_t>(j) * k;
+      const typename R::Ptr bj = b + static_cast<size_t>(j) * k;
       for (int r = 0; r < rows; ++r) {
         const float* xr = x + static_cast<size_t>(r0 + r) * k;
         float s = 0.0f;
-        for (int kk = 0; kk < k; ++kk) s = std::fma(xr[kk], Half<F>::at(bj + kk), s);
+        for (int kk = 0; kk < k; ++kk) s = std::fma(xr[kk], R::at(bj + kk), s);
         y[static_cast<size_t>(r0 + r) * n + j] = s;
       }
     }
   }
 }
 
-template <WeightFormat F>
-void matmul_transposed_half(const float* x, int m, int k, const uint16_t* b, int n, float* y,
-                            ThreadPool& pool) {
+template <class R>
+void matmul_transposed_packed(const float* x, int m, int k, typename R::Ptr b, int n, float* y,
+                              ThreadPool& pool) {
   if (m <= 0 || n <= 0) return;
   const bool simd = !detail::scalar_half_forced();
   const int chunk = 256;
   const int tasks = (n + chunk - 1) / chunk;
   pool.parallel_for(tasks, [&](int t) {
     const int j0 = t * chunk;
-    transposed_block_half<F>(x, m, k, b, n, y, j0, std::min(n, j0 + chunk), simd);
+    transposed_block_packed<R>(x, m, k, b, n, y, j0, std::min(n, j0 + chunk), simd);
   });
+}
+
+template <WeightFormat F>
+void matmul_transposed_blocks(const float* x, int m, int k, const void* b, int n, float* y,
+                              ThreadPool& pool) {
+  if (k % kQuantBlock != 0)
+    throw Error(std::string("matmul_transposed: ") + weight_format_name(F) +
+                " weights need rows of a multiple of 32 values, got " + std::to_string(k));
+  using Q = Quant<F>;
+  matmul_transposed_packed<Q>(x, m, k, {static_cast<const typename Q::Block*>(b), 0}, n, y, pool);
 }
 
 void matmul_transposed_fp32(const float* x, int m, int k, const float* b, int n, float* y,
@@ -224,9 +238,13 @@ void matmul_transposed(const float* x, int m, int k, MatrixView b, int n, float*
   const auto* half = static_cast<const uint16_t*>(b.data);
   switch (b.format) {
     case WeightFormat::kBF16:
-      return matmul_transposed_half<WeightFormat::kBF16>(x, m, k, half, n, y, pool);
+      return matmul_transposed_packed<Half<WeightFormat::kBF16>>(x, m, k, half, n, y, pool);
     case WeightFormat::kF16:
-      return matmul_transposed_half<WeightFormat::kF16>(x, m, k, half, n, y, pool);
+      return matmul_transposed_packed<Half<WeightFormat::kF16>>(x, m, k, half, n, y, pool);
+    case WeightFormat::kQ8:
+      return matmul_transposed_blocks<WeightFormat::kQ8>(x, m, k, b.data, n, y, pool);
+    case WeightFormat::kQ4:
+      return matmul_transposed_blocks<WeightFormat::kQ4>(x, m, k, b.data, n, y, pool);
     case WeightFormat::kF32:
       break;
   }
