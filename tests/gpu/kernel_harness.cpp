@@ -87,12 +87,46 @@ void bias_kv_append(std::vector<float>& qkv, const std::vector<float>& bias,
                     std::vector<float>& v_pool) {
   Dev<float> dq(qkv), db(bias), dk(k_pool), dv(v_pool);
   Dev<int> ds(slots);
-  finish(kernels::bias_kv_append(dq.get(), db.get(), ds.get(), static_cast<int>(slots.size()), c,
+  finish(kernels::bias_kv_append(dq.get(), db.get(), ds.get(), static_cast<int>(slots.size()), c, c,
                                  dk.get(), dv.get(), nullptr),
          "KV append kernel");
   qkv = dq.read();
   k_pool = dk.read();
   v_pool = dv.read();
+}
+
+std::vector<float> rmsnorm(const std::vector<float>& x, const std::vector<float>& weight, int rows,
+                           int c, float eps) {
+  Dev<float> dx(x), dw(weight), out(static_cast<size_t>(rows) * c);
+  finish(kernels::rmsnorm(dx.get(), dw.get(), rows, c, eps, out.get(), nullptr), "rmsnorm kernel");
+  return out.read();
+}
+
+std::vector<float> residual_rmsnorm(std::vector<float>& x, const std::vector<float>& y,
+                                    const std::vector<float>& weight, int rows, int c, float eps) {
+  Dev<float> dx(x), dy(y), dw(weight), out(static_cast<size_t>(rows) * c);
+  finish(kernels::residual_rmsnorm(dx.get(), dy.get(), dw.get(), rows, c, eps, out.get(), nullptr),
+         "residual rmsnorm kernel");
+  x = dx.read();
+  return out.read();
+}
+
+std::vector<float> rope(const std::vector<float>& qkv, int ld, const std::vector<float>& bias,
+                        const std::vector<int>& positions, int n_head, int n_kv_head, int head_dim,
+                        float theta) {
+  Dev<float> dq(qkv), db(bias);
+  Dev<int> dp(positions);
+  finish(kernels::rope(dq.get(), ld, bias.empty() ? nullptr : db.get(), dp.get(),
+                       static_cast<int>(positions.size()), n_head, n_kv_head, head_dim, theta,
+                       nullptr),
+         "rope kernel");
+  return dq.read();
+}
+
+std::vector<float> swiglu(const std::vector<float>& gate_up, int rows, int n) {
+  Dev<float> dg(gate_up), out(static_cast<size_t>(rows) * n);
+  finish(kernels::swiglu(dg.get(), rows, n, out.get(), nullptr), "swiglu kernel");
+  return out.read();
 }
 
 std::vector<float> gather_rows(const std::vector<float>& src, const std::vector<int>& index,

@@ -30,6 +30,17 @@ void bias_kv_append(std::vector<float>& qkv, const std::vector<float>& bias,
                     const std::vector<int>& slots, int c, std::vector<float>& k_pool,
                     std::vector<float>& v_pool);
 
+// The Llama family's kernels (twins: cpu::rmsnorm, cpu::residual_rmsnorm,
+// the matmul's bias + cpu::rope, cpu::swiglu). rope: bias empty = none.
+std::vector<float> rmsnorm(const std::vector<float>& x, const std::vector<float>& weight, int rows,
+                           int c, float eps);
+std::vector<float> residual_rmsnorm(std::vector<float>& x, const std::vector<float>& y,
+                                    const std::vector<float>& weight, int rows, int c, float eps);
+std::vector<float> rope(const std::vector<float>& qkv, int ld, const std::vector<float>& bias,
+                        const std::vector<int>& positions, int n_head, int n_kv_head, int head_dim,
+                        float theta);
+std::vector<float> swiglu(const std::vector<float>& gate_up, int rows, int n);
+
 std::vector<float> gather_rows(const std::vector<float>& src, const std::vector<int>& index, int c);
 
 enum class AttentionKernel { kAuto, kRow, kTile };
