@@ -39,6 +39,7 @@
 #ifdef TS_HAVE_CUDA
 #include "engine/cuda/cuda_backend.h"
 #include "kernel_harness.h"
+#include "require_cuda.h"
 #endif
 
 namespace ts {
@@ -357,12 +358,6 @@ TEST(CudaForwardPlan, MaskedEntriesGoToTheRowKernelWithTheirPositionsAndMasks) {
 #ifdef TS_HAVE_CUDA
 
 // ---------------------------------------------------------------- GPU only
-
-#define TS_REQUIRE_CUDA()                                                          \
-  do {                                                                             \
-    std::string why_;                                                              \
-    if (!cuda_device_available(&why_)) GTEST_SKIP() << "no CUDA device: " << why_; \
-  } while (0)
 
 std::unique_ptr<Backend> cuda_backend(std::shared_ptr<const ModelWeights> w) {
   std::string why;
