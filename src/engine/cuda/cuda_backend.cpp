@@ -57,9 +57,12 @@ void CudaBackend::setup() {
   check(cudaSetDevice(device_), "cudaSetDevice");
   check(cudaGetDeviceProperties(&prop_, device_), "cudaGetDeviceProperties");
   const int hd = cfg_.head_dim(), kvh = cfg_.kv_heads();
-  if (cfg_.n_head <= 0 || hd <= 0 || (cfg_.is_gpt2() && cfg_.n_embd % cfg_.n_head) ||
-      (!cfg_.is_gpt2() && hd % 2 != 0))
-    throw Error("the CUDA kernels need an even head_dim (model has " + std::to_string(hd) + ")");
+  if (cfg_.n_head <= 0 || hd <= 0 || (cfg_.is_gpt2() && cfg_.n_embd % cfg_.n_head))
+    throw Error("the CUDA kernels need n_embd to be a multiple of n_head (model has " +
+                std::to_string(cfg_.n_embd) + " / " + std::to_string(cfg_.n_head) + ")");
+  if (!cfg_.is_gpt2() && hd % 2 != 0)
+    throw Error("the CUDA rope kernel needs an even head_dim (model has " + std::to_string(hd) +
+                ")");
   if (kvh <= 0 || cfg_.n_head % kvh != 0 || (cfg_.is_gpt2() && kvh != cfg_.n_head))
     throw Error("the CUDA attention needs n_head to be a multiple of n_kv_head (model has " +
                 std::to_string(cfg_.n_head) + " / " + std::to_string(kvh) + ")");
@@ -173,10 +176,12 @@ void CudaBackend::upload_weights() {
   };
   std::vector<Tensor> tensors;
   layers_.assign(cfg_.n_layer, DeviceLayer{});
-  const long long qkv = cfg_.qkv_dim(), q = cfg_.q_dim(), fc = cfg_.fc_dim(), m = cfg_.mlp_dim();
+  // GPT-2's shapes as forward_gpt2 reads them (q = C, fc = m = 4C).
+  const bool gpt2 = cfg_.is_gpt2();
+  const long long qkv = cfg_.qkv_dim(), q = cfg_.q_dim();
+  const long long fc = gpt2 ? 4 * c : cfg_.fc_dim(), m = gpt2 ? 4 * c : cfg_.mlp_dim();
   // The Llama family has no position table and no norm biases (and q/k/v
   // biases only in Qwen2): those tensors are skipped when absent.
-  const bool gpt2 = cfg_.is_gpt2();
   auto optional = [&](const float* host, long long count, const float** dev) {
     if (host || gpt2) tensors.push_back({host, count, dev});
   };
