@@ -146,15 +146,15 @@ int attention_tile_size(int max_context, int head_dim) {
 AttentionResult paged_attention(const std::vector<BatchEntry>& batch, const std::vector<float>& qkv,
                                 const std::vector<float>& k_pool, const std::vector<float>& v_pool,
                                 int n_head, int head_dim, int block_size, AttentionKernel kernel,
-                                bool want_probs, int tile_size, int probs_stride) {
-  const int c = n_head * head_dim;
+                                bool want_probs, int tile_size, int probs_stride, int n_kv_head) {
+  const int c = n_head * head_dim, kv = (n_kv_head > 0 ? n_kv_head : n_head) * head_dim;
   check(kernels::attention_prepare(), "attention kernel setup");
   int largest = 0;
   for (const BatchEntry& b : batch) largest = std::max(largest, b.context());
   cuda_detail::PlanOptions po;
   po.block_size = block_size;
   po.n_head = n_head;
-  po.pool_slots = static_cast<long long>(k_pool.size() / c);
+  po.pool_slots = static_cast<long long>(k_pool.size() / kv);
   po.probs_stride = probs_stride;
   po.max_context = probs_stride > 0 ? probs_stride : 0;
   const int max_tile = kernels::attention_tile_size(std::max(largest, po.max_context), head_dim);
@@ -195,6 +195,7 @@ AttentionResult paged_attention(const std::vector<BatchEntry>& batch, const std:
   ap.tiles = plan.tiles;
   ap.tile_size = plan.tile_size;
   ap.n_head = n_head;
+  ap.n_kv_head = n_kv_head;
   ap.head_dim = head_dim;
   ap.block_size = block_size;
   ap.max_context = plan.max_context;

@@ -50,14 +50,16 @@ struct AttentionResult {
   std::vector<std::vector<float>> probs;  // per entry [head][row][context] (when asked)
 };
 
-// The attention of the batch's new rows; qkv is [rows][3C], the pools [slot][C]
-// hold every key and value the block tables point at. tile_size 0: the
+// The attention of the batch's new rows; qkv is [rows][q | k | v] with
+// n_head query heads and n_kv_head (0: n_head) key and value heads, the pools
+// [slot][n_kv_head * head_dim] hold every key and value the block tables point at. tile_size 0: the
 // largest the device allows. probs_stride 0: exact rows (as a prefill); else
 // this stride (as a decode graph).
 AttentionResult paged_attention(const std::vector<BatchEntry>& batch, const std::vector<float>& qkv,
                                 const std::vector<float>& k_pool, const std::vector<float>& v_pool,
                                 int n_head, int head_dim, int block_size, AttentionKernel kernel,
-                                bool probs, int tile_size = 0, int probs_stride = 0);
+                                bool probs, int tile_size = 0, int probs_stride = 0,
+                                int n_kv_head = 0);
 
 // The largest tile the attention tile kernel can use (0: none).
 int attention_tile_size(int max_context, int head_dim);
