@@ -1,4 +1,5 @@
-// Token + position embedding: out[r] = wte[tokens[r]] + wpe[positions[r]].
+// Token + position embedding: out[r] = wte[tokens[r]] + wpe[positions[r]]
+// (wpe null: no learned positions, the Llama family).
 // CPU twin: cpu::embed (src/engine/cpu/embedding.cpp).
 #include "common.cuh"
 #include "kernels.cuh"
@@ -13,7 +14,7 @@ __global__ void embed_kernel(const float* __restrict__ wte, const float* __restr
   if (i >= c) return;
   for (int r = blockIdx.y; r < rows; r += gridDim.y) {  // rows may exceed grid y's limit
     const long long t = tokens[r], p = positions[r];
-    out[static_cast<long long>(r) * c + i] = wte[t * c + i] + wpe[p * c + i];
+    out[static_cast<long long>(r) * c + i] = wte[t * c + i] + (wpe ? wpe[p * c + i] : 0.0f);
   }
 }
 

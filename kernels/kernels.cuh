@@ -30,11 +30,34 @@ cudaError_t residual_layernorm(float* x, const float* y, const float* y_bias, co
 // x[r][i] = gelu_new(x[r][i] + bias[i]).                   Twin: cpu::gelu
 cudaError_t bias_gelu(float* x, const float* bias, int rows, int n, cudaStream_t stream);
 
-// qkv[r] += bias (3C values); then K = qkv[r][C..2C) and V = qkv[r][2C..3C)
-// are written to pool slot slots[r] ([slot][C] pools of one layer).
+// qkv rows are q | k | v (q, kv, kv values; GPT-2: q = kv = C).
+// qkv[r] += bias (none when null); then K = qkv[r][q..q+kv) and
+// V = qkv[r][q+kv..q+2kv) are written to pool slot slots[r] ([slot][kv]
+// pools of one layer).
 // Twin: the bias the CPU matmul adds + cpu::kv_append.
-cudaError_t bias_kv_append(float* qkv, const float* bias, const int* slots, int rows, int c,
+cudaError_t bias_kv_append(float* qkv, const float* bias, const int* slots, int rows, int q, int kv,
                            float* k_pool, float* v_pool, cudaStream_t stream);
+
+// ---- the Llama family ----
+
+// out = rmsnorm(x) = x / sqrt(mean(x^2) + eps) * weight, row by row.
+// Twin: cpu::rmsnorm
+cudaError_t rmsnorm(const float* x, const float* weight, int rows, int c, float eps, float* out,
+                    cudaStream_t stream);
+
+// x += y; out = rmsnorm(x).                                Twin: cpu::residual_rmsnorm
+cudaError_t residual_rmsnorm(float* x, const float* y, const float* weight, int rows, int c,
+                             float eps, float* out, cudaStream_t stream);
+
+// qkv: [rows][ld]. qkv[r] += bias (all ld values; none when null), then the
+// first n_head heads (q) and the n_kv_head heads after them (k) are rotated
+// in place (RoPE, rotate-half layout) at position positions[r].
+// Twin: the bias the CPU matmul adds + cpu::rope.
+cudaError_t rope(float* qkv, int ld, const float* bias, const int* positions, int rows, int n_head,
+                 int n_kv_head, int head_dim, float theta, cudaStream_t stream);
+
+// out[r][i] = silu(gate_up[r][i]) * gate_up[r][n + i].      Twin: cpu::swiglu
+cudaError_t swiglu(const float* gate_up, int rows, int n, float* out, cudaStream_t stream);
 
 // dst[i] = src[index[i]] for n rows of c floats (dst rows are contiguous,
 // dst_stride floats apart).                                Twin: memcpy
@@ -47,10 +70,12 @@ cudaError_t gather_rows(const float* src, const int* index, int n, int c, float*
 // per-row and per-entry values live in device memory so a decode step can be
 // replayed from a CUDA graph with new metadata.
 struct AttentionParams {
-  const float* qkv = nullptr;     // [rows][3C]; the query of head h at columns h*head_dim
-  const float* k_pool = nullptr;  // [slot][C] of this layer
+  // [rows][q | k | v]: n_head query heads, then n_kv_head key and value heads;
+  // the query of head h at columns h*head_dim
+  const float* qkv = nullptr;
+  const float* k_pool = nullptr;  // [slot][n_kv_head * head_dim] of this layer
   const float* v_pool = nullptr;
-  float* out = nullptr;            // [rows][C]
+  float* out = nullptr;            // [rows][n_head * head_dim]
   float* probs = nullptr;          // nullptr, or this layer's probability region
   const int* row_entry = nullptr;  // [rows] entry of each row
   const int* row_local = nullptr;  // [rows] index of the row inside its entry
@@ -75,7 +100,10 @@ struct AttentionParams {
   int tiles = 0;
   int tile_size = 0;  // from attention_tile_size()
   int n_head = 0;
-  int head_dim = 0;     // multiple of 4
+  // Grouped-query attention: query head h reads KV head h / (n_head / n_kv_head).
+  // 0: n_kv_head = n_head (GPT-2).
+  int n_kv_head = 0;
+  int head_dim = 0;     // a multiple of 4 reads K and V as float4
   int block_size = 0;   // KV cache tokens per block
   int max_context = 0;  // >= every entry's context (sizes shared memory)
 };

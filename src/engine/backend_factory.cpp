@@ -27,16 +27,6 @@ BackendSelection make_backend(const std::string& device,
     sel.backend = make_cpu_backend(std::move(weights), cpu_threads);
     return std::move(sel);
   };
-  // The CUDA kernels are GPT-2's: the Llama family runs on the CPU.
-  if (!weights->config.is_gpt2()) {
-    const std::string family = std::string("model_type ") + family_name(weights->config.family);
-    if (device == "cuda")
-      throw Error(family + ": the CUDA backend runs GPT-2 models only; use --device cpu");
-    if (device == "auto")
-      sel.notice = family + " runs on the CPU (the CUDA backend runs GPT-2 only)";
-    sel.backend = make_cpu_backend(std::move(weights), cpu_threads);
-    return sel;
-  }
   if (weights->format != WeightFormat::kF32)
     return on_cpu_only(std::string("--weights ") + weight_format_name(weights->format),
                        "reads f32 weights only", "reads f32 only", "--weights f32");

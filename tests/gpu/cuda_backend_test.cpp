@@ -39,6 +39,7 @@
 #ifdef TS_HAVE_CUDA
 #include "engine/cuda/cuda_backend.h"
 #include "kernel_harness.h"
+#include "require_cuda.h"
 #endif
 
 namespace ts {
@@ -358,12 +359,6 @@ TEST(CudaForwardPlan, MaskedEntriesGoToTheRowKernelWithTheirPositionsAndMasks) {
 
 // ---------------------------------------------------------------- GPU only
 
-#define TS_REQUIRE_CUDA()                                                          \
-  do {                                                                             \
-    std::string why_;                                                              \
-    if (!cuda_device_available(&why_)) GTEST_SKIP() << "no CUDA device: " << why_; \
-  } while (0)
-
 std::unique_ptr<Backend> cuda_backend(std::shared_ptr<const ModelWeights> w) {
   std::string why;
   auto b = make_cuda_backend(std::move(w), &why);
@@ -498,15 +493,17 @@ AttnCase attention_case(const std::vector<std::pair<int, int>>& shapes, int bs, 
 }
 
 void check_attention(const AttnCase& ac, int n_head, int head_dim, int bs,
-                     cuda_check::AttentionKernel kernel, int tile, int stride, std::mt19937& rng) {
-  const int c = n_head * head_dim;
+                     cuda_check::AttentionKernel kernel, int tile, int stride, std::mt19937& rng,
+                     int n_kv_head = 0) {
+  const int kvh = n_kv_head > 0 ? n_kv_head : n_head;
+  const int c = n_head * head_dim, kv = kvh * head_dim, ld = c + 2 * kv;
   const size_t slots = static_cast<size_t>(ac.blocks) * bs;
   int rows = 0;
   for (const BatchEntry& b : ac.batch) rows += static_cast<int>(b.tokens.size());
-  const auto qkv = random_vector(static_cast<size_t>(rows) * 3 * c, rng);
-  const auto k = random_vector(slots * c, rng), v = random_vector(slots * c, rng);
+  const auto qkv = random_vector(static_cast<size_t>(rows) * ld, rng);
+  const auto k = random_vector(slots * kv, rng), v = random_vector(slots * kv, rng);
   const auto got = cuda_check::paged_attention(ac.batch, qkv, k, v, n_head, head_dim, bs, kernel,
-                                               true, tile, stride);
+                                               true, tile, stride, n_kv_head);
   std::vector<float> want(static_cast<size_t>(rows) * c);
   int row0 = 0;
   for (size_t e = 0; e < ac.batch.size(); ++e) {
@@ -516,14 +513,15 @@ void check_attention(const AttnCase& ac, int n_head, int head_dim, int bs,
     for (int j = 0; j < ctx; ++j) cslots[j] = b.block_table[j / bs] * bs + j % bs;
     std::vector<float> probs(static_cast<size_t>(n_head) * n * ctx);
     cpu::AttentionArgs a;
-    a.q = qkv.data() + static_cast<size_t>(row0) * 3 * c;
-    a.ldq = 3 * c;
+    a.q = qkv.data() + static_cast<size_t>(row0) * ld;
+    a.ldq = ld;
     a.k_pool = k.data();
     a.v_pool = v.data();
     a.context_slots = cslots.data();
     a.start_pos = b.start_pos;
     a.rows = n;
     a.n_head = n_head;
+    a.n_kv_head = kvh;
     a.head_dim = head_dim;
     a.out = want.data() + static_cast<size_t>(row0) * c;
     a.probs = probs.data();
@@ -553,6 +551,18 @@ TEST(CudaKernels, AttentionRowAndTileKernelsMatchTheCpuTwin) {
     check_attention(attention_case({{0, 1024}}, 16, rng), nh, hd, 16, K::kAuto, 0, 0, rng);
     check_attention(attention_case({{700, 1}, {1023, 1}, {3, 1}}, 16, rng), nh, hd, 16, K::kRow, 0,
                     1024, rng);
+  }
+  // Grouped-query attention (query head h reads KV head h / (n_head / n_kv_head)),
+  // with a head size that is not a multiple of 4 (scalar K/V loads).
+  struct Gqa {
+    int head_dim, n_head, n_kv_head;
+  };
+  for (const Gqa g : {Gqa{6, 8, 2}, Gqa{8, 6, 3}, Gqa{64, 4, 1}}) {
+    SCOPED_TRACE("GQA head_dim " + std::to_string(g.head_dim) + ", " + std::to_string(g.n_head) +
+                 " / " + std::to_string(g.n_kv_head));
+    const AttnCase mixed = attention_case({{0, 37}, {20, 1}, {9, 12}, {0, 1}, {63, 1}}, 4, rng);
+    for (K kernel : {K::kRow, K::kTile, K::kAuto})
+      check_attention(mixed, g.n_head, g.head_dim, 4, kernel, 0, 0, rng, g.n_kv_head);
   }
 }
 

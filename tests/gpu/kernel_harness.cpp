@@ -87,12 +87,46 @@ void bias_kv_append(std::vector<float>& qkv, const std::vector<float>& bias,
                     std::vector<float>& v_pool) {
   Dev<float> dq(qkv), db(bias), dk(k_pool), dv(v_pool);
   Dev<int> ds(slots);
-  finish(kernels::bias_kv_append(dq.get(), db.get(), ds.get(), static_cast<int>(slots.size()), c,
+  finish(kernels::bias_kv_append(dq.get(), db.get(), ds.get(), static_cast<int>(slots.size()), c, c,
                                  dk.get(), dv.get(), nullptr),
          "KV append kernel");
   qkv = dq.read();
   k_pool = dk.read();
   v_pool = dv.read();
+}
+
+std::vector<float> rmsnorm(const std::vector<float>& x, const std::vector<float>& weight, int rows,
+                           int c, float eps) {
+  Dev<float> dx(x), dw(weight), out(static_cast<size_t>(rows) * c);
+  finish(kernels::rmsnorm(dx.get(), dw.get(), rows, c, eps, out.get(), nullptr), "rmsnorm kernel");
+  return out.read();
+}
+
+std::vector<float> residual_rmsnorm(std::vector<float>& x, const std::vector<float>& y,
+                                    const std::vector<float>& weight, int rows, int c, float eps) {
+  Dev<float> dx(x), dy(y), dw(weight), out(static_cast<size_t>(rows) * c);
+  finish(kernels::residual_rmsnorm(dx.get(), dy.get(), dw.get(), rows, c, eps, out.get(), nullptr),
+         "residual rmsnorm kernel");
+  x = dx.read();
+  return out.read();
+}
+
+std::vector<float> rope(const std::vector<float>& qkv, int ld, const std::vector<float>& bias,
+                        const std::vector<int>& positions, int n_head, int n_kv_head, int head_dim,
+                        float theta) {
+  Dev<float> dq(qkv), db(bias);
+  Dev<int> dp(positions);
+  finish(kernels::rope(dq.get(), ld, bias.empty() ? nullptr : db.get(), dp.get(),
+                       static_cast<int>(positions.size()), n_head, n_kv_head, head_dim, theta,
+                       nullptr),
+         "rope kernel");
+  return dq.read();
+}
+
+std::vector<float> swiglu(const std::vector<float>& gate_up, int rows, int n) {
+  Dev<float> dg(gate_up), out(static_cast<size_t>(rows) * n);
+  finish(kernels::swiglu(dg.get(), rows, n, out.get(), nullptr), "swiglu kernel");
+  return out.read();
 }
 
 std::vector<float> gather_rows(const std::vector<float>& src, const std::vector<int>& index,
@@ -112,15 +146,15 @@ int attention_tile_size(int max_context, int head_dim) {
 AttentionResult paged_attention(const std::vector<BatchEntry>& batch, const std::vector<float>& qkv,
                                 const std::vector<float>& k_pool, const std::vector<float>& v_pool,
                                 int n_head, int head_dim, int block_size, AttentionKernel kernel,
-                                bool want_probs, int tile_size, int probs_stride) {
-  const int c = n_head * head_dim;
+                                bool want_probs, int tile_size, int probs_stride, int n_kv_head) {
+  const int c = n_head * head_dim, kv = (n_kv_head > 0 ? n_kv_head : n_head) * head_dim;
   check(kernels::attention_prepare(), "attention kernel setup");
   int largest = 0;
   for (const BatchEntry& b : batch) largest = std::max(largest, b.context());
   cuda_detail::PlanOptions po;
   po.block_size = block_size;
   po.n_head = n_head;
-  po.pool_slots = static_cast<long long>(k_pool.size() / c);
+  po.pool_slots = static_cast<long long>(k_pool.size() / kv);
   po.probs_stride = probs_stride;
   po.max_context = probs_stride > 0 ? probs_stride : 0;
   const int max_tile = kernels::attention_tile_size(std::max(largest, po.max_context), head_dim);
@@ -161,6 +195,7 @@ AttentionResult paged_attention(const std::vector<BatchEntry>& batch, const std:
   ap.tiles = plan.tiles;
   ap.tile_size = plan.tile_size;
   ap.n_head = n_head;
+  ap.n_kv_head = n_kv_head;
   ap.head_dim = head_dim;
   ap.block_size = block_size;
   ap.max_context = plan.max_context;

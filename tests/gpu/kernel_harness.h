@@ -30,6 +30,17 @@ void bias_kv_append(std::vector<float>& qkv, const std::vector<float>& bias,
                     const std::vector<int>& slots, int c, std::vector<float>& k_pool,
                     std::vector<float>& v_pool);
 
+// The Llama family's kernels (twins: cpu::rmsnorm, cpu::residual_rmsnorm,
+// the matmul's bias + cpu::rope, cpu::swiglu). rope: bias empty = none.
+std::vector<float> rmsnorm(const std::vector<float>& x, const std::vector<float>& weight, int rows,
+                           int c, float eps);
+std::vector<float> residual_rmsnorm(std::vector<float>& x, const std::vector<float>& y,
+                                    const std::vector<float>& weight, int rows, int c, float eps);
+std::vector<float> rope(const std::vector<float>& qkv, int ld, const std::vector<float>& bias,
+                        const std::vector<int>& positions, int n_head, int n_kv_head, int head_dim,
+                        float theta);
+std::vector<float> swiglu(const std::vector<float>& gate_up, int rows, int n);
+
 std::vector<float> gather_rows(const std::vector<float>& src, const std::vector<int>& index, int c);
 
 enum class AttentionKernel { kAuto, kRow, kTile };
@@ -39,14 +50,16 @@ struct AttentionResult {
   std::vector<std::vector<float>> probs;  // per entry [head][row][context] (when asked)
 };
 
-// The attention of the batch's new rows; qkv is [rows][3C], the pools [slot][C]
-// hold every key and value the block tables point at. tile_size 0: the
+// The attention of the batch's new rows; qkv is [rows][q | k | v] with
+// n_head query heads and n_kv_head (0: n_head) key and value heads, the pools
+// [slot][n_kv_head * head_dim] hold every key and value the block tables point at. tile_size 0: the
 // largest the device allows. probs_stride 0: exact rows (as a prefill); else
 // this stride (as a decode graph).
 AttentionResult paged_attention(const std::vector<BatchEntry>& batch, const std::vector<float>& qkv,
                                 const std::vector<float>& k_pool, const std::vector<float>& v_pool,
                                 int n_head, int head_dim, int block_size, AttentionKernel kernel,
-                                bool probs, int tile_size = 0, int probs_stride = 0);
+                                bool probs, int tile_size = 0, int probs_stride = 0,
+                                int n_kv_head = 0);
 
 // The largest tile the attention tile kernel can use (0: none).
 int attention_tile_size(int max_context, int head_dim);

@@ -267,14 +267,15 @@ TEST(LlamaKvCache, HoldsTheKvHeadsOnly) {
   EXPECT_NEAR(decode.weight_bytes, 4.0 * (cfg.parameter_count() + cfg.n_embd), 1.0);
 }
 
-TEST(LlamaBackend, CudaRefusesInOneLine) {
+// The CUDA backend runs the Llama family: a failure to make one names the
+// device or the build, never the model family; without a usable device,
+// "auto" runs on the CPU.
+TEST(LlamaBackend, CudaDoesNotRefuseTheFamily) {
   auto w = std::make_shared<const ModelWeights>(load_model(model_dir("qwen2-mha")));
-  EXPECT_NE(error_of([&] {
-              make_backend("cuda", w);
-            }).find("model_type qwen2: the CUDA backend runs GPT-2 models only"),
-            std::string::npos);
+  EXPECT_EQ(error_of([&] { make_backend("cuda", w); }).find("model_type"), std::string::npos);
   const BackendSelection sel = make_backend("auto", w);
-  EXPECT_EQ(sel.backend->name(), "cpu");
+  EXPECT_TRUE(sel.backend->name() == "cuda" || sel.notice.find("CUDA") != std::string::npos)
+      << sel.notice;
 }
 
 // A config the forward pass does not implement is refused in one line

@@ -1,5 +1,6 @@
-// The CUDA backend: the GPT-2 forward pass of CpuBackend::forward, step for
-// step (the two layer loops read line for line alike), with the element-wise
+// The CUDA backend: the forward passes of CpuBackend::forward (GPT-2, and
+// the Llama family: Llama, Qwen2), step for step (forward_gpt2 and
+// forward_llama read line for line alike on both backends), with the element-wise
 // and attention work in kernels/ and the matrix products in cuBLAS (fp32;
 // TF32 tensor cores with TOKENSCOPE_CUDA_TF32=1).
 //
@@ -55,13 +56,16 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, int device
 void CudaBackend::setup() {
   check(cudaSetDevice(device_), "cudaSetDevice");
   check(cudaGetDeviceProperties(&prop_, device_), "cudaGetDeviceProperties");
-  if (!cfg_.is_gpt2())
-    throw Error(std::string("model_type ") + family_name(cfg_.family) +
-                ": the CUDA backend runs GPT-2 models only; use --device cpu");
-  const int hd = cfg_.head_dim();
-  if (cfg_.n_head <= 0 || cfg_.n_embd % cfg_.n_head != 0 || hd % 4 != 0)
-    throw Error("the CUDA kernels need head_dim to be a multiple of 4 (model has " +
+  const int hd = cfg_.head_dim(), kvh = cfg_.kv_heads();
+  if (cfg_.n_head <= 0 || hd <= 0 || (cfg_.is_gpt2() && cfg_.n_embd % cfg_.n_head))
+    throw Error("the CUDA kernels need n_embd to be a multiple of n_head (model has " +
                 std::to_string(cfg_.n_embd) + " / " + std::to_string(cfg_.n_head) + ")");
+  if (!cfg_.is_gpt2() && hd % 2 != 0)
+    throw Error("the CUDA rope kernel needs an even head_dim (model has " + std::to_string(hd) +
+                ")");
+  if (kvh <= 0 || cfg_.n_head % kvh != 0 || (cfg_.is_gpt2() && kvh != cfg_.n_head))
+    throw Error("the CUDA attention needs n_head to be a multiple of n_kv_head (model has " +
+                std::to_string(cfg_.n_head) + " / " + std::to_string(kvh) + ")");
   if (!kernels::attention_row_kernel_fits(cfg_.n_ctx, hd))
     throw Error("the model's context of " + std::to_string(cfg_.n_ctx) +
                 " does not fit the attention kernel's shared memory on " + prop_.name);
@@ -172,26 +176,37 @@ void CudaBackend::upload_weights() {
   };
   std::vector<Tensor> tensors;
   layers_.assign(cfg_.n_layer, DeviceLayer{});
+  // GPT-2's shapes as forward_gpt2 reads them (q = C, fc = m = 4C).
+  const bool gpt2 = cfg_.is_gpt2();
+  const long long qkv = cfg_.qkv_dim(), q = cfg_.q_dim();
+  const long long fc = gpt2 ? 4 * c : cfg_.fc_dim(), m = gpt2 ? 4 * c : cfg_.mlp_dim();
+  // The Llama family has no position table and no norm biases (and q/k/v
+  // biases only in Qwen2): those tensors are skipped when absent.
+  auto optional = [&](const float* host, long long count, const float** dev) {
+    if (host || gpt2) tensors.push_back({host, count, dev});
+  };
   tensors.push_back({w.wte, static_cast<long long>(cfg_.vocab_size) * c, &wte_});
-  tensors.push_back({w.wpe, static_cast<long long>(cfg_.n_ctx) * c, &wpe_});
+  optional(w.wpe, static_cast<long long>(cfg_.n_ctx) * c, &wpe_);
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const LayerWeights& lw = w.layers.at(l);
     DeviceLayer& d = layers_[l];
     tensors.push_back({lw.ln_1_weight, c, &d.ln_1_w});
-    tensors.push_back({lw.ln_1_bias, c, &d.ln_1_b});
-    tensors.push_back({lw.attn_qkv_weight, c * 3 * c, &d.qkv_w});
-    tensors.push_back({lw.attn_qkv_bias, 3 * c, &d.qkv_b});
-    tensors.push_back({lw.attn_proj_weight, c * c, &d.proj_w});
-    tensors.push_back({lw.attn_proj_bias, c, &d.proj_b});
+    optional(lw.ln_1_bias, c, &d.ln_1_b);
+    tensors.push_back({lw.attn_qkv_weight, c * qkv, &d.qkv_w});
+    optional(lw.attn_qkv_bias, qkv, &d.qkv_b);
+    tensors.push_back({lw.attn_proj_weight, q * c, &d.proj_w});
+    optional(lw.attn_proj_bias, c, &d.proj_b);
     tensors.push_back({lw.ln_2_weight, c, &d.ln_2_w});
-    tensors.push_back({lw.ln_2_bias, c, &d.ln_2_b});
-    tensors.push_back({lw.mlp_fc_weight, c * 4 * c, &d.fc_w});
-    tensors.push_back({lw.mlp_fc_bias, 4 * c, &d.fc_b});
-    tensors.push_back({lw.mlp_proj_weight, 4 * c * c, &d.mproj_w});
-    tensors.push_back({lw.mlp_proj_bias, c, &d.mproj_b});
+    optional(lw.ln_2_bias, c, &d.ln_2_b);
+    tensors.push_back({lw.mlp_fc_weight, c * fc, &d.fc_w});
+    optional(lw.mlp_fc_bias, fc, &d.fc_b);
+    tensors.push_back({lw.mlp_proj_weight, m * c, &d.mproj_w});
+    optional(lw.mlp_proj_bias, c, &d.mproj_b);
   }
   tensors.push_back({w.ln_f_weight, c, &ln_f_w_});
-  tensors.push_back({w.ln_f_bias, c, &ln_f_b_});
+  optional(w.ln_f_bias, c, &ln_f_b_);
+  if (!cfg_.tied_embeddings)
+    tensors.push_back({w.lm_head, static_cast<long long>(cfg_.vocab_size) * c, &lm_head_});
   // Each tensor starts on a 256-byte boundary (float4 loads, cuBLAS alignment).
   size_t total = 0;
   for (const Tensor& t : tensors) total += (static_cast<size_t>(t.count) + 63) / 64 * 64;
@@ -212,13 +227,13 @@ void CudaBackend::upload_weights() {
 }
 
 void CudaBackend::init_cache(const KvCacheShape& shape) {
-  if (shape.n_layer != cfg_.n_layer || shape.n_head * shape.head_dim != cfg_.n_embd)
+  if (shape.n_layer != cfg_.n_layer || shape.n_head * shape.head_dim != cfg_.kv_dim())
     throw Error("KV cache shape does not match the model");
   if (shape.block_size <= 0 || shape.num_blocks <= 0) throw Error("KV cache shape is empty");
   check(cudaSetDevice(device_), "cudaSetDevice");
   check(cudaStreamSynchronize(stream_), "init_cache");
   const long long slots = static_cast<long long>(shape.num_blocks) * shape.block_size;
-  const size_t layer_stride = static_cast<size_t>(slots) * cfg_.n_embd;
+  const size_t layer_stride = static_cast<size_t>(slots) * cfg_.kv_dim();
   const size_t floats = layer_stride * 2 * cfg_.n_layer;
   const std::string what = "the KV cache (" + std::to_string(slots) + " tokens x " +
                            std::to_string(cfg_.n_layer) + " layers)";
@@ -246,7 +261,7 @@ void CudaBackend::copy_in_pools(const std::vector<Item>& items, Ranges ranges_of
   check(cudaSetDevice(device_), "cudaSetDevice");
   std::vector<cuda_detail::PoolCopy> ranges;
   for (const Item& item : items) {
-    const auto r = ranges_of(item, shape_, cfg_.n_embd);
+    const auto r = ranges_of(item, shape_, cfg_.kv_dim());
     ranges.insert(ranges.end(), r.begin(), r.end());
   }
   for (const cuda_detail::PoolCopy& r : ranges)
@@ -264,14 +279,22 @@ void CudaBackend::move_slots(const std::vector<SlotMove>& moves) {
   copy_in_pools(moves, cuda_detail::slot_move_ranges, "moving a KV row");
 }
 
+void CudaBackend::enqueue(const LaunchShape& s) {
+  if (cfg_.is_gpt2())
+    forward_gpt2(s);
+  else
+    forward_llama(s);
+  logits(s);  // final norm(x) . lm_head^T (wte^T when tied)
+}
+
 // GPT-2, one block per iteration: x += attn(ln_1(x)); x += mlp(ln_2(x)).
 // The same steps, in the same order and under the same names, as
-// CpuBackend::forward (src/engine/cpu/cpu_backend.cpp). Each residual add is
+// CpuBackend::forward_gpt2 (src/engine/cpu/cpu_backend.cpp). Each residual add is
 // fused with the layer norm that reads it (residual_layernorm), so ln_1 of a
 // block is computed by the step before it and ln_f by the last block's. A
 // bias the CPU matmul adds is added here by the kernel after the product
 // (bias_kv_append, residual_layernorm, bias_gelu).
-void CudaBackend::enqueue(const LaunchShape& s) {
+void CudaBackend::forward_gpt2(const LaunchShape& s) {
   const int c = cfg_.n_embd, rows = s.rows;
   const float eps = cfg_.layer_norm_epsilon;
   kernels::AttentionParams ap = attention_params(s);
@@ -288,7 +311,7 @@ void CudaBackend::enqueue(const LaunchShape& s) {
     const bool last = l + 1 == cfg_.n_layer;
     // ln_1 -> qkv -> KV append -> attention -> proj + residual, ln_2
     matmul(ln_.get(), rows, c, L.qkv_w, 3 * c, qkv_.get());
-    launched(kernels::bias_kv_append(qkv_.get(), L.qkv_b, meta(s.at.slots), rows, c, k_pool(l),
+    launched(kernels::bias_kv_append(qkv_.get(), L.qkv_b, meta(s.at.slots), rows, c, c, k_pool(l),
                                      v_pool(l), stream_),
              "KV append kernel");
     attention(l, s, ap);
@@ -306,7 +329,50 @@ void CudaBackend::enqueue(const LaunchShape& s) {
              "residual + layernorm kernel");
     if (s.residuals) record_residual(l + 1, s);
   }
-  logits(s);  // ln_f(x) . wte^T (the tied unembedding)
+}
+
+// Llama / Qwen2, one block per iteration: x += attn(rms_1(x)); x += mlp(rms_2(x)),
+// with RoPE on q and k before the KV append, grouped-query attention and
+// mlp = down(silu(gate(h)) * up(h)): the steps and names of
+// CpuBackend::forward_llama. Qwen2's q/k/v bias is added by the rope kernel.
+void CudaBackend::forward_llama(const LaunchShape& s) {
+  const int c = cfg_.n_embd, rows = s.rows, q = cfg_.q_dim(), kv = cfg_.kv_dim();
+  const int fc = cfg_.fc_dim(), m = cfg_.mlp_dim();
+  const float eps = cfg_.layer_norm_epsilon;
+  float* gated = hidden_.get() + static_cast<size_t>(rows) * fc;  // after gate | up
+  kernels::AttentionParams ap = attention_params(s);
+  launched(kernels::embed(wte_, nullptr, meta(s.at.tokens), meta(s.at.positions), rows, c, x_.get(),
+                          stream_),
+           "embedding kernel");
+  if (s.residuals) record_residual(0, s);
+  launched(kernels::rmsnorm(x_.get(), layers_[0].ln_1_w, rows, c, eps, ln_.get(), stream_),
+           "rmsnorm kernel");
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const DeviceLayer& L = layers_[l];
+    const float* next_norm = l + 1 == cfg_.n_layer ? ln_f_w_ : layers_[l + 1].ln_1_w;
+    // rms_1 -> q|k|v (+ Qwen2's biases) -> RoPE -> KV append -> attention -> o_proj + residual
+    matmul(ln_.get(), rows, c, L.qkv_w, q + 2 * kv, qkv_.get());
+    launched(kernels::rope(qkv_.get(), q + 2 * kv, L.qkv_b, meta(s.at.positions), rows, cfg_.n_head,
+                           cfg_.kv_heads(), cfg_.head_dim(), cfg_.rope_theta, stream_),
+             "rope kernel");
+    launched(kernels::bias_kv_append(qkv_.get(), nullptr, meta(s.at.slots), rows, q, kv, k_pool(l),
+                                     v_pool(l), stream_),
+             "KV append kernel");
+    attention(l, s, ap);
+    matmul(attn_.get(), rows, q, L.proj_w, c, proj_.get());
+    launched(kernels::residual_rmsnorm(x_.get(), proj_.get(), L.ln_2_w, rows, c, eps, ln_.get(),
+                                       stream_),
+             "residual + rmsnorm kernel");
+    // gate|up -> swiglu -> down + residual, then the next block's rms_1 (the final norm after
+    // the last)
+    matmul(ln_.get(), rows, c, L.fc_w, fc, hidden_.get());
+    launched(kernels::swiglu(hidden_.get(), rows, m, gated, stream_), "swiglu kernel");
+    matmul(gated, rows, m, L.mproj_w, c, proj_.get());
+    launched(kernels::residual_rmsnorm(x_.get(), proj_.get(), next_norm, rows, c, eps, ln_.get(),
+                                       stream_),
+             "residual + rmsnorm kernel");
+    if (s.residuals) record_residual(l + 1, s);
+  }
 }
 
 // ---- the plumbing of enqueue() ----
@@ -355,6 +421,7 @@ kernels::AttentionParams CudaBackend::attention_params(const LaunchShape& s) con
   ap.tiles = s.tiles;
   ap.tile_size = s.tile_size;
   ap.n_head = cfg_.n_head;
+  ap.n_kv_head = cfg_.kv_heads();
   ap.head_dim = cfg_.head_dim();
   ap.block_size = shape_.block_size;
   ap.max_context = s.max_context;
@@ -381,7 +448,7 @@ void CudaBackend::record_residual(int slot, const LaunchShape& s) {
       "gather kernel (residuals)");
 }
 
-// logits = ln_f(x) . wte^T for the rows that need them (gathered first unless
+// logits = ln_f(x) . lm_head^T (wte^T when tied) for the rows that need them (gathered first unless
 // every row does).
 void CudaBackend::logits(const LaunchShape& s) {
   const int c = cfg_.n_embd;
@@ -392,7 +459,8 @@ void CudaBackend::logits(const LaunchShape& s) {
              "gather kernel (logit rows)");
     final_in = final_ln_.get();
   }
-  matmul_transposed(final_in, s.logit_rows, c, wte_, cfg_.vocab_size, logits_.get());
+  matmul_transposed(final_in, s.logit_rows, c, lm_head_ ? lm_head_ : wte_, cfg_.vocab_size,
+                    logits_.get());
 }
 
 void CudaBackend::forward(const std::vector<BatchEntry>& batch, const ForwardOptions& options,

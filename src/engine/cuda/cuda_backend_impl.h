@@ -91,6 +91,8 @@ class CudaBackend final : public Backend {
   void upload_weights();
   ResultsLayout ensure_buffers(const ForwardPlan& plan, int recorded_layers, bool residuals);
   void enqueue(const LaunchShape& s);
+  void forward_gpt2(const LaunchShape& s);
+  void forward_llama(const LaunchShape& s);
   void matmul(const float* x, int m, int k, const float* w, int n, float* y);
   void matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y);
   kernels::AttentionParams attention_params(const LaunchShape& s) const;
@@ -126,12 +128,13 @@ class CudaBackend final : public Backend {
 
   DeviceArray<float> weights_dev_;
   const float *wte_ = nullptr, *wpe_ = nullptr, *ln_f_w_ = nullptr, *ln_f_b_ = nullptr;
+  const float* lm_head_ = nullptr;  // the untied unembedding (Llama family); null: wte_
   std::vector<DeviceLayer> layers_;
   DeviceArray<unsigned char> cublas_workspace_;
 
   KvCacheShape shape_;
   DeviceArray<float> pools_;
-  size_t pool_layer_stride_ = 0;  // floats of one layer's K (or V) pool
+  size_t pool_layer_stride_ = 0;  // floats of one layer's K (or V) pool ([slot][kv_dim])
   long long pool_slots_ = 0;
 
   // Activations and results (grow only; generation_ changes with any pointer).

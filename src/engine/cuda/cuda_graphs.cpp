@@ -54,12 +54,15 @@ ResultsLayout CudaBackend::ensure_buffers(const ForwardPlan& plan, int recorded_
     DeviceArray<float>* array;
     size_t count;
   };
+  // The Llama family's hidden_ holds gate | up, then the SwiGLU output.
+  const size_t hidden =
+      cfg_.is_gpt2() ? 4 * c : static_cast<size_t>(cfg_.fc_dim()) + cfg_.mlp_dim();
   const Need needs[] = {{&x_, rows * c},
                         {&ln_, rows * c},
-                        {&attn_, rows * c},
+                        {&attn_, rows * cfg_.q_dim()},
                         {&proj_, rows * c},
-                        {&qkv_, rows * 3 * c},
-                        {&hidden_, rows * 4 * c},
+                        {&qkv_, rows * cfg_.qkv_dim()},
+                        {&hidden_, rows * hidden},
                         {&final_ln_, static_cast<size_t>(plan.logit_rows) * c},
                         {&results_, r.end}};
   const size_t meta = cuda_detail::metadata_capacity(plan, shape_.block_size, cfg_.n_ctx);
