@@ -276,8 +276,7 @@ Tokenizer read_tokenizer_json(std::string_view text, std::string_view config_tex
   if (const json* n = r.get(root, "normalizer")) {
     // NFC (Qwen2's) is accepted for text NFC leaves unchanged: encode()
     // refuses any other text in one line. Others would change the text.
-    if (r.type(*n, "normalizer") != "NFC")
-      r.unsupported("normalizer", *n, "only null or NFC");
+    if (r.type(*n, "normalizer") != "NFC") r.unsupported("normalizer", *n, "only null or NFC");
     spec.nfc_normalizer = true;
   }
   if (const json* t = r.get(root, "truncation")) r.unsupported("truncation", *t, "only null");
