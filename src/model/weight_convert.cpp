@@ -18,13 +18,43 @@ struct Small {  // an fp32 tensor copied as it is
   const float** ptr;
   size_t count;
 };
-struct Matrix {  // an fp32 matrix stored in the chosen format
+// A checkpoint tensor within a fused matrix (the Llama family's): columns
+// [col0, col1) of the stored [in, out] matrix are that tensor, which the
+// checkpoint holds transposed ([out, in]).
+struct Part {
   std::string name;
+  size_t col0, col1;
+};
+struct Matrix {      // an fp32 matrix stored in the chosen format
+  std::string name;  // the checkpoint's tensor (GPT-2, embeddings) or the fused matrix's
   const float** f32;
   const void** packed;
   size_t count;
-  size_t row;  // values per stored row (the block formats' blocks run along it)
+  size_t row;               // values per stored row (the block formats' blocks run along it)
+  std::vector<Part> parts;  // empty: name is the checkpoint's tensor, stored as it is
 };
+
+// The checkpoint's names for a matrix, for errors: a Llama layer's q, k and v
+// projections are one fused matrix here, but three tensors in the file.
+std::string tensor_names(const Matrix& m) {
+  if (m.parts.empty()) return "tensor " + m.name;
+  if (m.parts.size() == 1) return "tensor " + m.parts[0].name;
+  std::string s = "tensors ";
+  for (size_t i = 0; i < m.parts.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == m.parts.size() ? " and " : ", ") + m.parts[i].name;
+  return s + ", stored as one matrix,";
+}
+
+// Where stored value `index` of a matrix is in the checkpoint: "tensor NAME
+// at index I" (stored as the file has it) or "tensor NAME at [out, in]".
+std::string where(const Matrix& m, size_t index) {
+  const size_t r = index / m.row, c = index % m.row;
+  for (const Part& p : m.parts)
+    if (c >= p.col0 && c < p.col1)
+      return "tensor " + p.name + " at [" + std::to_string(c - p.col0) + ", " + std::to_string(r) +
+             "]";
+  return "tensor " + m.name + " at index " + std::to_string(index);
+}
 
 constexpr size_t kAlignFloats = 16;  // 64 bytes
 size_t aligned(size_t floats) { return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
@@ -37,9 +67,9 @@ void encode_blocks(const std::string& file, const Matrix& m, WeightFormat format
                       ? quantise_q8(*m.f32, m.count, static_cast<BlockQ8*>(dst), &bad)
                       : quantise_q4(*m.f32, m.count, static_cast<BlockQ4*>(dst), &bad);
   if (!ok)
-    throw Error(file + ": tensor " + m.name + " has a block of 32 values from index " +
-                std::to_string(bad * kQuantBlock) + " whose " + weight_format_name(format) +
-                " scale is not finite in f16; load it with --weights bf16 or f32");
+    throw Error(file + ": the block of 32 values from " + where(m, bad * kQuantBlock) + " has a " +
+                weight_format_name(format) +
+                " scale that f16 cannot hold; load it with --weights bf16 or f32");
 }
 
 void encode(const std::string& file, const Matrix& m, WeightFormat format, void* out) {
@@ -53,8 +83,7 @@ void encode(const std::string& file, const Matrix& m, WeightFormat format, void*
   for (size_t i = 0; i < m.count; ++i) {
     dst[i] = fp32_to_fp16(src[i]);
     if ((dst[i] & 0x7C00u) == 0x7C00u && std::isfinite(src[i]))
-      throw Error(file + ": tensor " + m.name + " holds " + std::to_string(src[i]) + " at index " +
-                  std::to_string(i) +
+      throw Error(file + ": " + where(m, i) + " holds " + std::to_string(src[i]) +
                   ", beyond f16's range (65504); load it with --weights bf16 or f32");
   }
 }
@@ -71,8 +100,11 @@ ModelWeights convert_weights(ModelWeights w, WeightFormat format) {
   // Null tensors (the Llama family's wpe and biases) are left null.
   std::vector<Small> small = {
       {&w.wpe, static_cast<size_t>(c.n_ctx) * C}, {&w.ln_f_weight, C}, {&w.ln_f_bias, C}};
-  std::vector<Matrix> matrices = {{"wte.weight", &w.wte, &w.wte_packed, V * C, C}};
-  if (w.lm_head) matrices.push_back({"lm_head.weight", &w.lm_head, &w.lm_head_packed, V * C, C});
+  const bool gpt2 = c.is_gpt2();
+  std::vector<Matrix> matrices = {
+      {gpt2 ? "wte.weight" : "model.embed_tokens.weight", &w.wte, &w.wte_packed, V * C, C, {}}};
+  if (w.lm_head)
+    matrices.push_back({"lm_head.weight", &w.lm_head, &w.lm_head_packed, V * C, C, {}});
   for (size_t l = 0; l < w.layers.size(); ++l) {
     LayerWeights& L = w.layers[l];
     const std::string h = "h." + std::to_string(l) + ".";
@@ -81,18 +113,29 @@ ModelWeights convert_weights(ModelWeights w, WeightFormat format) {
       small.push_back({p, C});
     small.push_back({&L.attn_qkv_bias, QKV});
     small.push_back({&L.mlp_fc_bias, FC});
-    matrices.push_back(
-        {h + "attn.c_attn.weight", &L.attn_qkv_weight, &L.attn_qkv_packed, QKV * C, QKV});
-    matrices.push_back(
-        {h + "attn.c_proj.weight", &L.attn_proj_weight, &L.attn_proj_packed, Q * C, C});
-    matrices.push_back({h + "mlp.c_fc.weight", &L.mlp_fc_weight, &L.mlp_fc_packed, FC * C, FC});
-    matrices.push_back({h + "mlp.c_proj.weight", &L.mlp_proj_weight, &L.mlp_proj_packed, I * C, C});
+    Matrix qkv{h + "attn.c_attn.weight", &L.attn_qkv_weight, &L.attn_qkv_packed, QKV * C, QKV, {}};
+    Matrix proj{h + "attn.c_proj.weight", &L.attn_proj_weight, &L.attn_proj_packed, Q * C, C, {}};
+    Matrix fc{h + "mlp.c_fc.weight", &L.mlp_fc_weight, &L.mlp_fc_packed, FC * C, FC, {}};
+    Matrix down{h + "mlp.c_proj.weight", &L.mlp_proj_weight, &L.mlp_proj_packed, I * C, C, {}};
+    if (!gpt2) {
+      // The Llama loader's fused layout (llama_loader.cpp): q | k | v, gate | up.
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      const size_t KV = c.kv_dim();
+      qkv.parts = {{p + "self_attn.q_proj.weight", 0, Q},
+                   {p + "self_attn.k_proj.weight", Q, Q + KV},
+                   {p + "self_attn.v_proj.weight", Q + KV, QKV}};
+      proj.parts = {{p + "self_attn.o_proj.weight", 0, C}};
+      fc.parts = {{p + "mlp.gate_proj.weight", 0, I}, {p + "mlp.up_proj.weight", I, FC}};
+      down.parts = {{p + "mlp.down_proj.weight", 0, C}};
+    }
+    for (Matrix* m : {&qkv, &proj, &fc, &down}) matrices.push_back(std::move(*m));
   }
   std::erase_if(small, [](const Small& s) { return *s.ptr == nullptr; });
   if (is_block_format(format))
     for (const Matrix& m : matrices)
       if (m.row % kQuantBlock != 0)
-        throw Error(w.source + ": tensor " + m.name + " has rows of " + std::to_string(m.row) +
+        throw Error(w.source + ": " + tensor_names(m) + (m.parts.size() > 1 ? " have" : " has") +
+                    " rows of " + std::to_string(m.row) +
                     " values, not a multiple of 32, which --weights " + weight_format_name(format) +
                     " needs; load it with --weights f16, bf16 or f32");
   // A matrix's room, in floats.

@@ -247,6 +247,39 @@ TEST(LlamaWeights, F16ConversionKeepsTheUntiedHead) {
   for (size_t i = 0; i < v; ++i) ASSERT_NEAR(r.outputs[0].logits[i], logits[last * v + i], 0.05);
 }
 
+// A conversion error names the checkpoint's own tensor and, for the fused
+// q|k|v and gate|up matrices, the element's [out, in] place in it, not the
+// engine's GPT-2-style names for the fused matrix.
+TEST(LlamaWeights, ConversionErrorsNameTheCheckpointsTensors) {
+  ModelWeights w = load_model(model_dir("llama-gqa2"));
+  w.source = "model-dir";
+  const ModelConfig& c = w.config;
+  try {
+    convert_weights(w, WeightFormat::kQ8);  // rows of 48 values
+    FAIL() << "rows of 48 values were accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "model-dir: tensor model.embed_tokens.weight has rows of 48 values, not a "
+                 "multiple of 32, which --weights q8 needs; load it with --weights f16, bf16 or "
+                 "f32");
+  }
+  // Layer 1's fused qkv [in = 48, out = 48 + 24 + 24]: input 5's output
+  // Q + 3 is k_proj's [3, 5].
+  const size_t qkv = c.qkv_dim(), q = c.q_dim();
+  std::vector<float> fused(w.layers[1].attn_qkv_weight,
+                           w.layers[1].attn_qkv_weight + qkv * c.n_embd);
+  fused[5 * qkv + q + 3] = 1e6f;
+  w.layers[1].attn_qkv_weight = fused.data();
+  try {
+    convert_weights(w, WeightFormat::kF16);
+    FAIL() << "1e6 was accepted in f16";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "model-dir: tensor model.layers.1.self_attn.k_proj.weight at [3, 5] holds "
+                 "1000000.000000, beyond f16's range (65504); load it with --weights bf16 or f32");
+  }
+}
+
 // The KV cache holds the KV heads only: bytes per token =
 // 2 * n_layer * n_kv_heads * head_dim * bytes, and the cost model agrees.
 TEST(LlamaKvCache, HoldsTheKvHeadsOnly) {
