@@ -184,9 +184,25 @@ const PrecisionStep& PrecisionCompare::step() {
   const std::vector<int> ref_in = prefill ? prompt_ : std::vector<int>{ref_tokens_.back()};
   const std::vector<int> free_in = prefill ? prompt_ : std::vector<int>{free_tokens_.back()};
   const ForwardOptions fo;  // logits of the last token only
-  const ForwardResult r = reference_->forward({ForwardRequest{ref_seq_, ref_in}}, fo);
-  const ForwardResult c = compared_->forward({ForwardRequest{forced_seq_, ref_in}}, fo);
-  const ForwardResult f = compared_->forward({ForwardRequest{free_seq_, free_in}}, fo);
+  // A forward that fails leaves its own sequence as it was; the ones before
+  // it in this row are cut back, so the row can be run again.
+  const int before = static_cast<int>(prompt_.size() + steps_.size()) - (prefill ? 0 : 1);
+  ForwardResult r, c, f;
+  try {
+    r = reference_->forward({ForwardRequest{ref_seq_, ref_in}}, fo);
+    c = compared_->forward({ForwardRequest{forced_seq_, ref_in}}, fo);
+    f = compared_->forward({ForwardRequest{free_seq_, free_in}}, fo);
+  } catch (...) {
+    if (prefill) {
+      release_sequences();
+    } else {
+      for (auto [engine, seq] :
+           {std::pair{reference_.get(), ref_seq_}, std::pair{compared_.get(), forced_seq_},
+            std::pair{compared_.get(), free_seq_}})
+        if (engine->cache().length(seq) > before) engine->cache().truncate(seq, before);
+    }
+    throw;
+  }
   const std::vector<float>& rl = r.outputs.front().logits;
   const std::vector<float>& cl = c.outputs.front().logits;
   const std::vector<float>& fl = f.outputs.front().logits;

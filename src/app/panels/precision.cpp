@@ -336,7 +336,10 @@ void PrecisionPanel::draw(PanelContext& ctx) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(font * 4.5f);
   ImGui::Combo("##fmt", &compared_choice_, kNames, kNumFormats);
-  ImGui::SameLine();
+  // A narrow panel (a projector's font) puts the steps and Run on a line of their own.
+  const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  if (right - ImGui::GetItemRectMax().x >= font * 14) ImGui::SameLine();
+  ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("steps");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(font * 5.5f);
@@ -382,6 +385,7 @@ void PrecisionPanel::draw(PanelContext& ctx) {
   const char* ref = weight_format_name(r->pair.reference);
   const char* fmt = weight_format_name(r->pair.compared);
   const PrecisionSummary& s = r->summary;
+  ImGui::PushTextWrapPos(0.0f);
   if (ctx.heading_font) ImGui::PushFont(ctx.heading_font);
   if (s.first_divergence >= 0) {
     const int d = s.first_divergence;
@@ -392,21 +396,30 @@ void PrecisionPanel::draw(PanelContext& ctx) {
     ImGui::Text("No divergence in %d steps: %s writes what %s writes", s.steps, fmt, ref);
   }
   if (ctx.heading_font) ImGui::PopFont();
-  ImGui::PushTextWrapPos(0.0f);
   ImGui::Text("mean KL %.3e nats, top-1 agrees %.1f%% of %d steps%s", s.mean_kl,
               100.0 * s.top1_agreement, s.steps, busy_now ? " (running...)" : "");
-  ImGui::TextDisabled(
-      "%s: %.2f MB, %.2f ms per step; %s: %.2f MB, %.2f ms (mean MB, median ms of the decode "
-      "steps; %s teacher-forced on %s's tokens, on %s)",
-      ref, s.reference_bytes / 1e6, s.reference_median_seconds * 1e3, fmt, s.compared_bytes / 1e6,
-      s.compared_median_seconds * 1e3, fmt, ref, r->device.c_str());
+  // What a short panel leaves out first: this line (the table has the
+  // figures), then the texts, then the plot; the table always stays.
+  const float room = ImGui::GetContentRegionAvail().y;
+  if (room >= font * 16)
+    ImGui::TextDisabled(
+        "%s: %.2f MB, %.2f ms per step; %s: %.2f MB, %.2f ms (mean MB, median ms of the decode "
+        "steps; %s teacher-forced on %s's tokens, on %s)",
+        ref, s.reference_bytes / 1e6, s.reference_median_seconds * 1e3, fmt, s.compared_bytes / 1e6,
+        s.compared_median_seconds * 1e3, fmt, ref, r->device.c_str());
   ImGui::PopTextWrapPos();
   // The plot, the texts and the table share what is left; the table keeps
   // at least a few rows and scrolls.
+  // A short panel (a projector's large font) keeps room for the table: the
+  // plot shrinks to a few lines and the texts scroll in their own strip.
   const float avail = ImGui::GetContentRegionAvail().y;
-  const float plot_h = std::clamp(avail * 0.2f, font * 3.5f, font * 7.0f);
-  draw_plot(ctx, *r, plot_h);
-  draw_continuations(ctx, *r);
+  const float plot_h = std::clamp(avail * 0.2f, font * 2.5f, font * 7.0f);
+  const float text_h = std::clamp(avail * 0.25f, font * 3.5f, font * 7.0f);
+  if (avail >= font * 8) draw_plot(ctx, *r, plot_h);
+  if (avail >= font * 14) {
+    if (ImGui::BeginChild("texts", ImVec2(0, text_h))) draw_continuations(ctx, *r);
+    ImGui::EndChild();
+  }
   draw_table(ctx, *r);
   end_panel();
 }
