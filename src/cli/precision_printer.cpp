@@ -83,7 +83,7 @@ void print_precision_summary(std::ostream& out, const PrecisionCompare& cmp) {
   const std::string ref = weight_format_name(p.reference), fmt = weight_format_name(p.compared);
   const int agree = static_cast<int>(s.top1_agreement * s.steps + 0.5);
   char buf[256];
-  out << "\nsummary over " << s.steps << " steps\n";
+  out << "\nsummary over " << s.steps << (s.steps == 1 ? " step\n" : " steps\n");
   std::snprintf(buf, sizeof buf, "  mean KL %.6e nats (max %.6e)\n", s.mean_kl, s.max_kl);
   out << buf;
   std::snprintf(buf, sizeof buf, "  top-1 agreement %.1f%% (%d of %d)\n", 100.0 * s.top1_agreement,
@@ -98,7 +98,7 @@ void print_precision_summary(std::ostream& out, const PrecisionCompare& cmp) {
         << token_text(tok, cmp.reference_tokens()[i]) << ", " << fmt << " "
         << token_text(tok, cmp.free_tokens()[i]) << ")\n";
   }
-  const char* which = s.steps > 1 ? "per decode step" : "the prefill";
+  const char* which = s.steps > 1 ? "per decode step" : "for the prefill";
   out << "  " << ref << ": " << megabytes(s.reference_bytes) << " MB " << which
       << " (weights + KV), median step time " << millis(s.reference_median_seconds) << " ms\n";
   out << "  " << fmt << ": " << megabytes(s.compared_bytes) << " MB " << which
