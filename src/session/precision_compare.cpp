@@ -131,11 +131,12 @@ std::unique_ptr<PrecisionCompare> PrecisionCompare::load(const ModelSetupOptions
   if (o.device == "auto" &&
       (pair.reference != WeightFormat::kF32 || pair.compared != WeightFormat::kF32))
     o.device = "cpu";
-  // The reference sequence, the teacher-forced and the free-running compared
-  // ones, and the warm-up's scratch.
-  o.cache_sequences = 4;
+  // KV room for the reference's sequence, the compared engine's two (the
+  // teacher-forced and the free-running one), and the warm-up's scratch.
+  o.cache_sequences = 2;
   o.weights = pair.reference;
   LoadedModel ref = load_model_setup(o);
+  o.cache_sequences = 3;
   o.weights = pair.compared;
   LoadedModel cmp = load_model_setup(o);
   return std::make_unique<PrecisionCompare>(ref.tokenizer, ref.engine, cmp.engine, pair);

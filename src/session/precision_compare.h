@@ -98,7 +98,7 @@ int first_difference(const std::vector<int>& a, const std::vector<int>& b);
 class PrecisionCompare {
  public:
   // Two engines of the same checkpoint (same config and vocabulary; throws
-  // ts::Error otherwise), each with room for three sequences beside scratch.
+  // ts::Error otherwise): KV room for one sequence in the reference, two in the compared.
   PrecisionCompare(std::shared_ptr<const Tokenizer> tokenizer, std::shared_ptr<Engine> reference,
                    std::shared_ptr<Engine> compared, PrecisionPair pair);
   ~PrecisionCompare();
