@@ -274,6 +274,7 @@ session
                          the same context) beside FMT's own free-running greedy
                          text (the first divergence); the panel's controls pick
                          other formats; formats other than f32 run on the CPU
+                         (--device cuda refuses them; not with --weights)
   --max-new-tokens N     tokens to generate before stopping (default 64)
   --no-kv-cache          every decode step recomputes the whole sequence (the
                          naive loop), to compare with the cached steps
