@@ -162,6 +162,10 @@ if [ -n "$DRAFT_TMP" ]; then rm -rf "$DRAFT_TMP"; fi
   --compare greedy lookahead prompt_lookup --steps 3 --lane 1 --layout lookahead \
   --width 1100 --height 760 --screenshot "$OUT/lookahead.png"
 
+# Two weight formats of the same model: f32 against q4, the first divergence
+# marked in the table and the KL plot, the two continuations side by side.
+shot precision --compare-precision f32,q4 --steps 2 --width 1600 --height 900
+
 # A Llama-family model (LLAMA overrides; by default a random-weight test
 # fixture with 8 query heads sharing 2 KV heads, and one with 6 sharing 3):
 # Attention's KV-head groups, the KV cache's bytes per token, the RoPE view.

@@ -22,6 +22,7 @@
 #include "app/panels/logits.h"
 #include "app/panels/lookahead.h"
 #include "app/panels/panel_table.h"
+#include "app/panels/precision.h"
 #include "app/panels/prompt.h"
 #include "app/panels/quiz.h"
 #include "app/panels/roofline.h"
@@ -114,6 +115,7 @@ class App {
   ScorePanel& score_panel() { return panel<ScorePanel>(PanelId::kScore); }
   SpeculativePanel& speculative_panel() { return panel<SpeculativePanel>(PanelId::kSpeculative); }
   LookaheadPanel& lookahead_panel() { return panel<LookaheadPanel>(PanelId::kLookahead); }
+  PrecisionPanel& precision_panel() { return panel<PrecisionPanel>(PanelId::kPrecision); }
   bool has_heatmap_renderer() const { return renderer_ != nullptr; }
   // Problems that do not stop the window (font, shaders).
   const std::string& notices() const { return notices_; }

@@ -83,6 +83,7 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
     if (needs_model.empty()) needs_model = flag;
   };
   std::vector<std::string> given;
+  std::string precision_text;  // --compare-precision, checked once --device is known
   while (r.next()) {
     const std::string arg = r.flag();
     // As in tokenscope-cli: a second value is never silently taken over the first.
@@ -90,9 +91,9 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       throw Error(arg + " is given twice");
     given.push_back(arg);
     auto need = [&]() { return r.value(); };
-    static const char* const kSessionFlags[] = {"--prompt",         "--strategy",      "--compare",
-                                                "--max-new-tokens", "--no-kv-cache",   "--lesson",
-                                                "--rechoose",       "--cache-compare", "--json"};
+    static const char* const kSessionFlags[] = {
+        "--prompt", "--strategy", "--compare",       "--max-new-tokens", "--no-kv-cache",
+        "--lesson", "--rechoose", "--cache-compare", "--json",           "--compare-precision"};
     for (const char* f : kSessionFlags)
       if (arg == f) note_model_flag(arg);
     if (parse_model_flag(r, o.setup)) {
@@ -120,6 +121,8 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       if (static_cast<int>(o.compare.size()) > kMaxLanes)
         throw Error("--compare: at most " + std::to_string(kMaxLanes) + " lanes (got " +
                     std::to_string(o.compare.size()) + ")");
+    } else if (arg == "--compare-precision") {
+      precision_text = need();
     } else if (arg == "--max-new-tokens") {
       o.max_new_tokens = parse_int(arg, need(), 1, 1 << 20);
     } else if (arg == "--open") {
@@ -195,6 +198,15 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
     }
   }
   check_spec_flags(o);
+  if (std::find(given.begin(), given.end(), "--compare-precision") != given.end()) {
+    o.compare_precision =
+        parse_precision_pair("--compare-precision", precision_text, o.setup.device);
+    // The engines compared load in the formats of the list.
+    if (std::find(given.begin(), given.end(), "--weights") != given.end())
+      throw Error(
+          "--compare-precision and --weights conflict: the Precision panel loads the model in "
+          "the two formats of its list (the session keeps f32)");
+  }
   if (!o.open.empty() && !needs_model.empty())
     throw Error("--open and " + needs_model +
                 " do not combine: a reopened session shows what its file recorded, without "
@@ -252,6 +264,17 @@ session
                          (up to )" +
       std::to_string(kMaxLanes) +
       R"(), e.g. --compare greedy "top_p=0.9,seed=3" beams=4
+  --compare-precision REF,FMT
+                         open the Precision panel (layout formats) and run the
+                         prompt greedily under two weight formats of the model,
+                         e.g. f32,q8 or bf16,q4 (REF is the reference; f32, bf16,
+                         f16, q8, q4, two different ones): the model is loaded
+                         twice more, FMT teacher-forced on REF's tokens (KL,
+                         top-1 and the top-10 tokens that moved, per step, on
+                         the same context) beside FMT's own free-running greedy
+                         text (the first divergence); the panel's controls pick
+                         other formats; formats other than f32 run on the CPU
+                         (--device cuda refuses them; not with --weights)
   --max-new-tokens N     tokens to generate before stopping (default 64)
   --no-kv-cache          every decode step recomputes the whole sequence (the
                          naive loop), to compare with the cached steps
@@ -266,7 +289,8 @@ view
                          (tokens, steps, KV cache on vs off, roofline), layers
                          (tokens, steps, attention, logit lens), compare
                          (tokens, steps, lanes, KV cache), speculative
-                         (tokens, steps, speculative decoding, timeline), or
+                         (tokens, steps, speculative decoding, timeline),
+                         formats (tokens, steps, precision, logits), or
                          one panel filling the window:
 )" + single_panel_layouts() +
       R"(  --lesson FILE          start a guided lesson (a .lesson file; the bundled ones

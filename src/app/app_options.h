@@ -1,11 +1,13 @@
 #pragma once
 // Command line of the `tokenscope` window. No GL, no ImGui.
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "session/model_flags.h"
 #include "session/model_setup.h"
+#include "session/precision_compare.h"
 
 namespace ts::app {
 
@@ -17,6 +19,9 @@ struct AppOptions {
   // --draft-model DIR: the draft of speculative lanes (spec=N); without it the
   // window offers no speculative lane.
   std::filesystem::path draft_model;
+  // --compare-precision REF,FMT: the Precision panel runs the prompt under
+  // these two weight formats as soon as the model is loaded.
+  std::optional<PrecisionPair> compare_precision;
   int max_new_tokens = 64;
   // --open FILE: step through an exported session without the model.
   std::filesystem::path open;

@@ -178,6 +178,7 @@ void App::draw_load_model_popup() {
     o.model = load_path_;
     if (snap_) ctl_.prompt_on_load = snap_->prompt_text;
     ctl_.strategies_on_load = state_.strategies();
+    precision_panel().set_model(o);
     ctl_.load_async(o);
   }
 }

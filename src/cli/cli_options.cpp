@@ -60,6 +60,19 @@ void check_spec_flags(const CliOptions& o, const std::vector<std::string>& given
                 " conflict: speculative decoding verifies the drafts over the cached prefix");
 }
 
+// --compare-precision runs its own two greedy engines over --prompt: only
+// these flags mean something beside it (--weights is the list itself).
+void check_precision_flags(const std::vector<std::string>& given) {
+  const std::vector<std::string> allowed = {
+      "--compare-precision", "--prompt", "--steps", "--model",
+      "--tokenizer",         "--device", "--kv",    "--threads"};
+  for (const std::string& g : given)
+    if (std::find(allowed.begin(), allowed.end(), g) == allowed.end())
+      throw Error("--compare-precision and " + g +
+                  " conflict: --compare-precision runs the prompt greedily under its two formats "
+                  "(it takes --prompt, --steps, --model, --tokenizer, --device, --kv, --threads)");
+}
+
 }  // namespace
 
 std::string cli_help() {
@@ -125,6 +138,27 @@ Generation
                           summary adds its acceptance rate and tokens per target pass
   --no-kv-cache           recompute the whole sequence at every decode step
 )" + ban_words_help() +
+                     R"(
+Precision
+  --compare-precision REF,FMT
+                          run --prompt greedily under two weight formats of the same
+                          checkpoint, e.g. f32,q8 or bf16,q4 (REF is the reference; each
+                          of f32, bf16, f16, q8, q4, two different ones): the model is
+                          loaded twice. FMT is teacher-forced on REF's tokens, so every
+                          step compares the two on the same context, and a second FMT
+                          sequence runs free (greedy on its own output) beside it. Per
+                          step (0 = the prefill): KL(p_REF || p_FMT) in nats over the full
+                          vocabulary at temperature 1 (in double), whether top-1 agrees,
+                          the top-10 tokens that changed places (REF rank -> FMT rank),
+                          the first step where the greedy tokens differ, and per format
+                          the MB the step moves (weights in that format + KV) and its
+                          measured time. Then a summary (mean KL, top-1 agreement,
+                          first divergence, MB per decode step and median step time per
+                          format) and both continuations. Raw greedy: no banned words.
+                          Formats other than f32 run on the CPU only (--device auto then
+                          runs both there; --device cuda refuses them). Takes --prompt,
+                          --steps and the Model flags except --weights
+)" +
                      R"(
 Output
   --interactive           pause after every step: Enter = next, b = back, q = quit
@@ -226,6 +260,7 @@ CliOptions parse_cli(int argc, char** argv) {
   auto is_in = [](const std::vector<std::string>& list, const std::string& f) {
     return std::find(list.begin(), list.end(), f) != list.end();
   };
+  std::string precision_text;  // --compare-precision, checked once --device is known
   FlagReader r(argc, argv);
   while (r.next()) {
     const std::string a = r.flag();
@@ -318,10 +353,17 @@ CliOptions parse_cli(int argc, char** argv) {
     } else if (a == "--quiz") {
       r.no_value();
       o.quiz = true;
+    } else if (a == "--compare-precision") {
+      o.compare_precision = true;
+      precision_text = r.value();
     } else
       throw Error("unknown option '" + clipped(a) + "' (see --help)");
   }
   // Flags that would otherwise be ignored without a word.
+  if (o.compare_precision) {
+    o.precision = parse_precision_pair("--compare-precision", precision_text, o.setup.device);
+    check_precision_flags(given);
+  }
   if (seen("--score")) check_score_flags(given);
   if (seen("--eval-loss")) {
     for (const std::string& g : given)

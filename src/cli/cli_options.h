@@ -7,6 +7,7 @@
 #include "sampling/sampling_params.h"
 #include "session/model_flags.h"
 #include "session/model_setup.h"
+#include "session/precision_compare.h"
 #include "session/session.h"
 
 namespace ts::cli {
@@ -37,6 +38,11 @@ struct CliOptions {
 
   // --quiz (with --interactive): before each step is shown, guess its token.
   bool quiz = false;
+
+  // --compare-precision REF,FMT: the prompt run greedily under two weight
+  // formats of the same checkpoint (session/precision_compare.h).
+  bool compare_precision = false;
+  PrecisionPair precision;
 };
 
 // Throws ts::Error with a one-line message for an unknown flag or bad value.

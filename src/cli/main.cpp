@@ -19,11 +19,13 @@
 
 #include "cli/cli_options.h"
 #include "cli/compare_printer.h"
+#include "cli/precision_printer.h"
 #include "cli/score_printer.h"
 #include "cli/step_printer.h"
 #include "session/evaluate.h"
 #include "session/memory_report.h"
 #include "session/model_setup.h"
+#include "session/precision_compare.h"
 #include "session/quiz.h"
 #include "session/score.h"
 #include "session/session.h"
@@ -291,6 +293,27 @@ void print_memory(std::ostream& out, const char* when, const ts::MemoryReport& r
   for (const std::string& line : ts::memory_report_lines(r)) out << "  " << line << "\n";
 }
 
+// --compare-precision: the prompt under two weight formats, a row per step,
+// then the summary. A signal or a closed output stops it between steps.
+int run_precision(const ts::cli::CliOptions& o) {
+  std::unique_ptr<ts::PrecisionCompare> cmp = ts::PrecisionCompare::load(o.setup, o.precision);
+  cmp->set_prompt(o.prompt);
+  ts::cli::print_precision_header(std::cout, *cmp);
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  // Row 0 (the prefill) and --steps decode steps, as a plain run takes them.
+  for (int i = 0; i <= o.steps && cmp->can_step() && !stopped(); ++i)
+    ts::cli::print_precision_row(std::cout, *cmp, cmp->step());
+  if (!output_closed()) ts::cli::print_precision_summary(std::cout, *cmp);
+  if (g_interrupted != 0) {
+    std::cerr << "tokenscope-cli: interrupted (" << signal_name(g_interrupted) << ")\n";
+    return 128 + g_interrupted;
+  }
+  return 0;
+}
+
 int run(int argc, char** argv) {
   const ts::cli::CliOptions o = ts::cli::parse_cli(argc, argv);
   if (o.help) {
@@ -302,6 +325,7 @@ int run(int argc, char** argv) {
   // Checked before the model is loaded and anything is generated: a folder
   // where no file can be made, a directory, a /proc file.
   if (!o.json_file.empty()) ts::check_write_target(o.json_file);
+  if (o.compare_precision) return run_precision(o);
   ts::ModelSetupOptions setup = o.setup;
   setup.cache_sequences = std::max(setup.cache_sequences, ts::cache_sequences_for(o.strategies));
   ts::LoadedModel model = ts::load_model_setup(setup);

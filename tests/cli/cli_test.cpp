@@ -243,8 +243,9 @@ TEST(Cli, QuietTextIsValidUtf8AsInTheJson) {
 TEST(Cli, HelpListsTheOptionsAndSucceeds) {
   const CliRun r = run_cli({"--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* option : {"--model", "--prompt", "--steps", "--strategy", "--compare",
-                             "--no-kv-cache", "--json", "--logit-lens", "--eval-loss"})
+  for (const char* option :
+       {"--model", "--prompt", "--steps", "--strategy", "--compare", "--no-kv-cache", "--json",
+        "--logit-lens", "--eval-loss", "--compare-precision"})
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
 }
 

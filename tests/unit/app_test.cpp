@@ -64,14 +64,16 @@ TEST(AppCommandLine, HelpNamesEveryLayout) {
 // The --help text names every flag the parser accepts.
 TEST(AppCommandLine, HelpDocumentsEveryFlag) {
   const std::string help = app_help();
-  for (const char* flag :
-       {"--model",      "--tokenizer",      "--device",         "--threads",
-        "--prompt",     "--strategy",       "--max-new-tokens", "--screenshot",
-        "--steps",      "--rechoose",       "--layout",         "--width",
-        "--height",     "--presentation",   "--theme",          "--colormap",
-        "--log-scale",  "--layer",          "--head",           "--average-heads",
-        "--query",      "--lane",           "--bench-frames",   "--bench-size",
-        "--config-dir", "--no-save-layout", "--hidden",         "--help"})
+  for (const char* flag : {"--model",          "--tokenizer",        "--device",
+                           "--threads",        "--prompt",           "--strategy",
+                           "--max-new-tokens", "--screenshot",       "--steps",
+                           "--rechoose",       "--layout",           "--width",
+                           "--height",         "--presentation",     "--theme",
+                           "--colormap",       "--log-scale",        "--layer",
+                           "--head",           "--average-heads",    "--query",
+                           "--lane",           "--bench-frames",     "--bench-size",
+                           "--config-dir",     "--no-save-layout",   "--hidden",
+                           "--help",           "--compare-precision"})
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
   const char* argv[] = {"tokenscope", "--screenshot",       "x.png",      "--steps",
                         "3",          "--layout=attention", "--strategy", "top_p=0.9"};

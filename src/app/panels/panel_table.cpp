@@ -9,6 +9,7 @@
 #include "app/panels/lens.h"
 #include "app/panels/logits.h"
 #include "app/panels/lookahead.h"
+#include "app/panels/precision.h"
 #include "app/panels/prompt.h"
 #include "app/panels/quiz.h"
 #include "app/panels/roofline.h"

@@ -1,0 +1,427 @@
+#include "app/panels/precision.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "model/token_display.h"
+#include "session/session_worker.h"
+#include "util/error.h"
+
+namespace ts::app {
+
+const char* const PrecisionPanel::kHelp =
+    "Precision: the same prompt under two number formats of the same weights.\n\nThe model is "
+    "loaded twice, its matrices in the reference format (e.g. f32) and in the compared one "
+    "(bf16, f16, or the 8- and 4-bit block formats q8 and q4), and both continue the prompt "
+    "greedily. The compared model is fed the reference's tokens (teacher-forced), so every "
+    "row compares the two on the same context: KL(p_ref || p_fmt) in nats over the whole "
+    "vocabulary says how far the compared distribution is from the reference's (0: the "
+    "same), top-1 says whether both pick the same token, and the last column lists the "
+    "top-10 tokens that changed places (reference rank -> compared rank).\n\nBeside it a "
+    "second copy of the compared model writes on its own output: the row where its token "
+    "first differs from the reference's is the first divergence (highlighted in the table "
+    "and the plot); from there the two texts go their own ways, shown side by side "
+    "below.\n\nMB is what each step moves through memory (the weights in that format plus "
+    "the KV cache); ms is its measured time: fewer bytes per weight, less to read each "
+    "step. Formats other than f32 run on the CPU. Row 0 is the prefill.";
+
+namespace {
+
+constexpr WeightFormat kFormats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16,
+                                     WeightFormat::kQ8, WeightFormat::kQ4};
+constexpr int kNumFormats = 5;
+
+int format_index(WeightFormat f) {
+  for (int i = 0; i < kNumFormats; ++i)
+    if (kFormats[i] == f) return i;
+  return 0;
+}
+
+// Rows computed so far, as the panel shows them.
+std::shared_ptr<const PrecisionPanel::Result> make_result(const PrecisionCompare& cmp,
+                                                          const std::string& prompt,
+                                                          int planned_rows) {
+  auto r = std::make_shared<PrecisionPanel::Result>();
+  r->pair = cmp.pair();
+  r->config = cmp.reference_engine().config();
+  r->device = cmp.compared_engine().backend().device_name();
+  r->planned_rows = planned_rows;
+  r->steps = cmp.steps();
+  r->summary = cmp.summary();
+  r->prompt = prompt;
+  r->reference_tokens = cmp.reference_tokens();
+  r->free_tokens = cmp.free_tokens();
+  return r;
+}
+
+ImVec4 to_vec4(ImU32 c) { return ImGui::ColorConvertU32ToFloat4(c); }
+
+}  // namespace
+
+void PrecisionPanel::configure(const ModelSetupOptions& setup,
+                               std::optional<PrecisionPair> run_on_load) {
+  setup_ = setup;
+  run_on_load_ = run_on_load;
+  if (run_on_load) {
+    reference_choice_ = format_index(run_on_load->reference);
+    compared_choice_ = format_index(run_on_load->compared);
+  }
+}
+
+std::shared_ptr<const PrecisionPanel::Result> PrecisionPanel::result() const {
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  return shared_->result;
+}
+
+std::string PrecisionPanel::error() const {
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  return shared_->error;
+}
+
+bool PrecisionPanel::busy() const {
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  return shared_->busy;
+}
+
+void PrecisionPanel::run(SessionWorker& worker, PrecisionPair pair, const std::string& prompt,
+                         int steps) {
+  if (&worker != worker_) {
+    shared_ = std::make_shared<Shared>();  // another model: nothing carries over
+    worker_ = &worker;
+  }
+  reference_choice_ = format_index(pair.reference);
+  compared_choice_ = format_index(pair.compared);
+  steps_ = steps;
+  uint64_t gen = 0;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    gen = ++shared_->generation;
+    shared_->busy = true;
+    shared_->error.clear();
+  }
+  // True when a newer run took over or this one failed: its rows stop.
+  auto stale = [](Shared& s, uint64_t g) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    return s.generation != g || !s.busy;
+  };
+  auto fail = [](Shared& s, uint64_t g, const std::string& what) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.generation != g) return;
+    s.error = what;
+    s.busy = false;
+  };
+  const ModelSetupOptions setup = setup_;
+  const int rows = steps + 1;
+  worker.post([shared = shared_, gen, setup, pair, prompt, rows, stale, fail](Session&) {
+    if (stale(*shared, gen)) return;
+    try {
+      const std::string key = precision_pair_name(pair);
+      if (!shared->compare || shared->loaded_key != key) {
+        shared->compare.reset();  // the old pair's engines go before the new ones load
+        shared->loaded_key.clear();
+        shared->compare = PrecisionCompare::load(setup, pair);
+        shared->loaded_key = key;
+      }
+      shared->compare->set_prompt(prompt);
+      const int room = shared->compare->reference_engine().config().n_ctx -
+                       static_cast<int>(shared->compare->prompt_tokens().size()) + 1;
+      auto r = make_result(*shared->compare, prompt, std::min(rows, room));
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      if (shared->generation == gen) shared->result = std::move(r);
+    } catch (const std::exception& e) {
+      fail(*shared, gen, e.what());
+    }
+  });
+  for (int i = 0; i < rows; ++i)
+    worker.post([shared = shared_, gen, prompt, last = i + 1 == rows, stale, fail](Session&) {
+      if (stale(*shared, gen)) return;
+      try {
+        PrecisionCompare& cmp = *shared->compare;
+        if (cmp.can_step()) cmp.step();
+        const bool done = last || !cmp.can_step();
+        auto r = make_result(cmp, prompt,
+                             done             ? static_cast<int>(cmp.steps().size())
+                             : shared->result ? shared->result->planned_rows
+                                              : 0);
+        std::lock_guard<std::mutex> lock(shared->mutex);
+        if (shared->generation != gen) return;
+        shared->result = std::move(r);
+        if (done) shared->busy = false;
+      } catch (const std::exception& e) {
+        fail(*shared, gen, e.what());
+      }
+    });
+}
+
+void PrecisionPanel::draw_plot(PanelContext& ctx, const Result& r, float height) {
+  const float font = ImGui::GetFontSize();
+  const ImVec2 size(ImGui::GetContentRegionAvail().x, height);
+  ImGui::InvisibleButton("klplot", size);
+  const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddRect(a, b, ctx.pal.grid);
+  const int n = std::max(r.planned_rows, static_cast<int>(r.steps.size()));
+  drawn_.plot_x0 = a.x, drawn_.plot_y0 = a.y, drawn_.plot_x1 = b.x, drawn_.plot_y1 = b.y;
+  if (n == 0) return;
+  double top = 0;
+  for (const PrecisionStep& s : r.steps) top = std::max(top, s.kl);
+  char label[48];
+  std::snprintf(label, sizeof label, "KL max %.3g nats", top);
+  const float label_h = font * 1.1f;
+  dl->AddText(ImVec2(a.x + font * 0.3f, a.y + 1), ctx.pal.text_dim, label);
+  const float y_base = b.y - 2, y_top = a.y + label_h;
+  const float slot = (b.x - a.x) / static_cast<float>(n);
+  const float gap = std::min(slot * 0.2f, 3.0f * ctx.scale);
+  const int diverge = r.summary.first_divergence;
+  int hovered = -1;
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const double v = top > 0 ? r.steps[i].kl / top : 0;
+    const float x0 = a.x + slot * static_cast<float>(i) + gap * 0.5f;
+    const float x1 = x0 + std::max(1.0f, slot - gap);
+    const float y0 = y_base - static_cast<float>(v) * (y_base - y_top);
+    const bool marked = static_cast<int>(i) == diverge;
+    ImU32 colour = r.steps[i].top1_agrees() ? ctx.pal.accent2 : ctx.pal.warning;
+    if (marked) colour = ctx.pal.accent;
+    dl->AddRectFilled(ImVec2(x0, std::min(y0, y_base - 1)), ImVec2(x1, y_base), colour);
+    if (marked) {
+      dl->AddRect(ImVec2(x0 - 2, y_top - 2), ImVec2(x1 + 2, y_base + 1), ctx.pal.accent, 0, 0,
+                  2.0f * ctx.scale);
+      drawn_.plot_marked_bar = static_cast<int>(i);
+    }
+    const ImVec2 m = ImGui::GetIO().MousePos;
+    if (ImGui::IsItemHovered() && m.x >= x0 - gap * 0.5f && m.x < x0 - gap * 0.5f + slot)
+      hovered = static_cast<int>(i);
+    ++drawn_.plot_bars;
+  }
+  if (hovered >= 0) {
+    const PrecisionStep& s = r.steps[hovered];
+    ImGui::SetTooltip("step %d: KL %.4g nats, top-1 %s%s", s.index, s.kl,
+                      s.top1_agrees() ? "agrees" : "differs",
+                      hovered == diverge ? " (first divergence)" : "");
+  }
+}
+
+void PrecisionPanel::draw_continuations(PanelContext& ctx, const Result& r) {
+  const char* ref = weight_format_name(r.pair.reference);
+  const char* fmt = weight_format_name(r.pair.compared);
+  const ImGuiTableFlags tf = ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchSame;
+  if (!ImGui::BeginTable("continuations", 2, tf)) return;
+  drawn_.continuations = true;
+  // The shared part once per column, then each one's own tail in the accent
+  // colour (a divergence starts a new line, so it is seen at a glance). A
+  // token the banned-words stage masks is shown masked, as everywhere else.
+  const SessionSnapshot& snap = *ctx.snap;
+  auto column = [&](const std::string& title, const std::vector<int>& tokens) {
+    ImGui::TableNextColumn();
+    ImGui::TextColored(to_vec4(ctx.pal.accent2), "%s", title.c_str());
+    const int d = r.summary.first_divergence;
+    std::string shared_part, tail;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const std::string masked = token_piece(snap, tokens[i]);
+      const bool is_masked = masked != context_piece(snap, tokens[i]);
+      (d >= 0 && static_cast<int>(i) >= d ? tail : shared_part) +=
+          is_masked ? masked : snap.tokenizer->token_bytes(tokens[i]);
+    }
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(to_vec4(ctx.pal.text_dim), "%s",
+                       with_replacement_chars(r.prompt + shared_part).c_str());
+    if (!tail.empty())
+      ImGui::TextColored(to_vec4(ctx.pal.accent), "%s", with_replacement_chars(tail).c_str());
+    ImGui::PopTextWrapPos();
+  };
+  column(std::string(ref) + " (reference)", r.reference_tokens);
+  column(std::string(fmt) + " (its own greedy text)", r.free_tokens);
+  ImGui::EndTable();
+}
+
+void PrecisionPanel::draw_table(PanelContext& ctx, const Result& r) {
+  const char* ref = weight_format_name(r.pair.reference);
+  const char* fmt = weight_format_name(r.pair.compared);
+  const ImGuiTableFlags tf = ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
+                             ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
+                             ImGuiTableFlags_SizingFixedFit;
+  const float h = std::max(ImGui::GetContentRegionAvail().y, ImGui::GetFontSize() * 4);
+  if (!ImGui::BeginTable("rows", 11, tf, ImVec2(0, h))) return;
+  const std::string cols[] = {"step",
+                              std::string(ref) + " token",
+                              "KL (nats)",
+                              "top-1",
+                              std::string(fmt) + " token",
+                              std::string(fmt) + " free",
+                              std::string(ref) + " MB",
+                              std::string(fmt) + " MB",
+                              std::string(ref) + " ms",
+                              std::string(fmt) + " ms",
+                              "top-10 changed places (ref -> " + std::string(fmt) + ")"};
+  ImGui::TableSetupScrollFreeze(1, 1);
+  for (const std::string& c : cols) ImGui::TableSetupColumn(c.c_str());
+  ImGui::TableHeadersRow();
+  const int diverge = r.summary.first_divergence;
+  char buf[64];
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const PrecisionStep& s = r.steps[i];
+    ImGui::TableNextRow();
+    if (static_cast<int>(i) == diverge) {
+      ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1, with_alpha(ctx.pal.accent, 0.35f));
+      drawn_.highlighted_row = static_cast<int>(i);
+    }
+    ++drawn_.table_rows;
+    ImGui::TableNextColumn();
+    ImGui::Text("%d%s", s.index, static_cast<int>(i) == diverge ? " \u25B6" : "");
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(token_piece(*ctx.snap, s.reference_token).c_str());
+    ImGui::TableNextColumn();
+    std::snprintf(buf, sizeof buf, "%.3e", s.kl);
+    ImGui::TextUnformatted(buf);
+    ImGui::TableNextColumn();
+    if (s.top1_agrees())
+      ImGui::TextColored(to_vec4(ctx.pal.ok), "yes");
+    else
+      ImGui::TextColored(to_vec4(ctx.pal.warning), "no");
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(token_piece(*ctx.snap, s.compared_token).c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(token_piece(*ctx.snap, s.free_token).c_str());
+    for (double mb : {s.reference_bytes / 1e6, s.compared_bytes / 1e6}) {
+      ImGui::TableNextColumn();
+      std::snprintf(buf, sizeof buf, "%.2f", mb);
+      ImGui::TextUnformatted(buf);
+    }
+    for (double ms : {s.reference_seconds * 1e3, s.compared_seconds * 1e3}) {
+      ImGui::TableNextColumn();
+      std::snprintf(buf, sizeof buf, "%.2f", ms);
+      ImGui::TextUnformatted(buf);
+    }
+    ImGui::TableNextColumn();
+    std::string changed;
+    for (size_t k = 0; k < s.changed.size(); ++k) {
+      std::snprintf(buf, sizeof buf, " %d\u2192%d", s.changed[k].reference_rank,
+                    s.changed[k].compared_rank);
+      changed += (k ? ",  " : "") + token_piece(*ctx.snap, s.changed[k].token) + buf;
+    }
+    ImGui::TextUnformatted(changed.empty() ? "-" : changed.c_str());
+  }
+  ImGui::EndTable();
+}
+
+void PrecisionPanel::draw(PanelContext& ctx) {
+  drawn_ = Drawn{};
+  if (!begin_panel(ctx, PanelId::kPrecision)) return;
+  SessionWorker* worker = ctx.ctl.worker();
+  if (!ctx.snap || !worker) {
+    empty_hint(ctx, ctx.ctl.needs_model_line().c_str());
+    panel_help_button(PanelId::kPrecision);
+    end_panel();
+    return;
+  }
+  if (worker != worker_ && worker_ != nullptr) {
+    shared_ = std::make_shared<Shared>();  // a new model: the old figures are not its
+    worker_ = worker;
+  }
+  // --compare-precision: once per loaded session, on its prompt.
+  if (run_on_load_ && auto_ran_for_ != ctx.ctl.session_key() && !ctx.snap->prompt_text.empty()) {
+    auto_ran_for_ = ctx.ctl.session_key();
+    run(*worker, *run_on_load_, ctx.snap->prompt_text, steps_);
+  }
+  const float font = ImGui::GetFontSize();
+  const bool busy_now = busy();
+  static const char* const kNames[] = {"f32", "bf16", "f16", "q8", "q4"};
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("Reference");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(font * 4.5f);
+  ImGui::Combo("##ref", &reference_choice_, kNames, kNumFormats);
+  ImGui::SameLine();
+  ImGui::TextUnformatted("vs");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(font * 4.5f);
+  ImGui::Combo("##fmt", &compared_choice_, kNames, kNumFormats);
+  // A narrow panel (a projector's font) puts the steps and Run on a line of their own.
+  const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  if (right - ImGui::GetItemRectMax().x >= font * 14) ImGui::SameLine();
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("steps");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(font * 5.5f);
+  ImGui::InputInt("##steps", &steps_);
+  steps_ = std::clamp(steps_, 1, 4096);
+  ImGui::SameLine();
+  // The pair as the CLI checks it: two different formats, CPU-only ones not on CUDA.
+  std::string refusal;
+  PrecisionPair pair;
+  try {
+    pair = parse_precision_pair(
+        "formats", std::string(kNames[reference_choice_]) + "," + kNames[compared_choice_],
+        setup_.device);
+  } catch (const Error& e) {
+    refusal = e.what();
+  }
+  ImGui::BeginDisabled(busy_now || !refusal.empty());
+  const bool go = ImGui::Button(busy_now ? "running..." : "Run");
+  ImGui::EndDisabled();
+  if (!refusal.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("%s", refusal.c_str());
+  panel_help_button(PanelId::kPrecision);
+  if (go && !busy_now && refusal.empty()) run(*worker, pair, ctx.snap->prompt_text, steps_);
+  if (const std::string err = error(); !err.empty())
+    ImGui::TextColored(to_vec4(ctx.pal.error), "%s", err.c_str());
+
+  const auto r = result();
+  if (!r) {
+    empty_hint(ctx, busy_now ? "Loading the model in both formats..."
+                             : "Pick two formats and press Run: the session's prompt runs "
+                               "greedily under both.");
+    end_panel();
+    return;
+  }
+  // Figures of another model (one loaded since) would name other tokens.
+  const ModelConfig& now = ctx.snap->config;
+  if (r->config.vocab_size != now.vocab_size || r->config.n_layer != now.n_layer ||
+      r->config.n_embd != now.n_embd) {
+    empty_hint(ctx, "These figures were computed on another model: press Run.");
+    end_panel();
+    return;
+  }
+  const char* ref = weight_format_name(r->pair.reference);
+  const char* fmt = weight_format_name(r->pair.compared);
+  const PrecisionSummary& s = r->summary;
+  ImGui::PushTextWrapPos(0.0f);
+  if (ctx.heading_font) ImGui::PushFont(ctx.heading_font);
+  if (s.first_divergence >= 0) {
+    const int d = s.first_divergence;
+    ImGui::TextColored(to_vec4(ctx.pal.accent), "First divergence at step %d: %s \"%s\", %s \"%s\"",
+                       d, ref, token_piece(*ctx.snap, r->reference_tokens[d]).c_str(), fmt,
+                       token_piece(*ctx.snap, r->free_tokens[d]).c_str());
+  } else {
+    ImGui::Text("No divergence in %d steps: %s writes what %s writes", s.steps, fmt, ref);
+  }
+  if (ctx.heading_font) ImGui::PopFont();
+  ImGui::Text("mean KL %.3e nats, top-1 agrees %.1f%% of %d steps%s", s.mean_kl,
+              100.0 * s.top1_agreement, s.steps, busy_now ? " (running...)" : "");
+  // What a short panel leaves out first: this line (the table has the
+  // figures), then the texts, then the plot; the table always stays.
+  const float room = ImGui::GetContentRegionAvail().y;
+  if (room >= font * 16)
+    ImGui::TextDisabled(
+        "%s: %.2f MB, %.2f ms per step; %s: %.2f MB, %.2f ms (mean MB, median ms of the decode "
+        "steps; %s teacher-forced on %s's tokens, on %s)",
+        ref, s.reference_bytes / 1e6, s.reference_median_seconds * 1e3, fmt, s.compared_bytes / 1e6,
+        s.compared_median_seconds * 1e3, fmt, ref, r->device.c_str());
+  ImGui::PopTextWrapPos();
+  // The plot, the texts and the table share what is left; the table keeps
+  // at least a few rows and scrolls.
+  // A short panel (a projector's large font) keeps room for the table: the
+  // plot shrinks to a few lines and the texts scroll in their own strip.
+  const float avail = ImGui::GetContentRegionAvail().y;
+  const float plot_h = std::clamp(avail * 0.2f, font * 2.5f, font * 7.0f);
+  const float text_h = std::clamp(avail * 0.25f, font * 3.5f, font * 7.0f);
+  if (avail >= font * 8) draw_plot(ctx, *r, plot_h);
+  if (avail >= font * 14) {
+    if (ImGui::BeginChild("texts", ImVec2(0, text_h))) draw_continuations(ctx, *r);
+    ImGui::EndChild();
+  }
+  draw_table(ctx, *r);
+  end_panel();
+}
+
+}  // namespace ts::app

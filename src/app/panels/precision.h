@@ -1,0 +1,95 @@
+#pragma once
+// Precision: the session's prompt run greedily under two weight formats of
+// the same checkpoint (session/precision_compare.h: the model loaded twice,
+// the compared format teacher-forced on the reference's tokens, plus its own
+// free-running continuation). Per step the KL of the compared distribution
+// from the reference's, whether top-1 agrees, the top-10 tokens that changed
+// places, and bytes and time per format; a small KL-per-step plot with the
+// first divergence marked, and the two continuations side by side.
+//
+// The comparison is the panel's own (it never touches the session's lanes);
+// its engines load and its rows run on the session's worker thread, one
+// posted task per row, so stepping the session and drawing never wait for it.
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/panels/panel.h"
+#include "session/precision_compare.h"
+
+namespace ts::app {
+
+class PrecisionPanel : public Panel {
+ public:
+  void draw(PanelContext& ctx) override;
+  static const char* const kHelp;  // its "?" text
+
+  // Where the two engines come from (the window's model flags) and, with
+  // --compare-precision, the pair run as soon as a model is loaded.
+  void configure(const ModelSetupOptions& setup, std::optional<PrecisionPair> run_on_load);
+  // File > Load model: the next run loads this model (the figures shown stay
+  // until then, and are not drawn over another model's tokens).
+  void set_model(const ModelSetupOptions& setup) { setup_ = setup; }
+
+  // Runs `prompt` under `pair` for the prefill and `steps` decode steps on
+  // the worker (the Run button; tests): the engines load first, again only
+  // when the pair changed. A run started before is abandoned.
+  void run(SessionWorker& worker, PrecisionPair pair, const std::string& prompt, int steps);
+
+  // What the worker has computed so far (null before the first row).
+  struct Result {
+    PrecisionPair pair;
+    ModelConfig config;  // the model compared
+    std::string device;  // where both engines run
+    int planned_rows = 0;
+    std::vector<PrecisionStep> steps;
+    PrecisionSummary summary;
+    std::string prompt;
+    // The two continuations: the reference's tokens and the compared
+    // format's own greedy ones.
+    std::vector<int> reference_tokens, free_tokens;
+  };
+  std::shared_ptr<const Result> result() const;
+  std::string error() const;
+  bool busy() const;
+
+  // The last frame (tests): table rows drawn, the row highlighted as the
+  // first divergence (-1: none), the plot's bars and its rectangle.
+  struct Drawn {
+    int table_rows = 0;
+    int highlighted_row = -1;
+    int plot_bars = 0;
+    int plot_marked_bar = -1;
+    float plot_x0 = 0, plot_y0 = 0, plot_x1 = 0, plot_y1 = 0;
+    bool continuations = false;
+  };
+  const Drawn& drawn() const { return drawn_; }
+
+ private:
+  struct Shared {
+    mutable std::mutex mutex;
+    std::shared_ptr<const Result> result;
+    bool busy = false;
+    std::string error;
+    uint64_t generation = 0;  // a newer run makes older rows stop
+    // Worker thread only: the loaded pair and its engines.
+    std::unique_ptr<PrecisionCompare> compare;
+    std::string loaded_key;
+  };
+  void draw_plot(PanelContext& ctx, const Result& r, float height);
+  void draw_table(PanelContext& ctx, const Result& r);
+  void draw_continuations(PanelContext& ctx, const Result& r);
+
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+  const SessionWorker* worker_ = nullptr;  // the worker the results came from
+  ModelSetupOptions setup_;
+  std::optional<PrecisionPair> run_on_load_;
+  const void* auto_ran_for_ = nullptr;              // the session the flag's run was started in
+  int reference_choice_ = 0, compared_choice_ = 3;  // indices into the five formats: f32, q8
+  int steps_ = 16;
+  Drawn drawn_;
+};
+
+}  // namespace ts::app
