@@ -17,8 +17,9 @@ BackendSelection make_backend(const std::string& device,
   if (device != "auto" && device != "cpu" && device != "cuda")
     throw Error("--device must be auto, cpu or cuda (got '" + device + "')");
   BackendSelection sel;
-  // The CUDA backend copies fp32 tensors and keeps an fp32 KV cache: 16-bit
-  // weights or a 16-bit cache run on the CPU. `flag` is e.g. "--kv f16".
+  // The CUDA backend copies fp32 tensors and keeps an fp32 KV cache: weights
+  // or a cache in any other format (16-bit, q8, q4) run on the CPU. `flag` is
+  // e.g. "--kv q8".
   const auto on_cpu_only = [&](const std::string& flag, const std::string& refusal,
                                const std::string& notice, const std::string& f32_flag) {
     if (device == "cuda")

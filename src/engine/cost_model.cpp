@@ -6,7 +6,9 @@ StepCost estimate_step_cost(const ModelConfig& cfg, const std::vector<EntryShape
                             WeightFormat format, WeightFormat kv_format) {
   const double mb =
       bytes_per_value(format);  // a matmul weight's (and wte's) bytes, scales included
-  const double kb = bytes_per_weight(kv_format);  // a cached K or V value's bytes
+  // A cached K or V value's bytes, q8's scales included (34/32: every head's
+  // slice of a row is whole blocks).
+  const double kb = bytes_per_value(kv_format);
   const double c = cfg.n_embd, l = cfg.n_layer, v = cfg.vocab_size;
   const double q = cfg.q_dim(), kv = cfg.kv_dim(), qkv = cfg.qkv_dim(), fc = cfg.fc_dim(),
                mlp = cfg.mlp_dim();

@@ -30,6 +30,12 @@ KvCacheManager::KvCacheManager(const KvCacheShape& shape) : shape_(shape) {
   require_positive(shape.head_dim, "head_dim");
   require_positive(shape.block_size, "block_size");
   require_positive(shape.num_blocks, "num_blocks");
+  // q8 cuts each head's slice of a row into blocks of 32 values.
+  if (shape.format == WeightFormat::kQ8 && shape.head_dim % kQuantBlock != 0) {
+    throw Error("--kv q8: the model's head_dim " + std::to_string(shape.head_dim) +
+                " is not a multiple of 32 (q8 stores blocks of 32 values per head); use --kv "
+                "f32, f16 or bf16");
+  }
   // Slots are ints: block * block_size + offset must not overflow.
   if (int64_t(shape.num_blocks) * shape.block_size > INT_MAX) {
     throw Error("KV cache shape: num_blocks * block_size = " +

@@ -24,14 +24,16 @@ struct KvCacheShape {
   int head_dim = 0;
   int block_size = 16;  // tokens per block
   int num_blocks = 0;   // capacity, in blocks (all layers share the numbering)
-  // How the backend stores each K and V value (--kv): f32, or f16 / bf16 at
-  // 2 bytes a value.
+  // How the backend stores each K and V value (--kv): f32, f16 / bf16 at 2
+  // bytes a value, or q8: each head's slice of a token's key (and value) row
+  // as head_dim / 32 BlockQ8s of 34 bytes (head_dim must be a multiple of 32).
   WeightFormat format = WeightFormat::kF32;
 
+  // Bytes of one slot's K (or V) row in one layer: n_head * head_dim values in
+  // `format` (in q8 a whole number of blocks, 34 bytes per 32 values).
+  int64_t bytes_per_row() const { return int64_t(stored_bytes(format, size_t(n_head) * head_dim)); }
   // Bytes one block holds in one layer, K and V together, in `format`.
-  int64_t bytes_per_block_per_layer() const {
-    return int64_t(2) * block_size * n_head * head_dim * bytes_per_weight(format);
-  }
+  int64_t bytes_per_block_per_layer() const { return int64_t(2) * block_size * bytes_per_row(); }
 };
 
 // Copy every layer's K and V of src_block into dst_block (slots [0, num_slots)).

@@ -26,12 +26,13 @@ const char* weight_format_name(WeightFormat format) {
 
 namespace {
 
-// `text` as one of the names; the block formats only where `blocks`.
+// `text` as one of the names; q4 only where `q4` (the KV cache takes q8 but
+// not q4).
 WeightFormat parse_format(const std::string& flag, const std::string& text,
-                          const std::string& expected, bool blocks) {
+                          const std::string& expected, bool q4) {
   for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16,
                          WeightFormat::kQ8, WeightFormat::kQ4})
-    if (text == weight_format_name(f) && (blocks || !is_block_format(f))) return f;
+    if (text == weight_format_name(f) && (q4 || f != WeightFormat::kQ4)) return f;
   throw Error(flag + ": expected " + expected + ", got '" + text + "'");
 }
 
@@ -42,7 +43,7 @@ WeightFormat parse_weight_format(const std::string& text) {
 }
 
 WeightFormat parse_kv_format(const std::string& text) {
-  return parse_format("--kv", text, "f32, f16 or bf16", false);
+  return parse_format("--kv", text, "f32, f16, bf16 or q8", false);
 }
 
 float round_to_format(float value, WeightFormat format) {

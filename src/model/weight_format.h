@@ -1,8 +1,8 @@
 #pragma once
 // The number format of the matmul weights (attention qkv and proj, MLP fc and
 // proj, and wte, which is also the tied lm_head), chosen when a model is
-// loaded (--weights). The KV cache's values take the three float formats
-// (--kv, KvCacheShape::format). Biases, layer norms and wpe stay fp32
+// loaded (--weights). The KV cache's values take the three float formats or
+// q8 (--kv, KvCacheShape::format). Biases, layer norms and wpe stay fp32
 // whatever it is. A 16-bit format halves the bytes a decode step reads, q8
 // and q4 cut them to about a quarter and an eighth; the CPU kernels read each
 // format directly and accumulate in fp32 (engine/cpu/matmul.h).
@@ -41,12 +41,12 @@ const char* weight_format_name(WeightFormat format);
 // other text: "--weights: expected f32, bf16, f16, q8 or q4, got 'x'".
 WeightFormat parse_weight_format(const std::string& text);
 
-// The KV cache's format (--kv) takes the three float names; any other text is
-// refused in one line: "--kv: expected f32, f16 or bf16, got 'x'".
+// The KV cache's format (--kv) takes the three float names and q8; any other
+// text is refused in one line: "--kv: expected f32, f16, bf16 or q8, got 'x'".
 WeightFormat parse_kv_format(const std::string& text);
 
-// Bytes of one value of a float format (f32 4, bf16 / f16 2): the KV cache's
-// formats. The block formats have no whole number: see bytes_per_value.
+// Bytes of one value of a float format (f32 4, bf16 / f16 2). The block
+// formats have no whole number: see bytes_per_value and stored_bytes.
 inline int bytes_per_weight(WeightFormat format) { return format == WeightFormat::kF32 ? 4 : 2; }
 
 constexpr int kQuantBlock = 32;  // values per q8 / q4 block

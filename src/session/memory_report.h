@@ -30,7 +30,7 @@ struct MemoryReport {
   // KV pool. On a GPU it is device memory: kv_on_host is false and the
   // resident figure is 0 (it is not in this process's RSS).
   bool kv_on_host = true;
-  std::string kv_format = "f32";  // how the pools store K and V (--kv): f32, f16 or bf16
+  std::string kv_format = "f32";  // how the pools store K and V (--kv): f32, f16, bf16 or q8
   int64_t kv_reserved_bytes = 0;  // address space of the pools (every lane's full context)
   int64_t kv_used_bytes = 0;      // blocks the sequences hold now (all layers, K and V)
   int64_t kv_resident_bytes = 0;  // pages written so far (mincore); freed blocks stay resident

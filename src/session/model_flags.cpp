@@ -137,8 +137,10 @@ std::string model_flags_help() {
          "                          f32); bf16 and f16 halve the bytes a step reads; q8 and q4\n"
          "                          hold 8- or 4-bit values with an f16 scale per 32 (34 and 18\n"
          "                          bytes per 32 values); CPU only\n"
-         "  --kv f32|f16|bf16       format of the KV cache's keys and values (default f32); f16\n"
-         "                          and bf16 halve its bytes and what attention reads, CPU only\n"
+         "  --kv f32|f16|bf16|q8    format of the KV cache's keys and values (default f32); f16\n"
+         "                          and bf16 halve its bytes and what attention reads; q8 holds\n"
+         "                          8-bit values with an f16 scale per 32 (34 bytes per 32\n"
+         "                          values; head_dim a multiple of 32); CPU only\n"
          "  --threads N             CPU threads, 0 = all hardware threads (default), at most " +
          std::to_string(max_cpu_threads()) +
          "\n"

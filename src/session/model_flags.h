@@ -71,7 +71,7 @@ std::string non_empty(const std::string& flag, const std::string& text);
 int max_cpu_threads();
 
 // --model PATH, --tokenizer DIR, --device auto|cpu|cuda, --weights
-// f32|bf16|f16|q8|q4, --kv f32|f16|bf16, --threads N. Returns
+// f32|bf16|f16|q8|q4, --kv f32|f16|bf16|q8, --threads N. Returns
 // false (consuming nothing) when reader's flag is none of them.
 bool parse_model_flag(FlagReader& reader, ModelSetupOptions& setup);
 

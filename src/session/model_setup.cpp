@@ -215,7 +215,7 @@ KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int bloc
   // K and V of the key/value heads only (fewer than the query heads under
   // grouped-query attention).
   const int64_t bytes =
-      tokens * 2 * int64_t{config.kv_dim()} * config.n_layer * bytes_per_weight(kv_format);
+      tokens * 2 * int64_t(stored_bytes(kv_format, size_t(config.kv_dim()))) * config.n_layer;
   int64_t physical = 0;
   std::string memory_name = "this machine's";
   if (backend) {

@@ -20,7 +20,7 @@ struct ModelSetupOptions {
   std::string device = "auto";      // auto | cpu | cuda
   // The matmul weights' format (--weights), converted at load.
   WeightFormat weights = WeightFormat::kF32;
-  // How the KV cache stores K and V (--kv): f32, or f16 / bf16 (CPU only).
+  // How the KV cache stores K and V (--kv): f32, or f16 / bf16 / q8 (CPU only).
   WeightFormat kv = WeightFormat::kF32;
   int cpu_threads = 0;       // 0: every hardware thread
   int cache_sequences = 10;  // KV capacity in full contexts (lanes + scratch)
@@ -53,7 +53,7 @@ struct KvCacheSize {
 // the cache would need more than the memory it goes in: the backend's
 // (Backend::kv_budget_bytes: the GPU's free memory for CUDA, physical RAM for
 // the CPU), or this machine's physical memory when no backend is given.
-// kv_format: the cache's values (--kv), 4 or 2 bytes each.
+// kv_format: the cache's values (--kv): 4 or 2 bytes each, or 34 per 32 (q8).
 KvCacheSize kv_cache_size_for(const ModelConfig& config, int sequences, int block_size = 16,
                               const Backend* backend = nullptr,
                               WeightFormat kv_format = WeightFormat::kF32);

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "app/app.h"
+#include "app/panels/kv.h"
+#include "engine/kv_cache.h"
 #include "gui_test_support.h"
 
 namespace ts::app {
@@ -120,6 +122,34 @@ TEST(GuiLlama, KvPanelBytesFollowTheCacheFormat) {
   const std::vector<KvTokenBytes>& lines = app.kv_cache_panel().token_bytes_drawn();
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].per_token, kv_bytes_per_token(c, 2));
+}
+
+// A q8 cache stores 32 values in 34 bytes: the line multiplies by 34/32 B
+// and its totals are whole blocks (2 KV heads of 32 values: 2 blocks for K,
+// 2 for V, 136 bytes per token per layer). The line is a function of the
+// model's shape and the occupancy, so it is checked without a window.
+TEST(GuiLlama, KvPanelLineCountsQ8AtThirtyFourBytesPerThirtyTwoValues) {
+  ModelConfig cfg;
+  cfg.family = ModelFamily::kLlama;
+  cfg.n_embd = 128;
+  cfg.n_head = 4;
+  cfg.n_kv_head = 2;
+  cfg.n_layer = 3;
+  KvCacheShape shape;
+  shape.n_layer = cfg.n_layer;
+  shape.n_head = cfg.kv_heads();
+  shape.head_dim = cfg.head_dim();
+  shape.num_blocks = 8;
+  shape.format = WeightFormat::kQ8;
+  const KvTokenBytes t = kv_token_bytes("model", cfg, KvCacheManager(shape).occupancy());
+  EXPECT_EQ(t.per_layer, 2 * 2 * 34);
+  EXPECT_EQ(t.per_token, 2 * 2 * 34 * 3);
+  EXPECT_NE(t.text.find("32 dims \u00D7 34/32 B = 136 B per token per layer"), std::string::npos)
+      << t.text;
+  shape.format = WeightFormat::kF16;
+  EXPECT_NE(kv_token_bytes("model", cfg, KvCacheManager(shape).occupancy())
+                .text.find("32 dims \u00D7 2 B = 256 B per token per layer"),
+            std::string::npos);
 }
 
 TEST(GuiLlama, RopeViewAnglesAndScoresAreTheModelsOwn) {

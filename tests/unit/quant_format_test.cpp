@@ -60,15 +60,15 @@ float stored_scale(const std::vector<unsigned char>& bytes, WeightFormat f, size
   return fp16_to_fp32(d);
 }
 
-TEST(QuantFormat, NamesParseTheBytesCountScalesAndTheKvFlagRefusesThem) {
+TEST(QuantFormat, NamesParseTheBytesCountScalesAndTheKvFlagRefusesQ4) {
   EXPECT_EQ(parse_weight_format("q8"), WeightFormat::kQ8);
   EXPECT_EQ(parse_weight_format("q4"), WeightFormat::kQ4);
   EXPECT_STREQ(weight_format_name(WeightFormat::kQ4), "q4");
   try {
-    parse_kv_format("q8");
-    FAIL() << "--kv q8 was accepted";
+    parse_kv_format("q4");
+    FAIL() << "--kv q4 was accepted";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "--kv: expected f32, f16 or bf16, got 'q8'");
+    EXPECT_STREQ(e.what(), "--kv: expected f32, f16, bf16 or q8, got 'q4'");
   }
   EXPECT_DOUBLE_EQ(bytes_per_value(WeightFormat::kQ8), 34.0 / 32);
   EXPECT_DOUBLE_EQ(bytes_per_value(WeightFormat::kQ4), 18.0 / 32);

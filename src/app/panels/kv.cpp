@@ -44,17 +44,26 @@ KvTokenBytes kv_token_bytes(const char* who, const ModelConfig& cfg, const KvOcc
   KvTokenBytes out;
   const int64_t values = int64_t(2) * cfg.kv_heads() * cfg.head_dim();
   const int64_t slots = int64_t(kv.blocks_total) * kv.block_size;
-  // Bytes of one value as the cache stores it (f32 until a pool exists).
-  const int64_t value_bytes =
-      slots > 0 && values > 0 ? kv.bytes_per_layer_capacity / slots / values : 4;
-  out.per_layer = values * value_bytes;
+  // Bytes of one token's K and V in one layer as the cache stores them (f32
+  // until a pool exists): a whole number for every format (q8: every head's
+  // slice is whole blocks of 34 bytes per 32 values).
+  out.per_layer =
+      slots > 0 && values > 0 ? kv.bytes_per_layer_capacity / slots : values * int64_t{4};
   out.per_token = out.per_layer * cfg.n_layer;
+  // A value's bytes: 4 or 2, or q8's 34/32 (its f16 scale shared by 32 values).
+  char value_bytes[32];
+  if (values > 0 && out.per_layer % values == 0)
+    std::snprintf(value_bytes, sizeof(value_bytes), "%d B",
+                  static_cast<int>(out.per_layer / values));
+  else
+    std::snprintf(value_bytes, sizeof(value_bytes), "%d/32 B",
+                  static_cast<int>(values > 0 ? out.per_layer * 32 / values : 0));
   char b[384];
   std::snprintf(b, sizeof(b),
-                "%s: 2 (K, V) \u00D7 %d KV head%s \u00D7 %d dims \u00D7 %d B = %s per token per "
+                "%s: 2 (K, V) \u00D7 %d KV head%s \u00D7 %d dims \u00D7 %s = %s per token per "
                 "layer, %s per token in %d layers",
-                who, cfg.kv_heads(), cfg.kv_heads() == 1 ? "" : "s", cfg.head_dim(),
-                static_cast<int>(value_bytes), format_bytes(double(out.per_layer)).c_str(),
+                who, cfg.kv_heads(), cfg.kv_heads() == 1 ? "" : "s", cfg.head_dim(), value_bytes,
+                format_bytes(double(out.per_layer)).c_str(),
                 format_bytes(double(out.per_token)).c_str(), cfg.n_layer);
   out.text = b;
   return out;

@@ -27,11 +27,30 @@ inline float madd(float a, float b, float c) {
 #endif
 }
 
-// Element i of a pool in format F, widened to fp32 (exact for f16 and bf16).
+// Byte offset of element i of a pool in format F. In q8, i is block-aligned
+// (a head's slice of a row starts on a block: head_dim is a multiple of 32).
+template <WeightFormat F>
+size_t byte_offset(long long i) {
+  if constexpr (F == WeightFormat::kQ8) {
+    return static_cast<size_t>(i / kQuantBlock) * sizeof(BlockQ8);
+  } else {
+    return static_cast<size_t>(i) * (F == WeightFormat::kF32 ? 4 : 2);
+  }
+}
+
+// The q8 block holding element i of a pool, and i's place in it.
+inline const BlockQ8& q8_block(const void* pool, long long i) {
+  return static_cast<const BlockQ8*>(pool)[i / kQuantBlock];
+}
+
+// Element i of a pool in format F, widened to fp32 (exact for f16 and bf16;
+// for q8 d * q, also exact: dequantised()).
 template <WeightFormat F>
 float load1(const void* pool, long long i) {
   if constexpr (F == WeightFormat::kF32) {
     return static_cast<const float*>(pool)[i];
+  } else if constexpr (F == WeightFormat::kQ8) {
+    return dequantised(q8_block(pool, i), static_cast<int>(i % kQuantBlock));
   } else {
     uint16_t h;
     std::memcpy(&h, static_cast<const char*>(pool) + 2 * i, sizeof h);
@@ -42,10 +61,17 @@ float load1(const void* pool, long long i) {
 #ifdef TS_HAVE_AVX2
 // Elements i..i+7 widened to fp32: bf16 is the top half of an fp32 (a shift),
 // f16 goes through F16C's vcvtph2ps.
+// q8 (i a multiple of 8): eight int8 codes widened to fp32 times the
+// block's scale, a product that is exact (the same value as load1's).
 template <WeightFormat F>
 __m256 load8(const void* pool, long long i) {
   if constexpr (F == WeightFormat::kF32) {
     return _mm256_loadu_ps(static_cast<const float*>(pool) + i);
+  } else if constexpr (F == WeightFormat::kQ8) {
+    const BlockQ8& b = q8_block(pool, i);
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.q + i % kQuantBlock));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)),
+                         _mm256_set1_ps(fp16_to_fp32(b.d)));
   } else {
     const __m128i h =
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(pool) + i));
@@ -153,13 +179,11 @@ void attention_in(const AttentionArgs& a, int head_begin, int head_end, int row_
     // 2 threads, context 64, the two together cut attention's CPU time per
     // step from 1.2-1.7 ms to 0.65-0.7 ms.) Each head's own sums are the
     // same whichever heads share its piece.
-    constexpr size_t kValueBytes = F == WeightFormat::kF32 ? 4 : 2;
-    const size_t run_bytes =
-        kValueBytes * static_cast<size_t>(kv_col(head_end - 1) - kv_col(head_begin) + a.head_dim);
+    const size_t run_bytes = byte_offset<F>(kv_col(head_end - 1) - kv_col(head_begin) + a.head_dim);
     for (int i = 0; i < visible; ++i) {
       const long long row = static_cast<long long>(a.context_slots[key(i)]) * kv_row;
-      const char* v_run = static_cast<const char*>(a.v_pool) +
-                          kValueBytes * static_cast<size_t>(row + kv_col(head_begin));
+      const char* v_run =
+          static_cast<const char*>(a.v_pool) + byte_offset<F>(row + kv_col(head_begin));
       for (size_t b = 0; b < run_bytes; b += 64) __builtin_prefetch(v_run + b);
       for (int h = head_begin; h < head_end; ++h)
         score_row(h - head_begin)[i] =
@@ -198,9 +222,10 @@ void attention(const AttentionArgs& a, int head_begin, int head_end, int row_beg
       return attention_in<WeightFormat::kBF16>(a, head_begin, head_end, row_begin, row_end);
     case WeightFormat::kF16:
       return attention_in<WeightFormat::kF16>(a, head_begin, head_end, row_begin, row_end);
+    case WeightFormat::kQ8:
+      return attention_in<WeightFormat::kQ8>(a, head_begin, head_end, row_begin, row_end);
     case WeightFormat::kF32:
-    case WeightFormat::kQ8:  // never a KV format (parse_kv_format refuses them)
-    case WeightFormat::kQ4:
+    case WeightFormat::kQ4:  // never a KV format (parse_kv_format refuses it)
       break;
   }
   attention_in<WeightFormat::kF32>(a, head_begin, head_end, row_begin, row_end);

@@ -9,10 +9,12 @@
 // 0..start_pos-1 and the new keys start_pos + j with mask[r * rows + j] set,
 // in increasing order: the same sums, in the same order, as running the row's
 // branch alone (bit for bit).
-// The pools hold K and V in kv_format (f32, f16 or bf16): a cached value is
-// widened to fp32 as it is loaded and every sum is fp32, in the same order
-// for every format, so a 16-bit cache gives bit for bit what an fp32 cache
-// holding the same (rounded) values gives.
+// The pools hold K and V in kv_format (f32, f16, bf16 or q8): a cached value
+// is widened to fp32 as it is loaded (q8: d * q, exact in fp32, read straight
+// from the blocks, no dequantised copy) and every sum is fp32, in the same
+// order for every format, so a 16-bit or q8 cache gives bit for bit what an
+// fp32 cache holding the same (rounded, or dequantised) values gives. A q8
+// pool row is kv_dim / 32 BlockQ8s; head_dim must be a multiple of 32.
 #include "model/weight_format.h"
 
 namespace ts::cpu {

@@ -1,7 +1,7 @@
 // The reference backend: the forward pass of GPT-2 or of the Llama family
 // (one function each) in fp32 on the host (the
 // matmul weights in fp32, bf16 or f16, read as stored: ModelWeights::format;
-// the KV cache in fp32, f16 or bf16: KvCacheShape::format). forward()
+// the KV cache in fp32, f16, bf16 or q8: KvCacheShape::format). forward()
 // reads as the model, one op per line; the ops are in their own files, named
 // after the CUDA kernels they are twins of (layernorm.cpp <-> kernels/layernorm.cu,
 // ...), and the plumbing (the batch's row layout, the attention's work split
@@ -138,10 +138,9 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool pool_;
   KvCacheShape shape_;
-  // Bytes of one slot's K (or V) row: kv_dim values (C for GPT-2) in shape_.format.
-  size_t row_bytes() const {
-    return size_t(bytes_per_weight(shape_.format)) * size_t(weights_->config.kv_dim());
-  }
+  // Bytes of one slot's K (or V) row: kv_dim values (C for GPT-2) in shape_.format
+  // (q8: kv_dim / 32 blocks of 34 bytes).
+  size_t row_bytes() const { return size_t(shape_.bytes_per_row()); }
   char* k_bytes(size_t layer) { return reinterpret_cast<char*>(k_pool_[layer].data()); }
   char* v_bytes(size_t layer) { return reinterpret_cast<char*>(v_pool_[layer].data()); }
 
@@ -398,9 +397,11 @@ void CpuBackend::init_cache(const KvCacheShape& shape) {
       shape.head_dim != cfg.head_dim())
     throw Error("KV cache shape does not match the model");
   if (shape.block_size <= 0 || shape.num_blocks <= 0) throw Error("KV cache shape is empty");
-  // The pools are counted in floats: a 16-bit cache takes half as many.
-  const size_t values = static_cast<size_t>(shape.num_blocks) * shape.block_size * cfg.kv_dim();
-  const size_t per_layer = (values * bytes_per_weight(shape.format) + 3) / 4;
+  // The pools are counted in floats: a 16-bit cache takes half as many, a q8
+  // one 34/128 as many (whole rows of blocks: every slot's row starts on a
+  // block, at an even offset, BlockQ8's alignment).
+  const size_t slots = static_cast<size_t>(shape.num_blocks) * shape.block_size;
+  const size_t per_layer = (slots * size_t(shape.bytes_per_row()) + 3) / 4;
   // The new pools are reserved before the old ones are released: a size the
   // machine refuses leaves the cache as it was (its contents included).
   std::vector<AnonymousMemory> k, v;

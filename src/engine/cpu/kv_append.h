@@ -4,7 +4,11 @@
 // the CPU matmul has already added).
 //   qkv[r] = [q | k | v] (3C values);  K[slot[r]] = k,  V[slot[r]] = v
 // The slots (block * block_size + offset) come from the engine's KvCacheManager.
-// The pools hold values in `format`: f16 and bf16 are rounded to nearest even.
+// The pools hold values in `format`: f16 and bf16 are rounded to nearest even;
+// q8 quantises each row (kv_dim values, a multiple of 32) into kv_dim / 32
+// BlockQ8s (quantise_q8: every value within d/2 of its own), once, here.
+// A q8 row whose scale is beyond f16's range, or that holds a NaN or an
+// infinity, throws ts::Error in one line (the engine rolls the step back).
 #include "model/weight_format.h"
 
 namespace ts::cpu {
