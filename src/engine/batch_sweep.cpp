@@ -114,7 +114,8 @@ void place_on_roofs(BatchSweepPoint& p, double peak_flops, double bandwidth) {
 }
 
 BatchSweepPoint measure_batch(Engine& engine, int batch, const BatchSweepOptions& options,
-                              double peak_flops, double bandwidth) {
+                              double peak_flops, double bandwidth,
+                              const std::atomic<bool>* cancel) {
   KvCacheManager& cache = engine.cache();
   const std::vector<SeqId> seqs = make_sweep_sequences(engine, batch, options.context);
   BatchSweepPoint p;
@@ -124,6 +125,7 @@ BatchSweepPoint measure_batch(Engine& engine, int batch, const BatchSweepOptions
     const uint32_t v = static_cast<uint32_t>(engine.config().vocab_size);
     std::vector<double> times;
     for (int s = 0; s <= options.steps; ++s) {
+      if (cancel && cancel->load()) break;
       std::vector<ForwardRequest> reqs;
       for (SeqId q : seqs) reqs.push_back({q, {static_cast<int>(rng() % v)}});
       const ForwardResult r = engine.forward(reqs, {});
@@ -134,7 +136,7 @@ BatchSweepPoint measure_batch(Engine& engine, int batch, const BatchSweepOptions
       times.push_back(r.seconds);
       p.cost = r.cost;
     }
-    p.seconds = median_of(times);
+    p.seconds = times.size() == static_cast<size_t>(options.steps) ? median_of(times) : 0;
   } catch (...) {
     for (SeqId q : seqs) cache.release(q);
     throw;
@@ -163,8 +165,9 @@ BatchSweepResult run_batch_sweep(Engine& engine, const BatchSweepOptions& option
   r.bandwidth = bandwidth;
   r.context = options.context;
   for (int b : options.batches) {
-    if (cancel && cancel->load()) break;
-    r.points.push_back(measure_batch(engine, b, options, peak_flops, bandwidth));
+    BatchSweepPoint p = measure_batch(engine, b, options, peak_flops, bandwidth, cancel);
+    if (cancel && cancel->load()) break;  // p may be cut short
+    r.points.push_back(p);
   }
   summarize_batch_sweep(r, engine.config(), engine.weights().format, engine.cache().shape().format);
   return r;

@@ -88,9 +88,12 @@ std::vector<SeqId> make_sweep_sequences(Engine& engine, int batch, int context, 
 void check_batch_sweep(const BatchSweepOptions& options, int n_ctx);
 
 // Measures one batch size: sequences made, one untimed step, options.steps
-// timed ones, sequences released (also when a step throws).
+// timed ones, sequences released (also when a step throws). When *cancel
+// turns true between two steps it stops there and returns a point with no
+// time (seconds 0), not to be reported.
 BatchSweepPoint measure_batch(Engine& engine, int batch, const BatchSweepOptions& options,
-                              double peak_flops, double bandwidth);
+                              double peak_flops, double bandwidth,
+                              const std::atomic<bool>* cancel = nullptr);
 
 // Fills the roof fields of p from the roofs.
 void place_on_roofs(BatchSweepPoint& p, double peak_flops, double bandwidth);

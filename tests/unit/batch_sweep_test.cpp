@@ -133,6 +133,22 @@ TEST(BatchSweep, RidgeCrossingAndFirstComputeBoundBatch) {
   EXPECT_EQ(r.first_compute_bound_text(), "none up to 4");
 }
 
+// A cancelled sweep stops between steps: no point of a cut-short batch is
+// reported, and every sequence is released.
+TEST(BatchSweep, ACancelledSweepReportsNothingCutShortAndReleasesItsSequences) {
+  const auto w = tiny_weights();
+  const BatchSweepOptions o = small_sweep();
+  auto engine = make_batch_sweep_engine(w, make_cpu_backend(w, 2), o);
+  const std::atomic<bool> stop{true};
+  const BatchSweepPoint p = measure_batch(*engine, 4, o, 1e11, 1e10, &stop);
+  EXPECT_EQ(p.seconds, 0);
+  EXPECT_TRUE(engine->cache().sequences().empty());
+  const BatchSweepResult r = run_batch_sweep(*engine, o, 1e11, 1e10, &stop);
+  EXPECT_TRUE(r.points.empty());
+  EXPECT_EQ(r.first_compute_bound, 0);
+  EXPECT_TRUE(engine->cache().sequences().empty());
+}
+
 TEST(BatchSweep, RefusesBatchesOutsideTheRangeAndLongContexts) {
   BatchSweepOptions o;
   o.batches = {1, 65};

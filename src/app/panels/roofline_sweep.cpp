@@ -24,6 +24,7 @@ void BatchSweepJob::cancel() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_) return;
     cancelled_ = true;
+    stop_ = true;
     if (!in_flight_) drop = std::move(engine_);  // else the batch in flight drops it
   }
 }
@@ -72,7 +73,8 @@ void BatchSweepJob::measure_next(Session& s, size_t index) {
       engine =
           make_batch_sweep_engine(session.shared_weights(), std::move(sel.backend), options_, kv);
     }
-    point = measure_batch(*engine, options_.batches[index], options_, peak_flops_, bandwidth_);
+    point =
+        measure_batch(*engine, options_.batches[index], options_, peak_flops_, bandwidth_, &stop_);
   } catch (const std::exception& e) {
     error = std::string("batch sweep: ") + e.what();
   }

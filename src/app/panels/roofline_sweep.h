@@ -6,6 +6,7 @@
 // between. The sweep's engine (a fresh backend on the loaded weights, a KV
 // cache of its own for up to 64 sequences) lives only while the sweep runs.
 // No ImGui here.
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,6 +54,7 @@ class BatchSweepJob : public std::enable_shared_from_this<BatchSweepJob> {
   size_t next_ = 0;
   bool in_flight_ = false;
   bool done_ = false, cancelled_ = false;
+  std::atomic<bool> stop_{false};  // cancelled_, read by the batch in flight between its steps
   std::string error_;
   int measuring_ = 0;
   // Taken by the batch in flight while it runs, put back after; dropped
