@@ -245,7 +245,9 @@ void RooflinePanel::draw(PanelContext& ctx) {
   // room for the chart: the roofs and the warning take one line each (the
   // whole text on hover) and the explanation stays in the "?" help.
   const float font = ImGui::GetFontSize();
-  const bool compact = ImGui::GetContentRegionAvail().y < font * 26;
+  // The sweep's control line and table take room of their own.
+  const bool compact =
+      ImGui::GetContentRegionAvail().y < font * (sweep.points.empty() && !sweep_ ? 26 : 38);
   char roofs_text[512];
   std::snprintf(roofs_text, sizeof roofs_text,
                 "Roofs %s: %s peak, %s main-memory bandwidth%s; ridge at %.1f FLOP/byte.",
