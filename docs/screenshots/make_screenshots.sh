@@ -181,6 +181,13 @@ LLAMA_ROPE=${LLAMA_ROPE:-tests/fixtures/llama/llama-gqa2}
   --head 4 --layout rope --presentation --width 1280 --height 720 \
   --screenshot "$OUT/rope-presentation-1280x720.png"
 
+# The Roofline panel's batch sweep, after prefill and 4 decode steps: no flag
+# starts it, so the GUI test that drives it writes the picture (bundled model,
+# measured roofs and times; GUI_TESTS names the test binary).
+GUI_TESTS=${GUI_TESTS:-$(dirname "$BIN")/ts_gui_tests}
+TS_BATCH_SWEEP_SCREENSHOT="$OUT/batch-sweep.png" "${RUN[@]}" "$GUI_TESTS" \
+  --gtest_filter=BatchSweepGui.Screenshot
+
 # Committed pictures are kept small: 256-colour palettes (text stays sharp),
 # then lossless recompression, when the tools are installed
 # (apt-get install pngquant optipng).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "engine/batch_sweep.h"
 #include "session/model_flags.h"
 #include "session/session.h"
 #include "util/error.h"
@@ -75,6 +76,22 @@ load time, and where memory goes after loading and after the run.
          std::to_string(ts::kMaxLanes) + R"(, e.g. 1,2,4,8
                           (default); ratio_to_one_lane divides by the 1-lane time,
                           measured even when 1 is not listed
+  --batch-sweep LIST      the batch sweep: for each batch size B in LIST (each 1 to )" +
+         std::to_string(ts::kMaxSweepBatch) + R"(,
+                          e.g. 1,2,4,8,16,32,64), B sequences with the same )" +
+         std::to_string(ts::BatchSweepOptions{}.context) + R"( cached
+                          tokens (fewer on a model whose context is short) decoded
+                          together, one token each, in one batched step (median of )" +
+         std::to_string(ts::BatchSweepOptions{}.steps) + R"(
+                          steps): step time, tokens/s, the step's FLOPs and bytes
+                          (cost model: weights once, every sequence's KV), intensity,
+                          achieved FLOP/s, the roof there (bandwidth x intensity or
+                          peak, measured in this run) and the fraction of it reached;
+                          plus the ridge, the batch where the cost model's intensity
+                          crosses it, and the first measured B that is compute bound;
+                          on an engine and KV cache of its own sharing the loaded
+                          weights; off by default (it adds about 10 s on a 124M
+                          model on 2 CPU cores, a 64-sequence step 0.7 s of it)
   --cache-compare LIST    generation lengths for KV cache on vs off, e.g. 64,256 (a run
                           stops at the end of the model's context; its steps are listed)
   --draft-model DIR       also measure speculative decoding (greedy) with this draft
@@ -169,6 +186,8 @@ BenchOptions parse_options(int argc, char** argv) {
       o.decode_steps = static_cast<int>(ts::parse_whole_number(a, r.value(), 1, kMaxTokens));
     else if (a == "--lanes")
       o.lanes = parse_list(a, r.value(), 1, ts::kMaxLanes);
+    else if (a == "--batch-sweep")
+      o.batch_sweep = parse_list(a, r.value(), 1, ts::kMaxSweepBatch);
     else if (a == "--cache-compare")
       o.cache_compare = parse_list(a, r.value(), 1, kMaxTokens);
     else if (a == "--spec-gamma")

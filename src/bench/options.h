@@ -29,6 +29,7 @@ struct BenchOptions {
   bool spec_self_draft = false;  // also the model drafting for itself
   std::string spec_random_dir;   // --spec-random-pairs: write and bench the random pairs
   bool spec_only = false;        // skip the prefill / decode / lanes sections
+  std::vector<int> batch_sweep;  // --batch-sweep: batch sizes of the batch sweep (empty: off)
   int lookahead_tokens = 0;      // --lookahead N: lookahead and prompt lookup vs greedy (0: off)
   bool avx2_only = false;        // --cpu-vectors avx2: no AVX-512 skinny kernel
   bool help = false;

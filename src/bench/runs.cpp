@@ -12,6 +12,7 @@
 #include "bench/speculative_bench.h"
 #include "bench/timing.h"
 #include "engine/backend_factory.h"
+#include "engine/batch_sweep.h"
 #include "engine/cpu/machine_probe.h"
 #include "engine/cpu/matmul.h"
 #include "model/model_loader.h"
@@ -123,6 +124,47 @@ json cache_compare(ts::Engine& engine, int n) {
   return ts::cache_comparison_to_json(ts::compare_kv_cache(engine, prompt, {}, n));
 }
 
+// The batch sweep (engine/batch_sweep.h) on an engine of its own: a fresh
+// backend on the loaded weights, with a KV cache for the largest batch.
+json bench_batch_sweep(const ts::Engine& engine, const BenchOptions& o,
+                       const ts::cpu::MachineRoofs& roofs) {
+  ts::BatchSweepOptions so;
+  so.batches = o.batch_sweep;
+  so.context = std::min(so.context, engine.config().n_ctx / 2);
+  const ts::WeightFormat kv = engine.cache().shape().format;
+  ts::BackendSelection sel =
+      ts::make_backend(engine.backend().name(), engine.shared_weights(), o.setup.cpu_threads, kv);
+  const std::unique_ptr<ts::Engine> sweep =
+      ts::make_batch_sweep_engine(engine.shared_weights(), std::move(sel.backend), so, kv);
+  const ts::BatchSweepResult r =
+      ts::run_batch_sweep(*sweep, so, roofs.peak_flops, roofs.read_bandwidth);
+  json points = json::array();
+  for (const ts::BatchSweepPoint& p : r.points)
+    points.push_back({{"batch", p.batch},
+                      {"ms_per_step", p.seconds * 1e3},
+                      {"tokens_per_second", p.tokens_per_second},
+                      {"flops_per_step", p.cost.flops},
+                      {"bytes_per_step", p.cost.bytes()},
+                      {"weight_bytes", p.cost.weight_bytes},
+                      {"kv_bytes", p.cost.kv_read_bytes + p.cost.kv_write_bytes},
+                      {"flops_per_byte", p.intensity},
+                      {"gflops", p.flops_per_s * 1e-9},
+                      {"roof_gflops", p.roof * 1e-9},
+                      {"fraction_of_roof", p.fraction_of_roof},
+                      {"roof", p.compute_roof ? "compute" : "memory"}});
+  return {{"context", r.context},
+          {"steps_per_batch", so.steps},
+          {"read_bandwidth_gb_per_s", r.bandwidth * 1e-9},
+          {"peak_gflops", r.peak_flops * 1e-9},
+          {"ridge_flops_per_byte", r.ridge},
+          {"predicted_crossing_batch",
+           r.predicted_crossing < 0 ? json(nullptr) : json(r.predicted_crossing)},
+          {"first_compute_bound_batch",
+           r.first_compute_bound > 0 ? json(r.first_compute_bound) : json(nullptr)},
+          {"first_compute_bound", r.first_compute_bound_text()},
+          {"points", points}};
+}
+
 }  // namespace
 
 // The model benchmarked: --model, the random checkpoint written first for
@@ -186,6 +228,7 @@ json bench_model(BenchOptions o, const std::string& model_dir, bool& identical) 
                        bench_prefill(engine, o, roofs, true)};
   report["decode"] = bench_decode(engine, o);
   report["lanes"] = bench_lanes(engine, o);
+  if (!o.batch_sweep.empty()) report["batch_sweep"] = bench_batch_sweep(engine, o, roofs);
   json compare = json::array();
   for (int n : o.cache_compare) compare.push_back(cache_compare(engine, n));
   if (!compare.empty()) report["kv_cache_on_vs_off"] = compare;

@@ -44,6 +44,9 @@ class Engine {
 
   const ModelConfig& config() const { return weights_->config; }
   const ModelWeights& weights() const { return *weights_; }
+  // The weights as shared: another engine on the same loaded tensors (the
+  // batch sweep's) keeps them alive without loading the model again.
+  const std::shared_ptr<const ModelWeights>& shared_weights() const { return weights_; }
   Backend& backend() { return *backend_; }
   const Backend& backend() const { return *backend_; }
   KvCacheManager& cache() { return cache_; }

@@ -15,7 +15,12 @@ const char* const RooflinePanel::kHelp =
     "process one token per lane, so it sits far left, under the slope: memory bound. "
     "Prefill reuses each weight for every prompt token and moves right, towards the "
     "compute roof. More lanes share one weight read, so their decode steps move "
-    "right too.";
+    "right too.\n\nBatch sweep: decodes B independent sequences (each with the same "
+    "short cached context) together in one batched step, for B = 1, 2, 4 ... 64, on an "
+    "engine of its own (the session's KV cache and lanes are not touched). The weights are "
+    "read once per step whatever B, so intensity grows with B: the series climbs the "
+    "bandwidth slope until it crosses the ridge, where the step stops being memory bound. "
+    "The ridge is marked, and so is the first batch size measured past it.";
 
 namespace {
 
@@ -48,7 +53,113 @@ std::string si(double v, const char* unit) {
   return buf;
 }
 
+// "12.3" with two significant digits below 10, none above.
+std::string short_number(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, v < 10 ? "%.2g" : "%.0f", v);
+  return b;
+}
+
 }  // namespace
+
+void RooflinePanel::request_batch_sweep(std::vector<int> batches) {
+  sweep_request_ = std::move(batches);
+}
+
+void RooflinePanel::cancel_batch_sweep() {
+  sweep_request_.reset();
+  if (sweep_) sweep_->cancel();
+}
+
+void RooflinePanel::sweep_controls(PanelContext& ctx, const HardwareRoofs& roofs) {
+  SessionWorker& worker = *ctx.ctl.worker();
+  if (sweep_ && sweep_worker_ != &worker) {  // another model: its sweep is stale
+    sweep_->cancel();
+    sweep_.reset();
+  }
+  if (sweep_request_) {
+    if (sweep_) sweep_->cancel();
+    BatchSweepOptions o;
+    o.batches = std::move(*sweep_request_);
+    sweep_request_.reset();
+    sweep_ = std::make_shared<BatchSweepJob>(std::move(o), roofs.peak_flops,
+                                             roofs.effective_bandwidth());
+    sweep_worker_ = &worker;
+  }
+  if (sweep_) sweep_->pump(worker);
+  const BatchSweepJob::Status st = sweep_ ? sweep_->status() : BatchSweepJob::Status{};
+  const bool running = sweep_ && !st.done && !st.cancelled;
+  if (running) {
+    if (ImGui::SmallButton("Cancel sweep")) cancel_batch_sweep();
+    ImGui::SameLine();
+    char b[96];
+    std::snprintf(b, sizeof b, "batch sweep: measuring B = %d (%zu of %zu)...", st.measuring,
+                  st.points.size() + 1, st.total);
+    ImGui::TextDisabled("%s", fit_text(b, ImGui::GetContentRegionAvail().x).c_str());
+    return;
+  }
+  if (ImGui::SmallButton("Batch sweep")) request_batch_sweep();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Decode B = 1, 2, 4 ... 64 independent sequences in one batched step each\n"
+        "and plot them here (an engine of its own: the session is not touched).");
+  if (!sweep_) return;
+  ImGui::SameLine();
+  if (ImGui::SmallButton("Clear")) {
+    sweep_.reset();
+    return;
+  }
+  ImGui::SameLine();
+  std::string summary;
+  if (!st.error.empty()) {
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.pal.error), "%s",
+                       fit_text(st.error, ImGui::GetContentRegionAvail().x).c_str());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", st.error.c_str());
+    return;
+  }
+  if (st.cancelled) {
+    summary = "batch sweep cancelled after " + std::to_string(st.points.size()) + " of " +
+              std::to_string(st.total) + " batch sizes";
+  } else {
+    const BatchSweepResult& r = st.result;
+    summary = "ridge " + short_number(r.ridge) + " FLOP/byte; the cost model crosses it at " +
+              (r.predicted_crossing < 0 ? std::string("no batch")
+                                        : "B \u2248 " + short_number(r.predicted_crossing)) +
+              "; compute bound measured: " + r.first_compute_bound_text();
+  }
+  ImGui::TextUnformatted(fit_text(summary, ImGui::GetContentRegionAvail().x).c_str());
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", summary.c_str());
+}
+
+void RooflinePanel::sweep_table(PanelContext& ctx, const BatchSweepJob::Status& st, float height) {
+  const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg |
+                                ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchProp;
+  if (!ImGui::BeginTable("batch_sweep", 8, flags, ImVec2(0, height))) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* h :
+       {"B", "ms/step", "tokens/s", "FLOP/byte", "FLOP/s", "roof", "% of roof", "roof there"})
+    ImGui::TableSetupColumn(h);
+  ImGui::TableHeadersRow();
+  for (const BatchSweepPoint& p : st.points) {
+    ImGui::TableNextRow();
+    const bool marked = p.batch == sweep_marked_;
+    const ImU32 color = marked ? ctx.pal.warning : ctx.pal.text;
+    const std::string cells[8] = {std::to_string(p.batch),
+                                  short_number(p.seconds * 1e3),
+                                  short_number(p.tokens_per_second),
+                                  short_number(p.intensity),
+                                  si(p.flops_per_s, ""),
+                                  si(p.roof, ""),
+                                  short_number(100 * p.fraction_of_roof),
+                                  p.compute_roof ? "compute" : "memory"};
+    for (const std::string& c : cells) {
+      ImGui::TableNextColumn();
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", c.c_str());
+    }
+    ++sweep_table_rows_;
+  }
+  ImGui::EndTable();
+}
 
 std::vector<RooflinePoint> history_points(const SessionSnapshot& snap, const Palette& pal) {
   std::vector<RooflinePoint> points;
@@ -70,8 +181,15 @@ void RooflinePanel::draw(PanelContext& ctx) {
   points_.clear();
   labels_.clear();
   step_label_.clear();
-  if (!begin_panel(ctx, PanelId::kRoofline)) return;
+  sweep_points_.clear();
+  sweep_marked_ = 0;
+  sweep_table_rows_ = 0;
+  if (!begin_panel(ctx, PanelId::kRoofline)) {
+    if (sweep_) sweep_->cancel();  // closed or collapsed: nobody sees it finish
+    return;
+  }
   if (!ctx.snap || !ctx.ctl.worker() || !ctx.ctl.analysis()) {
+    if (sweep_) sweep_->cancel();
     empty_hint(ctx, ctx.ctl.needs_model_line().c_str());
     panel_help_button(PanelId::kRoofline);
     end_panel();
@@ -110,6 +228,15 @@ void RooflinePanel::draw(PanelContext& ctx) {
       }
     }
   }
+  // The batch sweep's points after the session's: a series of their own.
+  const size_t sweep_begin = points.size();
+  const BatchSweepJob::Status sweep = sweep_ ? sweep_->status() : BatchSweepJob::Status{};
+  for (const BatchSweepPoint& p : sweep.points) {
+    char b[160];
+    std::snprintf(b, sizeof b, "batch sweep, B = %d: %s ms/step, %s tokens/s", p.batch,
+                  short_number(p.seconds * 1e3).c_str(), short_number(p.tokens_per_second).c_str());
+    points.push_back({p.intensity, p.flops_per_s, -1, b, ctx.pal.ok, false});
+  }
   if (injected_ && injected_->flops_per_s)
     for (RooflinePoint& p : points) p.flops_per_s = injected_->flops_per_s(p);
   const double bw = roofs->effective_bandwidth();
@@ -118,7 +245,9 @@ void RooflinePanel::draw(PanelContext& ctx) {
   // room for the chart: the roofs and the warning take one line each (the
   // whole text on hover) and the explanation stays in the "?" help.
   const float font = ImGui::GetFontSize();
-  const bool compact = ImGui::GetContentRegionAvail().y < font * 26;
+  // The sweep's control line and table take room of their own.
+  const bool compact =
+      ImGui::GetContentRegionAvail().y < font * (sweep.points.empty() && !sweep_ ? 26 : 38);
   char roofs_text[512];
   std::snprintf(roofs_text, sizeof roofs_text,
                 "Roofs %s: %s peak, %s main-memory bandwidth%s; ridge at %.1f FLOP/byte.",
@@ -155,6 +284,8 @@ void RooflinePanel::draw(PanelContext& ctx) {
     }
   }
 
+  sweep_controls(ctx, *roofs);
+
   // Axes: every point, the ridge, and some room on either side.
   double x_lo = ridge / 100, x_hi = ridge * 10, y_lo = roofs->peak_flops / 1000;
   for (const RooflinePoint& p : points) {
@@ -176,7 +307,16 @@ void RooflinePanel::draw(PanelContext& ctx) {
            ? 0
            : ImGui::CalcTextSize(explanation, nullptr, false, ImGui::GetContentRegionAvail().x).y);
   ImVec2 size = ImGui::GetContentRegionAvail();
-  size.y = std::max(size.y - explain_h, font * 8);
+  // The sweep's table under the chart: every row when there is room, else
+  // a third of the panel, scrolled.
+  float table_h = 0;
+  if (!sweep.points.empty()) {
+    // A row: the text and the cells' padding above and below, plus its border.
+    const float row_h = font + ImGui::GetStyle().CellPadding.y * 2 + 1;
+    table_h = std::min(row_h * static_cast<float>(sweep.points.size() + 1) + 2,
+                       std::max(row_h * 4, size.y * 0.3f));
+  }
+  size.y = std::max(size.y - explain_h - table_h, font * 8);
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton("roofline", size);
   const bool hovered_chart = ImGui::IsItemHovered();
@@ -232,6 +372,25 @@ void RooflinePanel::draw(PanelContext& ctx) {
   dl->AddLine(ImVec2(to_x(xr), to_y(roofs->peak_flops)), ImVec2(to_x(xb), to_y(roofs->peak_flops)),
               ctx.pal.text, thick);
 
+  // The sweep's series: a line through its points in batch order, and the
+  // ridge, where it stops being memory bound, as a dashed vertical line.
+  if (!sweep.points.empty()) {
+    std::vector<size_t> order;
+    for (size_t i = sweep_begin; i < points.size(); ++i) order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return sweep.points[a - sweep_begin].batch < sweep.points[b - sweep_begin].batch;
+    });
+    std::vector<ImVec2> line;
+    for (size_t i : order)
+      line.push_back(ImVec2(to_x(points[i].intensity), to_y(points[i].flops_per_s)));
+    dl->AddPolyline(line.data(), static_cast<int>(line.size()), with_alpha(ctx.pal.ok, 0.8f), 0,
+                    2.0f * ctx.scale);
+    const float rx = to_x(ridge);
+    for (float y = p0.y; y < p1.y; y += font * 0.8f)
+      dl->AddLine(ImVec2(rx, y), ImVec2(rx, std::min(y + font * 0.45f, p1.y)), ctx.pal.text_dim,
+                  1.5f * ctx.scale);
+  }
+
   // Points; the viewed step is outlined.
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   int hovered = -1;
@@ -252,6 +411,14 @@ void RooflinePanel::draw(PanelContext& ctx) {
     }
   }
   const float ring_r = r * 1.8f;
+  sweep_points_.assign(points_.begin() + static_cast<long>(sweep_begin), points_.end());
+  // The first compute-bound batch: the smallest measured past the ridge.
+  for (const BatchSweepPoint& p : sweep.points)
+    if (p.compute_roof && (sweep_marked_ == 0 || p.batch < sweep_marked_)) sweep_marked_ = p.batch;
+  for (size_t i = sweep_begin; i < points.size(); ++i)
+    if (sweep.points[i - sweep_begin].batch == sweep_marked_)
+      dl->AddCircle(ImVec2(to_x(points[i].intensity), to_y(points[i].flops_per_s)), ring_r,
+                    ctx.pal.warning, 16, 2.5f * ctx.scale);
   for (const RooflinePoint& p : points)
     if (p.step == ctx.view.step && p.step >= 0)
       dl->AddCircle(ImVec2(to_x(p.intensity), to_y(p.flops_per_s)), ring_r, ctx.pal.selected, 16,
@@ -357,6 +524,40 @@ void RooflinePanel::draw(PanelContext& ctx) {
     step_label_ = b;
     break;
   }
+  // The sweep's labels: the first compute-bound batch (always shown), the
+  // ridge, then "B = n" beside each point where there is room.
+  auto around = [&](ImVec2 c, const std::string& text) {
+    const ImVec2 sz = ImGui::CalcTextSize(text.c_str());
+    std::vector<ImVec2> tries;
+    for (int k = 0; k < 4; ++k) {
+      const float off = r + pad + k * font * 0.9f;
+      tries.push_back(ImVec2(c.x - sz.x / 2, c.y - off - sz.y));  // above
+      tries.push_back(ImVec2(c.x - sz.x / 2, c.y + off));         // below
+      tries.push_back(ImVec2(c.x + off, c.y - sz.y / 2));         // right
+      tries.push_back(ImVec2(c.x - off - sz.x, c.y - sz.y / 2));  // left
+    }
+    return tries;
+  };
+  for (size_t i = sweep_begin; i < points.size(); ++i)
+    if (sweep.points[i - sweep_begin].batch == sweep_marked_)
+      place(around(ImVec2(to_x(points[i].intensity), to_y(points[i].flops_per_s)),
+                   "compute bound from B = " + std::to_string(sweep_marked_)),
+            ctx.pal.warning, "compute bound from B = " + std::to_string(sweep_marked_), false);
+  if (!sweep.points.empty()) {
+    const std::string text = "ridge " + short_number(ridge) + " FLOP/byte";
+    const float w = ImGui::CalcTextSize(text.c_str()).x, rx = to_x(ridge);
+    std::vector<ImVec2> tries;
+    for (float y = p1.y - font * 1.3f; y > p0.y; y -= font * 1.1f) {
+      tries.push_back(ImVec2(rx + 4, y));
+      tries.push_back(ImVec2(rx - w - 4, y));
+    }
+    place(tries, ctx.pal.text_dim, text, true);
+  }
+  for (size_t i = sweep_begin; i < points.size(); ++i) {
+    const std::string text = "B=" + std::to_string(sweep.points[i - sweep_begin].batch);
+    place(around(ImVec2(to_x(points[i].intensity), to_y(points[i].flops_per_s)), text), ctx.pal.ok,
+          text, true);
+  }
   const std::string peak_label = "peak compute " + si(roofs->peak_flops, "FLOP/s");
   {
     const float w = ImGui::CalcTextSize(peak_label.c_str()).x;
@@ -385,11 +586,16 @@ void RooflinePanel::draw(PanelContext& ctx) {
                       100.0 * p.flops_per_s / roof);
     if (ImGui::IsMouseClicked(ImGuiMouseButton_Left) && p.step >= 0) ctx.state.view_step = p.step;
   }
-  // Legend and the one-line explanation.
+  // The sweep's table, the legend and the one-line explanation.
   ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + size.y + 2));
+  if (table_h > 0) sweep_table(ctx, sweep, table_h);
   badge("prefill", ctx.pal.accent2, ctx.pal.frame);
   ImGui::SameLine();
   badge("decode", ctx.pal.accent, ctx.pal.frame);
+  if (!sweep.points.empty()) {
+    ImGui::SameLine();
+    badge("batch sweep", ctx.pal.ok, ctx.pal.frame);
+  }
   if (analysis.cache_comparison()) {
     ImGui::SameLine();
     ImGui::TextDisabled("%s", fit_text("rings: the KV cache comparison's runs (orange: cache on, "

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "app/panels/panel.h"
+#include "app/panels/roofline_sweep.h"
 
 namespace ts::app {
 
@@ -50,10 +51,33 @@ class RooflinePanel : public Panel {
   // measurements again).
   void use_measurements(std::optional<RooflineMeasurements> m) { injected_ = std::move(m); }
 
+  // The batch sweep, as the "Batch sweep" button starts it: the next frame
+  // that draws the panel with roofs starts a sweep of these batch sizes.
+  void request_batch_sweep(std::vector<int> batches = BatchSweepOptions{}.batches);
+  // As the "Cancel" button does.
+  void cancel_batch_sweep();
+  // The sweep started last (null: none since the last Clear or model).
+  std::shared_ptr<const BatchSweepJob> batch_sweep() const { return sweep_; }
+  // As last drawn (tests): the sweep's points, the batch marked as the
+  // first compute-bound one (0: none), and its table's rows.
+  const std::vector<RooflineBox>& sweep_point_boxes() const { return sweep_points_; }
+  int sweep_marked_batch() const { return sweep_marked_; }
+  int sweep_table_rows() const { return sweep_table_rows_; }
+
  private:
+  // The control line, the series and the table of the batch sweep.
+  void sweep_controls(PanelContext& ctx, const HardwareRoofs& roofs);
+  void sweep_table(PanelContext& ctx, const BatchSweepJob::Status& st, float height);
+
   std::vector<RooflineBox> points_, labels_;
   std::string step_label_;
   std::optional<RooflineMeasurements> injected_;
+  std::shared_ptr<BatchSweepJob> sweep_;
+  const SessionWorker* sweep_worker_ = nullptr;  // the worker it runs on (a new model: cancelled)
+  std::optional<std::vector<int>> sweep_request_;
+  std::vector<RooflineBox> sweep_points_;
+  int sweep_marked_ = 0;
+  int sweep_table_rows_ = 0;
 };
 
 }  // namespace ts::app
