@@ -368,10 +368,10 @@ CliOptions parse_cli(int argc, char** argv) {
   if (seen("--eval-loss")) {
     for (const std::string& g : given)
       if (g != "--eval-loss" && g != "--eval-window" && g != "--model" && g != "--tokenizer" &&
-          g != "--device" && g != "--weights" && g != "--threads")
+          g != "--device" && g != "--weights" && g != "--kv" && g != "--threads")
         throw conflict("--eval-loss", g,
                        "--eval-loss only prints the loss of a file as JSON (with --model, "
-                       "--tokenizer, --device, --weights, --threads, --eval-window)");
+                       "--tokenizer, --device, --weights, --kv, --threads, --eval-window)");
   } else if (seen("--eval-window")) {
     throw Error("--eval-window needs --eval-loss FILE");
   }

@@ -400,6 +400,23 @@ TEST(Cli, EvalLossPrintsOneJsonRecord) {
   EXPECT_GT(loss, 0.0);
 }
 
+// --eval-loss takes --kv: the loss is then the model's with its keys and
+// values held in that format (rounded once, when appended), close to f32's
+// and not equal to it.
+TEST(Cli, EvalLossTakesTheKvFormat) {
+  const fs::path text = scratch_dir() / "text-kv.txt";
+  std::ofstream(text) << "The old man walked into the street and looked at the sky. "
+                         "It was going to rain, he said, and went back inside.\n";
+  const CliRun f32 = run_cli(with_tiny({"--eval-loss", text.string()}));
+  const CliRun f16 = run_cli(with_tiny({"--eval-loss", text.string(), "--kv", "f16"}));
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  ASSERT_EQ(f16.exit_code, 0) << f16.err;
+  const double a = nlohmann::json::parse(f32.out)["mean_loss_nats"].get<double>();
+  const double b = nlohmann::json::parse(f16.out)["mean_loss_nats"].get<double>();
+  EXPECT_NE(a, b);
+  EXPECT_NEAR(a, b, 1e-2);
+}
+
 // ------------------------------------------------------------ test models
 
 // The tiny fixture with its context cut to n_ctx (wpe keeps its first n_ctx
