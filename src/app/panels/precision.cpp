@@ -42,7 +42,7 @@ std::shared_ptr<const PrecisionPanel::Result> make_result(const PrecisionCompare
                                                           const std::string& prompt,
                                                           int planned_rows) {
   auto r = std::make_shared<PrecisionPanel::Result>();
-  r->pair = cmp.pair();
+  r->pair = cmp.pair().value_or(PrecisionPair{});
   r->config = cmp.reference_engine().config();
   r->device = cmp.compared_engine().backend().device_name();
   r->planned_rows = planned_rows;
