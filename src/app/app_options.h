@@ -22,6 +22,9 @@ struct AppOptions {
   // --compare-precision REF,FMT: the Precision panel runs the prompt under
   // these two weight formats as soon as the model is loaded.
   std::optional<PrecisionPair> compare_precision;
+  // --compare-model PATH: the same panel compares the session's model with
+  // the one at PATH (sharing its vocabulary) as soon as the model is loaded.
+  std::filesystem::path compare_model;
   int max_new_tokens = 64;
   // --open FILE: step through an exported session without the model.
   std::filesystem::path open;
