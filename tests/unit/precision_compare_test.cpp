@@ -122,10 +122,10 @@ Independent independent(WeightFormat ref, WeightFormat cmp, int rows) {
   return independent(load_bundled(ref), load_bundled(cmp), rows);
 }
 
-// The bundled model against its draft, both f32.
-Independent independent_models(int rows) {
-  return independent(load_bundled(WeightFormat::kF32), load_dir(draft_dir(), WeightFormat::kF32),
-                     rows);
+// Two models, both f32: by default the bundled model and its draft.
+Independent independent_models(int rows, const fs::path& ref = test::bundled_model_dir(),
+                               const fs::path& cmp = draft_dir()) {
+  return independent(load_dir(ref, WeightFormat::kF32), load_dir(cmp, WeightFormat::kF32), rows);
 }
 
 // A row of the class against row i of the independent runs.
@@ -224,16 +224,16 @@ TEST(PrecisionCompare, MatchesIndependentRunsAndFindsTheFirstDivergence) {
 // The bundled model against its draft (another model, the same vocabulary):
 // KL, top-1, the free tokens and the first divergence are those of the two
 // models run independently, and each side's weight and KV bytes are its own.
-TEST(ModelCompare, MatchesIndependentRunsOfTwoModels) {
-  const Independent want = independent_models(kSteps + 1);
+void expect_models_match_independent_runs(const fs::path& ref, const fs::path& compared) {
+  const Independent want = independent_models(kSteps + 1, ref, compared);
   ModelSetupOptions o;
-  o.model = test::bundled_model_dir();
+  o.model = ref;
   o.device = "cpu";
   o.cpu_threads = 2;
-  std::unique_ptr<PrecisionCompare> cmp = PrecisionCompare::load_models(o, draft_dir());
+  std::unique_ptr<PrecisionCompare> cmp = PrecisionCompare::load_models(o, compared);
   EXPECT_FALSE(cmp->pair().has_value());
-  EXPECT_EQ(cmp->labels().reference, "tokenscope-tiny");
-  EXPECT_EQ(cmp->labels().compared, "tokenscope-tiny-draft");
+  EXPECT_EQ(cmp->labels().reference, ref.filename().string());
+  EXPECT_EQ(cmp->labels().compared, compared.filename().string());
   cmp->set_prompt(kPrompt);
   for (int i = 0; i <= kSteps; ++i) {
     const PrecisionStep& s = cmp->step();
@@ -255,9 +255,31 @@ TEST(ModelCompare, MatchesIndependentRunsOfTwoModels) {
         std::pair{cmp->compared_engine().config(), sum.compared_kv_token_bytes}}) {
     EXPECT_DOUBLE_EQ(kv, 2.0 * config.n_layer * config.kv_heads() * config.head_dim() * 4);
   }
-  // The draft is the smaller model: fewer weight bytes per step.
+  // The compared model is the smaller one: fewer weight bytes per step.
   EXPECT_LT(sum.compared_weight_bytes, sum.reference_weight_bytes);
   EXPECT_GT(sum.compared_weight_bytes, 0.0);
+}
+
+TEST(ModelCompare, MatchesIndependentRunsOfTwoModels) {
+  expect_models_match_independent_runs(test::bundled_model_dir(), draft_dir());
+}
+
+// A GPT-2 model against a Llama-shaped one with the same vocabulary (the
+// GPT-2 fixture's and a grouped-query Llama fixture's): they compare the
+// same way, and the Llama model's KV cache holds fewer bytes per token.
+TEST(ModelCompare, ComparesAGpt2ModelWithALlamaModel) {
+  const fs::path llama = test::fixture_dir() / "llama" / "llama-gqa2";
+  expect_models_match_independent_runs(test::tiny_model_dir(), llama);
+  ModelSetupOptions o;
+  o.model = test::tiny_model_dir();
+  o.device = "cpu";
+  o.cpu_threads = 2;
+  std::unique_ptr<PrecisionCompare> cmp = PrecisionCompare::load_models(o, llama);
+  cmp->set_prompt(kPrompt);
+  cmp->step();
+  const PrecisionSummary sum = cmp->summary();
+  EXPECT_LT(sum.compared_kv_token_bytes, sum.reference_kv_token_bytes);
+  EXPECT_LT(cmp->compared_engine().config().kv_heads(), cmp->compared_engine().config().n_head);
 }
 
 // A model with another vocabulary (size, or the same size with other ids)
@@ -267,12 +289,17 @@ TEST(ModelCompare, RefusesAnotherVocabulary) {
   o.model = test::bundled_model_dir();
   o.device = "cpu";
   o.cpu_threads = 2;
-  try {
-    PrecisionCompare::load_models(o, test::tiny_model_dir());
-    FAIL() << "a 457-token vocabulary was compared with the bundled one";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("compared model: its vocabulary has"), std::string::npos)
-        << e.what();
+  // A GPT-2 and a Llama model whose 457-token vocabulary is not the bundled one's.
+  for (const fs::path& other :
+       {test::tiny_model_dir(), test::fixture_dir() / "llama" / "llama-gqa2"}) {
+    try {
+      PrecisionCompare::load_models(o, other);
+      ADD_FAILURE() << other << ": another vocabulary was compared with the bundled one";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("compared model: its vocabulary has 457 tokens"),
+                std::string::npos)
+          << e.what();
+    }
   }
   // The draft with two ids swapped in its vocab.json: same size, other ids.
   const fs::path dir = fs::temp_directory_path() / ("ts_swapped_" + std::to_string(::getpid()));
