@@ -209,7 +209,7 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
     // The engines compared load in the formats of the list.
     if (std::find(given.begin(), given.end(), "--weights") != given.end())
       throw Error(
-          "--compare-precision and --weights conflict: the Precision panel loads the model in "
+          "--compare-precision and --weights conflict: the Compare panel loads the model in "
           "the two formats of its list (the session keeps f32)");
   }
   if (!o.compare_model.empty() && o.compare_precision)
