@@ -166,6 +166,11 @@ if [ -n "$DRAFT_TMP" ]; then rm -rf "$DRAFT_TMP"; fi
 # marked in the table and the KL plot, the two continuations side by side.
 shot precision --compare-precision f32,q4 --steps 2 --width 1600 --height 900
 
+# Two models sharing a vocabulary: the bundled model against its draft, each
+# one's weight MB and KV bytes per token under the heading.
+shot compare-models --compare-model assets/models/tokenscope-tiny-draft --steps 2 --width 1600 \
+  --height 900
+
 # A Llama-family model (LLAMA overrides; by default a random-weight test
 # fixture with 8 query heads sharing 2 KV heads, and one with 6 sharing 3):
 # Attention's KV-head groups, the KV cache's bytes per token, the RoPE view.

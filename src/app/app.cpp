@@ -105,9 +105,10 @@ App::App(const AppOptions& options) : options_(options) {
   ctl_.strategies_on_load = state_.lane_setup;
   ctl_.ban_words = options.ban_words;
   ctl_.draft_model_on_load = options.draft_model;
-  precision_panel().configure(options.setup, options.compare_precision);
-  // --compare-precision shows its panel (unless --layout names another).
-  if (options.compare_precision && options.layout.empty()) state_.layout_request = "formats";
+  precision_panel().configure(options.setup, options.compare_precision, options.compare_model);
+  // --compare-precision and --compare-model show their panel (unless --layout names another).
+  const bool compares = options.compare_precision || !options.compare_model.empty();
+  if (compares && options.layout.empty()) state_.layout_request = "formats";
   ctl_.presentation_on_load = state_.settings.presentation;
   options_.setup.cache_sequences =
       std::max(options_.setup.cache_sequences, cache_sequences_for(state_.lane_setup));
@@ -468,7 +469,8 @@ int run_screenshot(const AppOptions& options) {
   AppOptions o = options;
   o.hidden = true;
   o.save_layout = false;
-  if (o.layout.empty()) o.layout = o.compare_precision ? "formats" : "classroom";
+  if (o.layout.empty())
+    o.layout = o.compare_precision || !o.compare_model.empty() ? "formats" : "classroom";
   App app(o);
   try {
     if (!o.open.empty())

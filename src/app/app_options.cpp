@@ -91,9 +91,12 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
       throw Error(arg + " is given twice");
     given.push_back(arg);
     auto need = [&]() { return r.value(); };
-    static const char* const kSessionFlags[] = {
-        "--prompt", "--strategy", "--compare",       "--max-new-tokens", "--no-kv-cache",
-        "--lesson", "--rechoose", "--cache-compare", "--json",           "--compare-precision"};
+    static const char* const kSessionFlags[] = {"--prompt",       "--strategy",
+                                                "--compare",      "--max-new-tokens",
+                                                "--no-kv-cache",  "--lesson",
+                                                "--rechoose",     "--cache-compare",
+                                                "--json",         "--compare-precision",
+                                                "--compare-model"};
     for (const char* f : kSessionFlags)
       if (arg == f) note_model_flag(arg);
     if (parse_model_flag(r, o.setup)) {
@@ -123,6 +126,8 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
                     std::to_string(o.compare.size()) + ")");
     } else if (arg == "--compare-precision") {
       precision_text = need();
+    } else if (arg == "--compare-model") {
+      o.compare_model = non_empty(arg, need());
     } else if (arg == "--max-new-tokens") {
       o.max_new_tokens = parse_int(arg, need(), 1, 1 << 20);
     } else if (arg == "--open") {
@@ -204,9 +209,13 @@ AppOptions parse_app_options(int argc, const char* const* argv) {
     // The engines compared load in the formats of the list.
     if (std::find(given.begin(), given.end(), "--weights") != given.end())
       throw Error(
-          "--compare-precision and --weights conflict: the Precision panel loads the model in "
+          "--compare-precision and --weights conflict: the Compare panel loads the model in "
           "the two formats of its list (the session keeps f32)");
   }
+  if (!o.compare_model.empty() && o.compare_precision)
+    throw Error(
+        "--compare-precision and --compare-model conflict: the Compare panel runs one comparison "
+        "(two formats of the model, or the model and another)");
   if (!o.open.empty() && !needs_model.empty())
     throw Error("--open and " + needs_model +
                 " do not combine: a reopened session shows what its file recorded, without "
@@ -265,7 +274,7 @@ session
       std::to_string(kMaxLanes) +
       R"(), e.g. --compare greedy "top_p=0.9,seed=3" beams=4
   --compare-precision REF,FMT
-                         open the Precision panel (layout formats) and run the
+                         open the Compare panel (layout formats) and run the
                          prompt greedily under two weight formats of the model,
                          e.g. f32,q8 or bf16,q4 (REF is the reference; f32, bf16,
                          f16, q8, q4, two different ones): the model is loaded
@@ -275,6 +284,14 @@ session
                          text (the first divergence); the panel's controls pick
                          other formats; formats other than f32 run on the CPU
                          (--device cuda refuses them; not with --weights)
+  --compare-model PATH   open the Compare panel in its two-models mode and run
+                         the prompt greedily under the model and the one at
+                         PATH (e.g. assets/models/tokenscope-tiny-draft, or a
+                         Llama-shaped model with the same tokenizer), loaded as
+                         --draft-model is; the same figures per step, plus each
+                         model's weight MB and KV bytes per token; a model whose
+                         tokenizer differs is refused naming the first id that
+                         differs (in the panel); not with --compare-precision
   --max-new-tokens N     tokens to generate before stopping (default 64)
   --no-kv-cache          every decode step recomputes the whole sequence (the
                          naive loop), to compare with the cached steps

@@ -19,9 +19,12 @@ struct AppOptions {
   // --draft-model DIR: the draft of speculative lanes (spec=N); without it the
   // window offers no speculative lane.
   std::filesystem::path draft_model;
-  // --compare-precision REF,FMT: the Precision panel runs the prompt under
+  // --compare-precision REF,FMT: the Compare panel runs the prompt under
   // these two weight formats as soon as the model is loaded.
   std::optional<PrecisionPair> compare_precision;
+  // --compare-model PATH: the same panel compares the session's model with
+  // the one at PATH (sharing its vocabulary) as soon as the model is loaded.
+  std::filesystem::path compare_model;
   int max_new_tokens = 64;
   // --open FILE: step through an exported session without the model.
   std::filesystem::path open;

@@ -57,7 +57,8 @@ LayoutPlan make_layout(const std::string& name, ImVec2 wp, ImVec2 ws, Settings* 
       {"layers", PanelId::kAttention, PanelId::kLogitLens, 0.45f},  // inside the layers
       {"compare", PanelId::kLanes, PanelId::kKvCache, 0.66f},       // strategies side by side
       {"speculative", PanelId::kSpeculative, PanelId::kTimeline, 0.62f},  // draft, verify, cost
-      {"formats", PanelId::kPrecision, PanelId::kLogits, 0.66f},  // two weight formats compared
+      {"formats", PanelId::kPrecision, PanelId::kLogits,
+       0.66f},  // two weight formats or two models compared
       // Presentation mode only: the classroom's seven panels do not fit a
       // projector's large fonts, so it shows the three a teacher projects
       // first (the rest stay in the View menu).

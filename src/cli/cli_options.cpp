@@ -60,17 +60,20 @@ void check_spec_flags(const CliOptions& o, const std::vector<std::string>& given
                 " conflict: speculative decoding verifies the drafts over the cached prefix");
 }
 
-// --compare-precision runs its own two greedy engines over --prompt: only
-// these flags mean something beside it (--weights is the list itself).
-void check_precision_flags(const std::vector<std::string>& given) {
-  const std::vector<std::string> allowed = {
-      "--compare-precision", "--prompt", "--steps", "--model",
-      "--tokenizer",         "--device", "--kv",    "--threads"};
+// --compare-precision and --compare-model run their own two greedy engines
+// over --prompt: only these flags mean something beside them (--weights is
+// --compare-precision's list itself; both models of --compare-model take it).
+void check_comparison_flags(const std::vector<std::string>& given, const std::string& flag) {
+  const bool models = flag == "--compare-model";
+  std::vector<std::string> allowed = {flag,          "--prompt", "--steps", "--model",
+                                      "--tokenizer", "--device", "--kv",    "--threads"};
+  if (models) allowed.push_back("--weights");
   for (const std::string& g : given)
     if (std::find(allowed.begin(), allowed.end(), g) == allowed.end())
-      throw Error("--compare-precision and " + g +
-                  " conflict: --compare-precision runs the prompt greedily under its two formats "
-                  "(it takes --prompt, --steps, --model, --tokenizer, --device, --kv, --threads)");
+      throw Error(flag + " and " + g + " conflict: " + flag + " runs the prompt greedily under " +
+                  (models ? "two models" : "its two formats") +
+                  " (it takes --prompt, --steps, --model, --tokenizer, --device, --kv, --threads" +
+                  (models ? ", --weights)" : ")"));
 }
 
 }  // namespace
@@ -158,6 +161,16 @@ Precision
                           Formats other than f32 run on the CPU only (--device auto then
                           runs both there; --device cuda refuses them). Takes --prompt,
                           --steps and the Model flags except --weights
+  --compare-model PATH    the same comparison between two models that share a vocabulary:
+                          the reference is --model (default the bundled model), PATH the
+                          compared one (e.g. assets/models/tokenscope-tiny-draft, or a
+                          Llama-shaped model with the same tokenizer), loaded as
+                          --draft-model is (same --device, --weights, --kv; its tokenizer
+                          must give every id the reference's token, a mismatch is refused
+                          naming the first id that differs). The rows and summary name
+                          the two models; the summary adds each one's weight MB per step
+                          and KV bytes per token (grouped-query attention caches fewer).
+                          Not with --compare-precision
 )" +
                      R"(
 Output
@@ -356,14 +369,17 @@ CliOptions parse_cli(int argc, char** argv) {
     } else if (a == "--compare-precision") {
       o.compare_precision = true;
       precision_text = r.value();
+    } else if (a == "--compare-model") {
+      o.compare_model = non_empty(a, r.value());
     } else
       throw Error("unknown option '" + clipped(a) + "' (see --help)");
   }
   // Flags that would otherwise be ignored without a word.
   if (o.compare_precision) {
     o.precision = parse_precision_pair("--compare-precision", precision_text, o.setup.device);
-    check_precision_flags(given);
+    check_comparison_flags(given, "--compare-precision");
   }
+  if (!o.compare_model.empty()) check_comparison_flags(given, "--compare-model");
   if (seen("--score")) check_score_flags(given);
   if (seen("--eval-loss")) {
     for (const std::string& g : given)

@@ -43,6 +43,9 @@ struct CliOptions {
   // formats of the same checkpoint (session/precision_compare.h).
   bool compare_precision = false;
   PrecisionPair precision;
+  // --compare-model PATH: the prompt run greedily under the model (--model)
+  // and the one at PATH, which shares its vocabulary.
+  std::filesystem::path compare_model;
 };
 
 // Throws ts::Error with a one-line message for an unknown flag or bad value.

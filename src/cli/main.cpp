@@ -293,10 +293,13 @@ void print_memory(std::ostream& out, const char* when, const ts::MemoryReport& r
   for (const std::string& line : ts::memory_report_lines(r)) out << "  " << line << "\n";
 }
 
-// --compare-precision: the prompt under two weight formats, a row per step,
-// then the summary. A signal or a closed output stops it between steps.
+// --compare-precision / --compare-model: the prompt under two weight formats
+// or two models, a row per step, then the summary. A signal or a closed
+// output stops it between steps.
 int run_precision(const ts::cli::CliOptions& o) {
-  std::unique_ptr<ts::PrecisionCompare> cmp = ts::PrecisionCompare::load(o.setup, o.precision);
+  std::unique_ptr<ts::PrecisionCompare> cmp =
+      o.compare_model.empty() ? ts::PrecisionCompare::load(o.setup, o.precision)
+                              : ts::PrecisionCompare::load_models(o.setup, o.compare_model);
   cmp->set_prompt(o.prompt);
   ts::cli::print_precision_header(std::cout, *cmp);
   struct sigaction sa {};
@@ -325,7 +328,7 @@ int run(int argc, char** argv) {
   // Checked before the model is loaded and anything is generated: a folder
   // where no file can be made, a directory, a /proc file.
   if (!o.json_file.empty()) ts::check_write_target(o.json_file);
-  if (o.compare_precision) return run_precision(o);
+  if (o.compare_precision || !o.compare_model.empty()) return run_precision(o);
   ts::ModelSetupOptions setup = o.setup;
   setup.cache_sequences = std::max(setup.cache_sequences, ts::cache_sequences_for(o.strategies));
   ts::LoadedModel model = ts::load_model_setup(setup);

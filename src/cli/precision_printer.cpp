@@ -36,41 +36,60 @@ std::string millis(double seconds) {
   return buf;
 }
 
+// Column widths: wide enough for the headings, which carry the two labels
+// (model names are longer than format names).
+struct Widths {
+  int ref_token, cmp_token, ref_mb, cmp_mb, ref_ms, cmp_ms;
+  explicit Widths(const CompareLabels& l) {
+    const int r = static_cast<int>(l.reference.size()), c = static_cast<int>(l.compared.size());
+    ref_token = std::max(14, r + 6);
+    cmp_token = std::max(14, c + 5);
+    ref_mb = std::max(9, r + 3);
+    cmp_mb = std::max(9, c + 3);
+    ref_ms = std::max(8, r + 3);
+    cmp_ms = std::max(8, c + 3);
+  }
+};
+
 }  // namespace
 
 void print_precision_header(std::ostream& out, const PrecisionCompare& cmp) {
-  const PrecisionPair p = cmp.pair();
-  const std::string ref = weight_format_name(p.reference), fmt = weight_format_name(p.compared);
-  out << "precision: " << ref << " (reference) vs " << fmt << " on "
+  const std::string &ref = cmp.labels().reference, &fmt = cmp.labels().compared;
+  out << (cmp.pair() ? "precision: " : "models: ") << ref << " (reference) vs " << fmt << " on "
       << cmp.compared_engine().backend().name() << ", greedy, " << cmp.prompt_tokens().size()
       << " prompt tokens\n"
       << "KL = KL(p_" << ref << " || p_" << fmt
       << ") in nats over the full vocabulary at temperature 1; " << fmt
       << " is teacher-forced on the " << ref << " tokens (same context every row); \"" << fmt
       << " free\" is its own greedy continuation; row 0 is the prefill\n";
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%4s  %-14s  %12s  %-4s  %-14s  %-14s  %9s  %9s  %8s  %8s\n",
-                "step", (ref + " token").c_str(), "KL", "top1", (fmt + " token").c_str(),
-                (fmt + " free").c_str(), (ref + " MB").c_str(), (fmt + " MB").c_str(),
-                (ref + " ms").c_str(), (fmt + " ms").c_str());
+  const Widths w(cmp.labels());
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%4s  %-*s  %12s  %-4s  %-*s  %-*s  %*s  %*s  %*s  %*s\n", "step",
+                w.ref_token, (ref + " token").c_str(), "KL", "top1", w.cmp_token,
+                (fmt + " token").c_str(), w.cmp_token, (fmt + " free").c_str(), w.ref_mb,
+                (ref + " MB").c_str(), w.cmp_mb, (fmt + " MB").c_str(), w.ref_ms,
+                (ref + " ms").c_str(), w.cmp_ms, (fmt + " ms").c_str());
   out << buf;
 }
 
 void print_precision_row(std::ostream& out, const PrecisionCompare& cmp, const PrecisionStep& s) {
   const Tokenizer& tok = cmp.tokenizer();
   const int first = first_difference(cmp.reference_tokens(), cmp.free_tokens());
-  char buf[512];
-  std::snprintf(
-      buf, sizeof buf, "%4d  %s  %12.6e  %-4s  %s  %s  %9s  %9s  %8s  %8s%s\n", s.index,
-      padded(token_text(tok, s.reference_token), 14).c_str(), s.kl, s.top1_agrees() ? "yes" : "NO",
-      padded(token_text(tok, s.compared_token), 14).c_str(),
-      padded(token_text(tok, s.free_token), 14).c_str(), megabytes(s.reference_bytes).c_str(),
-      megabytes(s.compared_bytes).c_str(), millis(s.reference_seconds).c_str(),
-      millis(s.compared_seconds).c_str(), first == s.index ? "  <- first divergence" : "");
+  const Widths w(cmp.labels());
+  char buf[1024];
+  std::snprintf(buf, sizeof buf, "%4d  %s  %12.6e  %-4s  %s  %s  %*s  %*s  %*s  %*s%s\n", s.index,
+                padded(token_text(tok, s.reference_token), w.ref_token).c_str(), s.kl,
+                s.top1_agrees() ? "yes" : "NO",
+                padded(token_text(tok, s.compared_token), w.cmp_token).c_str(),
+                padded(token_text(tok, s.free_token), w.cmp_token).c_str(), w.ref_mb,
+                megabytes(s.reference_bytes).c_str(), w.cmp_mb, megabytes(s.compared_bytes).c_str(),
+                w.ref_ms, millis(s.reference_seconds).c_str(), w.cmp_ms,
+                millis(s.compared_seconds).c_str(),
+                first == s.index ? "  <- first divergence" : "");
   out << buf;
   if (!s.changed.empty()) {
     out << "      top-" << kPrecisionTopK << " changed places (token ref rank -> "
-        << weight_format_name(cmp.pair().compared) << " rank):";
+        << cmp.labels().compared << " rank):";
     for (const RankChange& c : s.changed)
       out << " " << token_text(tok, c.token) << " " << c.reference_rank << "->" << c.compared_rank;
     out << "\n";
@@ -79,8 +98,7 @@ void print_precision_row(std::ostream& out, const PrecisionCompare& cmp, const P
 
 void print_precision_summary(std::ostream& out, const PrecisionCompare& cmp) {
   const PrecisionSummary s = cmp.summary();
-  const PrecisionPair p = cmp.pair();
-  const std::string ref = weight_format_name(p.reference), fmt = weight_format_name(p.compared);
+  const std::string &ref = cmp.labels().reference, &fmt = cmp.labels().compared;
   const int agree = static_cast<int>(s.top1_agreement * s.steps + 0.5);
   char buf[256];
   out << "\nsummary over " << s.steps << (s.steps == 1 ? " step\n" : " steps\n");
@@ -99,10 +117,18 @@ void print_precision_summary(std::ostream& out, const PrecisionCompare& cmp) {
         << token_text(tok, cmp.free_tokens()[i]) << ")\n";
   }
   const char* which = s.steps > 1 ? "per decode step" : "for the prefill";
-  out << "  " << ref << ": " << megabytes(s.reference_bytes) << " MB " << which
-      << " (weights + KV), median step time " << millis(s.reference_median_seconds) << " ms\n";
-  out << "  " << fmt << ": " << megabytes(s.compared_bytes) << " MB " << which
-      << " (weights + KV), median step time " << millis(s.compared_median_seconds) << " ms\n";
+  auto side = [&](const std::string& name, double bytes, double weights, double kv_token,
+                  double seconds) {
+    char kv[32];
+    std::snprintf(kv, sizeof kv, "%.0f", kv_token);
+    out << "  " << name << ": " << megabytes(bytes) << " MB " << which
+        << " (weights + KV), median step time " << millis(seconds) << " ms; weights "
+        << megabytes(weights) << " MB, KV " << kv << " bytes per token\n";
+  };
+  side(ref, s.reference_bytes, s.reference_weight_bytes, s.reference_kv_token_bytes,
+       s.reference_median_seconds);
+  side(fmt, s.compared_bytes, s.compared_weight_bytes, s.compared_kv_token_bytes,
+       s.compared_median_seconds);
   const Tokenizer& tok = cmp.tokenizer();
   const std::string prompt = tok.decode(cmp.prompt_tokens());
   out << ref << " text:      "

@@ -1,7 +1,9 @@
 #pragma once
-// --compare-precision: one table row per step of a PrecisionCompare (the KL,
-// whether top-1 agrees, the top-10 tokens that changed places, bytes and
-// time per format), then a summary and the two continuations.
+// --compare-precision and --compare-model: one table row per step of a
+// PrecisionCompare (the KL, whether top-1 agrees, the top-10 tokens that
+// changed places, bytes and time per side, each side named by its label),
+// then a summary (with each side's weight bytes and KV bytes per token) and
+// the two continuations.
 #include <iosfwd>
 
 #include "session/precision_compare.h"

@@ -174,7 +174,8 @@ LoadedModel load_model_setup(const ModelSetupOptions& options) {
 }
 
 LoadedModel load_draft_model(const ModelSetupOptions& target, const fs::path& path, int sequences,
-                             std::shared_ptr<const Tokenizer> target_tokenizer) {
+                             std::shared_ptr<const Tokenizer> target_tokenizer,
+                             const VocabRoles& roles) {
   ModelSetupOptions o;
   o.model = path;
   o.device = target.device;
@@ -196,10 +197,10 @@ LoadedModel load_draft_model(const ModelSetupOptions& target, const fs::path& pa
     draft = load_with_tokenizer(o, given);
   } catch (const Error& e) {
     // Said of the draft: the target loaded, so a broken file is the draft's.
-    throw Error(std::string("draft model: ") + e.what());
+    throw Error(roles.model + ": " + e.what());
   }
   if (target_tokenizer) {
-    const std::string mismatch = spec_vocab_mismatch(*target_tokenizer, *draft.tokenizer);
+    const std::string mismatch = spec_vocab_mismatch(*target_tokenizer, *draft.tokenizer, roles);
     if (!mismatch.empty()) throw Error(mismatch);
   }
   return draft;

@@ -11,6 +11,7 @@
 #include "model/tokenizer.h"
 #include "model/weights.h"
 #include "sampling/sampling_params.h"
+#include "session/vocab_roles.h"
 
 namespace ts {
 
@@ -81,9 +82,12 @@ LoadedModel load_model_setup(const ModelSetupOptions& options);
 // target's (its vocabulary size checked against it), and a draft whose own
 // tokenizer differs from the target's (size, or any id's token bytes) is
 // refused in one line naming the first id that differs.
+// `roles` words the refusals for another use of a second model (the model
+// comparison's "compared model").
 LoadedModel load_draft_model(const ModelSetupOptions& target, const std::filesystem::path& path,
                              int sequences,
-                             std::shared_ptr<const Tokenizer> target_tokenizer = nullptr);
+                             std::shared_ptr<const Tokenizer> target_tokenizer = nullptr,
+                             const VocabRoles& roles = {});
 
 // The warm-up load_model_setup runs: a few-token prefill and one decode step
 // on a temporary KV sequence, recording what a session records. The cache is

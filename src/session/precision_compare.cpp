@@ -111,15 +111,27 @@ int first_difference(const std::vector<int>& a, const std::vector<int>& b) {
 
 PrecisionCompare::PrecisionCompare(std::shared_ptr<const Tokenizer> tokenizer,
                                    std::shared_ptr<Engine> reference,
-                                   std::shared_ptr<Engine> compared, PrecisionPair pair)
+                                   std::shared_ptr<Engine> compared, CompareLabels labels)
     : tokenizer_(std::move(tokenizer)),
       reference_(std::move(reference)),
       compared_(std::move(compared)),
-      pair_(pair) {
+      labels_(std::move(labels)) {
+  const int r = reference_->config().vocab_size, c = compared_->config().vocab_size;
+  if (r != c || tokenizer_->vocab_size() != r)
+    throw Error("comparison: the two models' vocabularies differ (" + std::to_string(r) + " and " +
+                std::to_string(c) + " tokens)");
+}
+
+PrecisionCompare::PrecisionCompare(std::shared_ptr<const Tokenizer> tokenizer,
+                                   std::shared_ptr<Engine> reference,
+                                   std::shared_ptr<Engine> compared, PrecisionPair pair)
+    : PrecisionCompare(
+          std::move(tokenizer), std::move(reference), std::move(compared),
+          CompareLabels{weight_format_name(pair.reference), weight_format_name(pair.compared)}) {
+  pair_ = pair;
   const ModelConfig& r = reference_->config();
   const ModelConfig& c = compared_->config();
-  if (r.vocab_size != c.vocab_size || r.n_ctx != c.n_ctx || r.n_layer != c.n_layer ||
-      r.n_embd != c.n_embd)
+  if (r.n_ctx != c.n_ctx || r.n_layer != c.n_layer || r.n_embd != c.n_embd)
     throw Error("precision comparison: the two engines are not the same model");
 }
 
@@ -142,6 +154,26 @@ std::unique_ptr<PrecisionCompare> PrecisionCompare::load(const ModelSetupOptions
   return std::make_unique<PrecisionCompare>(ref.tokenizer, ref.engine, cmp.engine, pair);
 }
 
+std::unique_ptr<PrecisionCompare> PrecisionCompare::load_models(
+    const ModelSetupOptions& setup, const std::filesystem::path& compared) {
+  ModelSetupOptions o = setup;
+  o.cache_sequences = 2;
+  LoadedModel ref = load_model_setup(o);
+  // The draft model's loading and its id-by-id vocabulary check, worded for
+  // a comparison.
+  const VocabRoles roles{"compared model", "reference", "comparing two models needs one"};
+  LoadedModel cmp = load_draft_model(setup, compared, 3, ref.tokenizer, roles);
+  CompareLabels labels{ref.name, cmp.name};
+  // Two copies of one model under one name: which is which still shows.
+  if (labels.reference == labels.compared) labels.compared += " (compared)";
+  return std::make_unique<PrecisionCompare>(ref.tokenizer, ref.engine, cmp.engine,
+                                            std::move(labels));
+}
+
+int PrecisionCompare::context() const {
+  return std::min(reference_->config().n_ctx, compared_->config().n_ctx);
+}
+
 void PrecisionCompare::release_sequences() {
   for (auto [engine, seq] :
        {std::pair{reference_.get(), &ref_seq_}, std::pair{compared_.get(), &forced_seq_},
@@ -155,7 +187,7 @@ void PrecisionCompare::set_prompt(const std::string& text) {
   std::vector<int> ids;
   for (const TokenSpan& t : tokenizer_->encode_prompt(text)) ids.push_back(t.id);
   if (ids.empty()) throw Error("prompt is empty");
-  const int n_ctx = reference_->config().n_ctx;
+  const int n_ctx = context();
   if (static_cast<int>(ids.size()) > n_ctx)
     throw Error("prompt has " + std::to_string(ids.size()) + " tokens; the model's context holds " +
                 std::to_string(n_ctx));
@@ -170,7 +202,7 @@ bool PrecisionCompare::can_step() const {
   if (prompt_.empty()) return false;
   // Row i feeds the prompt (i = 0) or the newest token; its context then
   // holds prompt + i tokens, which must fit.
-  return static_cast<int>(prompt_.size() + steps_.size()) <= reference_->config().n_ctx;
+  return static_cast<int>(prompt_.size() + steps_.size()) <= context();
 }
 
 const PrecisionStep& PrecisionCompare::step() {
@@ -229,6 +261,11 @@ const PrecisionStep& PrecisionCompare::step() {
   s.compared_bytes = c.cost.bytes();
   s.reference_seconds = r.seconds;
   s.compared_seconds = c.seconds;
+  const double fed = static_cast<double>(ref_in.size());
+  s.reference_weight_bytes = r.cost.weight_bytes;
+  s.compared_weight_bytes = c.cost.weight_bytes;
+  s.reference_kv_token_bytes = r.cost.kv_write_bytes / fed;
+  s.compared_kv_token_bytes = c.cost.kv_write_bytes / fed;
   ref_tokens_.push_back(s.reference_token);
   free_tokens_.push_back(s.free_token);
   steps_.push_back(std::move(s));
@@ -263,6 +300,11 @@ PrecisionSummary PrecisionCompare::summary() const {
   out.compared_bytes = cb / count;
   out.reference_median_seconds = median(rt);
   out.compared_median_seconds = median(ct);
+  const PrecisionStep& last = steps_.back();
+  out.reference_weight_bytes = last.reference_weight_bytes;
+  out.compared_weight_bytes = last.compared_weight_bytes;
+  out.reference_kv_token_bytes = last.reference_kv_token_bytes;
+  out.compared_kv_token_bytes = last.compared_kv_token_bytes;
   return out;
 }
 

@@ -1,7 +1,10 @@
 #pragma once
-// The precision comparison (--compare-precision REF,FMT): one checkpoint
-// loaded twice, its matmul weights in two formats (model/weight_format.h),
-// and the same prompt run through both, greedily, a step at a time.
+// The comparison of two engines that share a vocabulary, on the same prompt,
+// greedily, a step at a time. Either one checkpoint loaded twice, its matmul
+// weights in two formats (--compare-precision REF,FMT; model/weight_format.h),
+// or two models whose tokenizers give every id the same token
+// (--compare-model PATH: e.g. the bundled GPT-2 and a Llama-shaped twin).
+// The two sides are named by labels: the format names or the model names.
 //
 // Teacher-forced: the compared engine is fed the reference's tokens, so every
 // step's two distributions are over the same context, and its KL and top-k
@@ -14,9 +17,11 @@
 //
 // Row 0 is the prefill (the prediction of the first new token), rows 1.. the
 // decode steps. A plain class with no thread of its own: tokenscope-cli runs
-// it in a loop, the window on a background thread of the Precision panel.
+// it in a loop, the window on a background thread of the Compare panel.
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,10 +69,14 @@ struct PrecisionStep {
   // context, which differs from the reference's after the first divergence).
   int free_token = -1;
   // Bytes the step moves (weights in each format, KV cache read and written:
-  // engine/cost_model.h) and the forward's measured wall time, per format.
+  // engine/cost_model.h) and the forward's measured wall time, per side.
   // Compared: the teacher-forced pass.
   double reference_bytes = 0, compared_bytes = 0;
   double reference_seconds = 0, compared_seconds = 0;
+  // Of those bytes: the weights read, and the KV cache written per token fed
+  // (each new token's keys and values over every layer, in the KV format).
+  double reference_weight_bytes = 0, compared_weight_bytes = 0;
+  double reference_kv_token_bytes = 0, compared_kv_token_bytes = 0;
 };
 
 struct PrecisionSummary {
@@ -80,6 +89,15 @@ struct PrecisionSummary {
   // no decode step yet, the prefill's).
   double reference_bytes = 0, compared_bytes = 0;  // mean per step
   double reference_median_seconds = 0, compared_median_seconds = 0;
+  // Weight bytes per step and KV bytes per token of each side (the same on
+  // every step).
+  double reference_weight_bytes = 0, compared_weight_bytes = 0;
+  double reference_kv_token_bytes = 0, compared_kv_token_bytes = 0;
+};
+
+// What the two sides are called in tables and titles.
+struct CompareLabels {
+  std::string reference, compared;
 };
 
 // KL(p || q) in nats of the softmax distributions of two logit rows of the
@@ -97,8 +115,14 @@ int first_difference(const std::vector<int>& a, const std::vector<int>& b);
 
 class PrecisionCompare {
  public:
-  // Two engines of the same checkpoint (same config and vocabulary; throws
-  // ts::Error otherwise): KV room for one sequence in the reference, two in the compared.
+  // Two engines of any models with the same vocabulary size (throws
+  // ts::Error otherwise; that their tokenizers agree id by id is the
+  // caller's check, as load_models does it): KV room for one sequence in the
+  // reference, two in the compared. `tokenizer` reads both.
+  PrecisionCompare(std::shared_ptr<const Tokenizer> tokenizer, std::shared_ptr<Engine> reference,
+                   std::shared_ptr<Engine> compared, CompareLabels labels);
+  // Two engines of the same checkpoint in the pair's formats (same config;
+  // throws ts::Error otherwise), labelled with the format names.
   PrecisionCompare(std::shared_ptr<const Tokenizer> tokenizer, std::shared_ptr<Engine> reference,
                    std::shared_ptr<Engine> compared, PrecisionPair pair);
   ~PrecisionCompare();
@@ -109,10 +133,19 @@ class PrecisionCompare {
   // `weights` is ignored). With device "auto" and any format other than f32
   // both run on the CPU, so that their times compare like with like.
   static std::unique_ptr<PrecisionCompare> load(const ModelSetupOptions& setup, PrecisionPair pair);
+  // The model of `setup` (the reference) against the one at `compared`,
+  // loaded as a draft model is (load_draft_model: same device, weight and KV
+  // formats, its tokenizer checked id by id against the reference's). Throws
+  // ts::Error in one line starting "compared model: " for a path that does
+  // not load or a vocabulary that differs (naming the first id that does).
+  static std::unique_ptr<PrecisionCompare> load_models(const ModelSetupOptions& setup,
+                                                       const std::filesystem::path& compared);
 
   // Starts over with this prompt (nothing runs until step()). Throws
   // ts::Error for an empty prompt or one longer than the context.
   void set_prompt(const std::string& text);
+  // The context both models hold (the smaller of the two).
+  int context() const;
   // Whether another row fits the context.
   bool can_step() const;
   // Runs the next row on all three sequences and returns it. Throws
@@ -127,7 +160,9 @@ class PrecisionCompare {
   const std::vector<int>& reference_tokens() const { return ref_tokens_; }
   const std::vector<int>& free_tokens() const { return free_tokens_; }
 
-  PrecisionPair pair() const { return pair_; }
+  const CompareLabels& labels() const { return labels_; }
+  // The formats compared, when both sides are one checkpoint; none for two models.
+  std::optional<PrecisionPair> pair() const { return pair_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const Engine& reference_engine() const { return *reference_; }
   const Engine& compared_engine() const { return *compared_; }
@@ -137,7 +172,8 @@ class PrecisionCompare {
 
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<Engine> reference_, compared_;
-  PrecisionPair pair_;
+  CompareLabels labels_;
+  std::optional<PrecisionPair> pair_;
   std::vector<int> prompt_;
   std::vector<int> ref_tokens_, free_tokens_;
   std::vector<PrecisionStep> steps_;

@@ -40,25 +40,27 @@ int initial_spec_gamma(const SamplingParams& params) {
   return params.spec_gamma == kSpecGammaAuto ? kSpecAutoStartGamma : params.spec_gamma;
 }
 
-std::string spec_vocab_mismatch(const ModelConfig& target, const ModelConfig& draft) {
+std::string spec_vocab_mismatch(const ModelConfig& target, const ModelConfig& draft,
+                                const VocabRoles& roles) {
   if (target.vocab_size == draft.vocab_size) return {};
-  return "draft model: its vocabulary has " + std::to_string(draft.vocab_size) +
-         " tokens but the target's has " + std::to_string(target.vocab_size) +
-         "; speculative decoding needs a draft that shares the target's vocabulary";
+  return roles.model + ": its vocabulary has " + std::to_string(draft.vocab_size) +
+         " tokens but the " + roles.other + "'s has " + std::to_string(target.vocab_size) + "; " +
+         roles.need + " that shares the " + roles.other + "'s vocabulary";
 }
 
-std::string spec_vocab_mismatch(const Tokenizer& target, const Tokenizer& draft) {
+std::string spec_vocab_mismatch(const Tokenizer& target, const Tokenizer& draft,
+                                const VocabRoles& roles) {
   ModelConfig t, d;
   t.vocab_size = target.vocab_size();
   d.vocab_size = draft.vocab_size();
-  if (std::string sizes = spec_vocab_mismatch(t, d); !sizes.empty()) return sizes;
+  if (std::string sizes = spec_vocab_mismatch(t, d, roles); !sizes.empty()) return sizes;
   for (int id = 0; id < target.vocab_size(); ++id) {
     const std::string want = target.token_bytes(id), got = draft.token_bytes(id);
     if (want != got)
-      return "draft model: its token " + std::to_string(id) + " is \"" + display_piece(got) +
-             "\" but the target's is \"" + display_piece(want) +
-             "\" (the first id that differs); speculative decoding needs a draft whose "
-             "tokenizer gives every id the target's token";
+      return roles.model + ": its token " + std::to_string(id) + " is \"" + display_piece(got) +
+             "\" but the " + roles.other + "'s is \"" + display_piece(want) +
+             "\" (the first id that differs); " + roles.need +
+             " whose tokenizer gives every id the " + roles.other + "'s token";
   }
   return {};
 }

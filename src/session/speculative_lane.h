@@ -15,6 +15,7 @@
 #include "model/tokenizer.h"
 #include "sampling/banned_words.h"
 #include "session/session.h"
+#include "session/vocab_roles.h"
 #include "trace/step_trace.h"
 
 namespace ts {
@@ -55,10 +56,12 @@ std::string spec_stop_reason(const Lane& lane, const LaneStep& record, int promp
 
 // One line naming both sizes when the draft cannot draft for the target
 // (their vocabularies differ); empty when it can.
-std::string spec_vocab_mismatch(const ModelConfig& target, const ModelConfig& draft);
+std::string spec_vocab_mismatch(const ModelConfig& target, const ModelConfig& draft,
+                                const VocabRoles& roles = {});
 // The same by content: one line naming the sizes when they differ, else the
 // first id whose token bytes differ (a draft with the target's vocabulary
 // size but other ids drafts nonsense); empty when every id is the same token.
-std::string spec_vocab_mismatch(const Tokenizer& target, const Tokenizer& draft);
+std::string spec_vocab_mismatch(const Tokenizer& target, const Tokenizer& draft,
+                                const VocabRoles& roles = {});
 
 }  // namespace ts

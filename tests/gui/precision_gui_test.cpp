@@ -1,5 +1,6 @@
-// GUI test of the Precision panel on the bundled model: --compare-precision
-// runs the session's prompt under two weight formats; the table has a row
+// GUI test of the Compare panel on the bundled model: --compare-precision
+// runs the session's prompt under two weight formats (--compare-model: under
+// the model and its draft); the table has a row
 // per step with the first divergence highlighted where the two formats' own
 // greedy texts (run here on two engines of their own) first differ, the plot
 // a bar per step with the same one marked, and the continuations side by
@@ -31,6 +32,19 @@ AppOptions precision_options(PrecisionPair pair, bool presentation = false) {
   return o;
 }
 
+namespace fs = std::filesystem;
+
+// The bundled draft, beside the bundled model.
+fs::path draft_dir() { return default_model_path().parent_path() / "tokenscope-tiny-draft"; }
+
+AppOptions model_options(bool presentation = false) {
+  AppOptions o = test::fixture_options("formats");
+  o.setup.model.clear();  // the bundled model
+  o.compare_model = draft_dir();
+  o.presentation = presentation;
+  return o;
+}
+
 // Frames until the panel's run is over (it runs on the session's worker).
 void wait_for_panel(App& app) {
   for (int i = 0; i < 400 && (app.precision_panel().busy() || !app.precision_panel().result()); ++i)
@@ -39,8 +53,10 @@ void wait_for_panel(App& app) {
 }
 
 // The engine's own greedy tokens after `prompt`, `rows` of them.
-std::vector<int> greedy_tokens(WeightFormat format, const std::string& prompt, int rows) {
+std::vector<int> greedy_tokens(WeightFormat format, const std::string& prompt, int rows,
+                               const fs::path& model = {}) {
   ModelSetupOptions o;
+  o.model = model;
   o.device = "cpu";
   o.cpu_threads = 2;
   o.weights = format;
@@ -79,15 +95,20 @@ void expect_inside_window(App& app, float w, float h) {
   EXPECT_GT(d.plot_y1 - d.plot_y0, 0);
 }
 
-TEST(GuiPrecision, TheFlagRunsTheComparisonAndMarksTheFirstDivergence) {
-  REQUIRE_DISPLAY();
-  App app(precision_options({WeightFormat::kF32, WeightFormat::kQ4}));
+// Loads the model, sees the panel drawn and waits for the run its flag starts.
+void open_and_run(App& app) {
   app.load_model_blocking();
   app.settle();
   ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kPrecision));
   wait_for_panel(app);
+  ASSERT_EQ(app.precision_panel().error(), "");
+}
+
+TEST(GuiPrecision, TheFlagRunsTheComparisonAndMarksTheFirstDivergence) {
+  REQUIRE_DISPLAY();
+  App app(precision_options({WeightFormat::kF32, WeightFormat::kQ4}));
+  ASSERT_NO_FATAL_FAILURE(open_and_run(app));
   PrecisionPanel& panel = app.precision_panel();
-  ASSERT_EQ(panel.error(), "");
   const auto r = panel.result();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->pair.reference, WeightFormat::kF32);
@@ -124,16 +145,54 @@ TEST(GuiPrecision, TheFlagRunsTheComparisonAndMarksTheFirstDivergence) {
   for (const PrecisionStep& s : r2->steps) EXPECT_GT(s.kl, 0.0);
 }
 
+// --compare-model with the bundled draft: the panel opens in its models
+// mode, names the two models, and its first divergence, KV bytes per token
+// and texts are those of the two models run on engines of the test's own.
+TEST(GuiPrecision, TheModelFlagComparesTheDraftWithTheModel) {
+  REQUIRE_DISPLAY();
+  App app(model_options());
+  ASSERT_NO_FATAL_FAILURE(open_and_run(app));
+  PrecisionPanel& panel = app.precision_panel();
+  EXPECT_EQ(panel.mode(), PrecisionPanel::Mode::kModels);
+  const auto r = panel.result();
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->models);
+  EXPECT_EQ(r->labels.reference, "tokenscope-tiny");
+  EXPECT_EQ(r->labels.compared, "tokenscope-tiny-draft");
+  ASSERT_EQ(static_cast<int>(r->steps.size()), kSteps + 1);
+  const std::vector<int> ref = greedy_tokens(WeightFormat::kF32, r->prompt, kSteps + 1);
+  const std::vector<int> draft =
+      greedy_tokens(WeightFormat::kF32, r->prompt, kSteps + 1, draft_dir());
+  EXPECT_EQ(r->reference_tokens, ref);
+  EXPECT_EQ(r->free_tokens, draft);
+  const int diverge = first_difference(ref, draft);
+  EXPECT_EQ(r->summary.first_divergence, diverge);
+  // The draft has fewer layers: fewer KV bytes per token, fewer weights.
+  EXPECT_LT(r->summary.compared_kv_token_bytes, r->summary.reference_kv_token_bytes);
+  EXPECT_LT(r->summary.compared_weight_bytes, r->summary.reference_weight_bytes);
+  const PrecisionPanel::Drawn& d = panel.drawn();
+  EXPECT_EQ(d.table_rows, kSteps + 1);
+  EXPECT_EQ(d.highlighted_row, diverge);
+  EXPECT_EQ(d.plot_bars, kSteps + 1);
+  EXPECT_TRUE(d.continuations);
+  expect_inside_window(app, 1280, 800);
+
+  // A model with another vocabulary is the panel's one-line error.
+  panel.run_models(*app.controller().worker(), test::fixture_model(), "The cat sat on", 3);
+  wait_for_panel(app);
+  EXPECT_NE(panel.error().find("compared model: its vocabulary has"), std::string::npos)
+      << panel.error();
+}
+
 // A projector's large fonts at 720 and 1080 lines, then a small window: the
 // panel stays inside, big enough to read (with the plot at projector sizes),
 // and its table, the last thing a short panel keeps, still has every row.
-TEST(GuiPrecision, StaysReadableInPresentationModeAndWhenResized) {
-  REQUIRE_DISPLAY();
-  App app(precision_options({WeightFormat::kF32, WeightFormat::kQ8}, true));
+void expect_readable(App& app) {
   app.load_model_blocking();
   app.settle();
   wait_for_panel(app);
-  ASSERT_TRUE(app.precision_panel().result());
+  ASSERT_TRUE(app.precision_panel().result()) << app.precision_panel().error();
+  const bool models = app.precision_panel().result()->models;
   for (const auto& [w, h] : {std::pair{1280, 720}, std::pair{1920, 1080}, std::pair{800, 600}}) {
     SCOPED_TRACE(std::to_string(w) + "x" + std::to_string(h));
     test::resize_window(app, w, h);
@@ -148,9 +207,23 @@ TEST(GuiPrecision, StaysReadableInPresentationModeAndWhenResized) {
       EXPECT_GE(b.w, font * 18);
       EXPECT_EQ(app.precision_panel().drawn().plot_bars, kSteps + 1);
     }
+    // Two models: each one's weight and KV bytes stay on screen.
+    EXPECT_EQ(app.precision_panel().drawn().model_costs, models);
     EXPECT_EQ(app.precision_panel().drawn().table_rows, kSteps + 1);
     EXPECT_EQ(app.last_frame().gl_errors, 0);
   }
+}
+
+TEST(GuiPrecision, StaysReadableInPresentationModeAndWhenResized) {
+  REQUIRE_DISPLAY();
+  App app(precision_options({WeightFormat::kF32, WeightFormat::kQ8}, true));
+  expect_readable(app);
+}
+
+TEST(GuiPrecision, TwoModelsStayReadableInPresentationMode) {
+  REQUIRE_DISPLAY();
+  App app(model_options(true));
+  expect_readable(app);
 }
 
 TEST(GuiPrecision, TheWindowFlagIsCheckedLikeTheCli) {
@@ -166,6 +239,10 @@ TEST(GuiPrecision, TheWindowFlagIsCheckedLikeTheCli) {
   EXPECT_THROW(parse_app_options(5, cuda), Error);
   const char* weights[] = {"tokenscope", "--compare-precision", "f32,q8", "--weights", "q8"};
   EXPECT_THROW(parse_app_options(5, weights), Error);
+  const char* model[] = {"tokenscope", "--compare-model", "some/model"};
+  EXPECT_EQ(parse_app_options(3, model).compare_model, "some/model");
+  const char* both[] = {"tokenscope", "--compare-model", "m", "--compare-precision", "f32,q8"};
+  EXPECT_THROW(parse_app_options(5, both), Error);
 }
 
 }  // namespace

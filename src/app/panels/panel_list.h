@@ -38,7 +38,7 @@
     Classroom(0.15f, 0.1f, 0.85f, 0.9f), false)                                                   \
   X(Lookahead, "lookahead", "Lookahead & prompt lookup", LookaheadPanel,                          \
     Classroom(0.15f, 0.1f, 0.85f, 0.9f), false)                                                   \
-  X(Precision, "precision", "Precision: two weight formats", PrecisionPanel,                      \
+  X(Precision, "precision", "Compare: two formats or two models", PrecisionPanel,                 \
     Classroom(0.1f, 0.1f, 0.9f, 0.9f), false)                                                     \
   X(Score, "score", "Score a text", ScorePanel, Classroom(0.15f, 0.15f, 0.85f, 0.85f), false)     \
   X(Quiz, "quiz", "Guess the next token", QuizPanel, Classroom(0.2f, 0.1f, 0.8f, 0.7f), false)    \

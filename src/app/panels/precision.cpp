@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <imgui_stdlib.h>
+
 #include "model/token_display.h"
 #include "session/session_worker.h"
 #include "util/error.h"
@@ -10,7 +12,9 @@
 namespace ts::app {
 
 const char* const PrecisionPanel::kHelp =
-    "Precision: the same prompt under two number formats of the same weights.\n\nThe model is "
+    "Compare: the same prompt under two number formats of the same weights (two formats), or "
+    "under this model and another one with the same vocabulary (two models).\n\nTwo formats: the "
+    "model is "
     "loaded twice, its matrices in the reference format (e.g. f32) and in the compared one "
     "(bf16, f16, or the 8- and 4-bit block formats q8 and q4), and both continue the prompt "
     "greedily. The compared model is fed the reference's tokens (teacher-forced), so every "
@@ -23,7 +27,13 @@ const char* const PrecisionPanel::kHelp =
     "and the plot); from there the two texts go their own ways, shown side by side "
     "below.\n\nMB is what each step moves through memory (the weights in that format plus "
     "the KV cache); ms is its measured time: fewer bytes per weight, less to read each "
-    "step. Formats other than f32 run on the CPU. Row 0 is the prefill.";
+    "step. Formats other than f32 run on the CPU. Row 0 is the prefill.\n\nTwo models: type the "
+    "path of another model whose tokenizer gives every id the same token (e.g. this model's "
+    "draft, or a Llama-shaped twin of a GPT-2): this model is the reference, the other is "
+    "compared the same way, row by row. Beside the KL and top-1, the line under the heading "
+    "gives each model's weight MB read per step and the KV cache bytes it keeps per token (a "
+    "model with fewer key/value heads keeps fewer). A model with another vocabulary is "
+    "refused, naming the first id that differs.";
 
 namespace {
 
@@ -42,7 +52,9 @@ std::shared_ptr<const PrecisionPanel::Result> make_result(const PrecisionCompare
                                                           const std::string& prompt,
                                                           int planned_rows) {
   auto r = std::make_shared<PrecisionPanel::Result>();
-  r->pair = cmp.pair();
+  r->pair = cmp.pair().value_or(PrecisionPair{});
+  r->models = !cmp.pair();
+  r->labels = cmp.labels();
   r->config = cmp.reference_engine().config();
   r->device = cmp.compared_engine().backend().device_name();
   r->planned_rows = planned_rows;
@@ -59,12 +71,18 @@ ImVec4 to_vec4(ImU32 c) { return ImGui::ColorConvertU32ToFloat4(c); }
 }  // namespace
 
 void PrecisionPanel::configure(const ModelSetupOptions& setup,
-                               std::optional<PrecisionPair> run_on_load) {
+                               std::optional<PrecisionPair> run_on_load,
+                               const std::filesystem::path& compare_model) {
   setup_ = setup;
   run_on_load_ = run_on_load;
+  models_on_load_ = compare_model;
   if (run_on_load) {
     reference_choice_ = format_index(run_on_load->reference);
     compared_choice_ = format_index(run_on_load->compared);
+  }
+  if (!compare_model.empty()) {
+    mode_ = Mode::kModels;
+    model_path_ = compare_model.string();
   }
 }
 
@@ -85,12 +103,31 @@ bool PrecisionPanel::busy() const {
 
 void PrecisionPanel::run(SessionWorker& worker, PrecisionPair pair, const std::string& prompt,
                          int steps) {
+  mode_ = Mode::kFormats;
+  reference_choice_ = format_index(pair.reference);
+  compared_choice_ = format_index(pair.compared);
+  start(
+      worker, precision_pair_name(pair),
+      [pair](const ModelSetupOptions& setup) { return PrecisionCompare::load(setup, pair); },
+      prompt, steps);
+}
+
+void PrecisionPanel::run_models(SessionWorker& worker, const std::filesystem::path& path,
+                                const std::string& prompt, int steps) {
+  mode_ = Mode::kModels;
+  model_path_ = path.string();
+  start(
+      worker, "model:" + path.string(),
+      [path](const ModelSetupOptions& setup) { return PrecisionCompare::load_models(setup, path); },
+      prompt, steps);
+}
+
+void PrecisionPanel::start(SessionWorker& worker, const std::string& key, Loader load,
+                           const std::string& prompt, int steps) {
   if (&worker != worker_) {
     shared_ = std::make_shared<Shared>();  // another model: nothing carries over
     worker_ = &worker;
   }
-  reference_choice_ = format_index(pair.reference);
-  compared_choice_ = format_index(pair.compared);
   steps_ = steps;
   uint64_t gen = 0;
   {
@@ -112,18 +149,17 @@ void PrecisionPanel::run(SessionWorker& worker, PrecisionPair pair, const std::s
   };
   const ModelSetupOptions setup = setup_;
   const int rows = steps + 1;
-  worker.post([shared = shared_, gen, setup, pair, prompt, rows, stale, fail](Session&) {
+  worker.post([shared = shared_, gen, setup, key, load, prompt, rows, stale, fail](Session&) {
     if (stale(*shared, gen)) return;
     try {
-      const std::string key = precision_pair_name(pair);
       if (!shared->compare || shared->loaded_key != key) {
         shared->compare.reset();  // the old pair's engines go before the new ones load
         shared->loaded_key.clear();
-        shared->compare = PrecisionCompare::load(setup, pair);
+        shared->compare = load(setup);
         shared->loaded_key = key;
       }
       shared->compare->set_prompt(prompt);
-      const int room = shared->compare->reference_engine().config().n_ctx -
+      const int room = shared->compare->context() -
                        static_cast<int>(shared->compare->prompt_tokens().size()) + 1;
       auto r = make_result(*shared->compare, prompt, std::min(rows, room));
       std::lock_guard<std::mutex> lock(shared->mutex);
@@ -202,8 +238,7 @@ void PrecisionPanel::draw_plot(PanelContext& ctx, const Result& r, float height)
 }
 
 void PrecisionPanel::draw_continuations(PanelContext& ctx, const Result& r) {
-  const char* ref = weight_format_name(r.pair.reference);
-  const char* fmt = weight_format_name(r.pair.compared);
+  const std::string &ref = r.labels.reference, &fmt = r.labels.compared;
   const ImGuiTableFlags tf = ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchSame;
   if (!ImGui::BeginTable("continuations", 2, tf)) return;
   drawn_.continuations = true;
@@ -229,30 +264,29 @@ void PrecisionPanel::draw_continuations(PanelContext& ctx, const Result& r) {
       ImGui::TextColored(to_vec4(ctx.pal.accent), "%s", with_replacement_chars(tail).c_str());
     ImGui::PopTextWrapPos();
   };
-  column(std::string(ref) + " (reference)", r.reference_tokens);
-  column(std::string(fmt) + " (its own greedy text)", r.free_tokens);
+  column(ref + " (reference)", r.reference_tokens);
+  column(fmt + " (its own greedy text)", r.free_tokens);
   ImGui::EndTable();
 }
 
 void PrecisionPanel::draw_table(PanelContext& ctx, const Result& r) {
-  const char* ref = weight_format_name(r.pair.reference);
-  const char* fmt = weight_format_name(r.pair.compared);
+  const std::string &ref = r.labels.reference, &fmt = r.labels.compared;
   const ImGuiTableFlags tf = ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
                              ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
                              ImGuiTableFlags_SizingFixedFit;
   const float h = std::max(ImGui::GetContentRegionAvail().y, ImGui::GetFontSize() * 4);
   if (!ImGui::BeginTable("rows", 11, tf, ImVec2(0, h))) return;
   const std::string cols[] = {"step",
-                              std::string(ref) + " token",
+                              ref + " token",
                               "KL (nats)",
                               "top-1",
-                              std::string(fmt) + " token",
-                              std::string(fmt) + " free",
-                              std::string(ref) + " MB",
-                              std::string(fmt) + " MB",
-                              std::string(ref) + " ms",
-                              std::string(fmt) + " ms",
-                              "top-10 changed places (ref -> " + std::string(fmt) + ")"};
+                              fmt + " token",
+                              fmt + " free",
+                              ref + " MB",
+                              fmt + " MB",
+                              ref + " ms",
+                              fmt + " ms",
+                              "top-10 changed places (ref -> " + fmt + ")"};
   ImGui::TableSetupScrollFreeze(1, 1);
   for (const std::string& c : cols) ImGui::TableSetupColumn(c.c_str());
   ImGui::TableHeadersRow();
@@ -304,6 +338,70 @@ void PrecisionPanel::draw_table(PanelContext& ctx, const Result& r) {
   ImGui::EndTable();
 }
 
+void PrecisionPanel::draw_controls(PanelContext& ctx, SessionWorker& worker, bool busy_now) {
+  const float font = ImGui::GetFontSize();
+  static const char* const kNames[] = {"f32", "bf16", "f16", "q8", "q4"};
+  static const char* const kModes[] = {"two formats", "two models"};
+  int mode = mode_ == Mode::kModels ? 1 : 0;
+  ImGui::SetNextItemWidth(font * 7.5f);
+  if (ImGui::Combo("##mode", &mode, kModes, 2)) mode_ = mode ? Mode::kModels : Mode::kFormats;
+  ImGui::SameLine();
+  std::string refusal;
+  PrecisionPair pair;
+  if (mode_ == Mode::kFormats) {
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Reference");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(font * 4.5f);
+    ImGui::Combo("##ref", &reference_choice_, kNames, kNumFormats);
+    ImGui::SameLine();
+    ImGui::TextUnformatted("vs");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(font * 4.5f);
+    ImGui::Combo("##fmt", &compared_choice_, kNames, kNumFormats);
+    // The pair as the CLI checks it: two different formats, CPU-only ones not on CUDA.
+    try {
+      pair = parse_precision_pair(
+          "formats", std::string(kNames[reference_choice_]) + "," + kNames[compared_choice_],
+          setup_.device);
+    } catch (const Error& e) {
+      refusal = e.what();
+    }
+  } else {
+    // The session's model against the one at the path (checked when it loads).
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("this model vs");
+    ImGui::SameLine();
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    ImGui::SetNextItemWidth(std::clamp(right - ImGui::GetCursorScreenPos().x, font * 8, font * 22));
+    ImGui::InputTextWithHint("##model", "model directory or .bin file", &model_path_);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("A model sharing this model's vocabulary (every id the same token)");
+    if (model_path_.empty()) refusal = "type the path of the model to compare with";
+  }
+  // A narrow panel (a projector's font) puts the steps and Run on a line of their own.
+  const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  if (right - ImGui::GetItemRectMax().x >= font * 14) ImGui::SameLine();
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("steps");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(font * 5.5f);
+  ImGui::InputInt("##steps", &steps_);
+  steps_ = std::clamp(steps_, 1, 4096);
+  ImGui::SameLine();
+  ImGui::BeginDisabled(busy_now || !refusal.empty());
+  const bool go = ImGui::Button(busy_now ? "running..." : "Run");
+  ImGui::EndDisabled();
+  if (!refusal.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("%s", refusal.c_str());
+  panel_help_button(PanelId::kPrecision);
+  if (!go || busy_now || !refusal.empty()) return;
+  if (mode_ == Mode::kFormats)
+    run(worker, pair, ctx.snap->prompt_text, steps_);
+  else
+    run_models(worker, model_path_, ctx.snap->prompt_text, steps_);
+}
+
 void PrecisionPanel::draw(PanelContext& ctx) {
   drawn_ = Drawn{};
   if (!begin_panel(ctx, PanelId::kPrecision)) return;
@@ -318,59 +416,31 @@ void PrecisionPanel::draw(PanelContext& ctx) {
     shared_ = std::make_shared<Shared>();  // a new model: the old figures are not its
     worker_ = worker;
   }
-  // --compare-precision: once per loaded session, on its prompt.
-  if (run_on_load_ && auto_ran_for_ != ctx.ctl.session_key() && !ctx.snap->prompt_text.empty()) {
+  // --compare-precision / --compare-model: once per loaded session, on its prompt.
+  if ((run_on_load_ || !models_on_load_.empty()) && auto_ran_for_ != ctx.ctl.session_key() &&
+      !ctx.snap->prompt_text.empty()) {
     auto_ran_for_ = ctx.ctl.session_key();
-    run(*worker, *run_on_load_, ctx.snap->prompt_text, steps_);
+    if (run_on_load_)
+      run(*worker, *run_on_load_, ctx.snap->prompt_text, steps_);
+    else
+      run_models(*worker, models_on_load_, ctx.snap->prompt_text, steps_);
   }
   const float font = ImGui::GetFontSize();
   const bool busy_now = busy();
-  static const char* const kNames[] = {"f32", "bf16", "f16", "q8", "q4"};
-  ImGui::AlignTextToFramePadding();
-  ImGui::TextUnformatted("Reference");
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(font * 4.5f);
-  ImGui::Combo("##ref", &reference_choice_, kNames, kNumFormats);
-  ImGui::SameLine();
-  ImGui::TextUnformatted("vs");
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(font * 4.5f);
-  ImGui::Combo("##fmt", &compared_choice_, kNames, kNumFormats);
-  // A narrow panel (a projector's font) puts the steps and Run on a line of their own.
-  const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-  if (right - ImGui::GetItemRectMax().x >= font * 14) ImGui::SameLine();
-  ImGui::AlignTextToFramePadding();
-  ImGui::TextUnformatted("steps");
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(font * 5.5f);
-  ImGui::InputInt("##steps", &steps_);
-  steps_ = std::clamp(steps_, 1, 4096);
-  ImGui::SameLine();
-  // The pair as the CLI checks it: two different formats, CPU-only ones not on CUDA.
-  std::string refusal;
-  PrecisionPair pair;
-  try {
-    pair = parse_precision_pair(
-        "formats", std::string(kNames[reference_choice_]) + "," + kNames[compared_choice_],
-        setup_.device);
-  } catch (const Error& e) {
-    refusal = e.what();
-  }
-  ImGui::BeginDisabled(busy_now || !refusal.empty());
-  const bool go = ImGui::Button(busy_now ? "running..." : "Run");
-  ImGui::EndDisabled();
-  if (!refusal.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-    ImGui::SetTooltip("%s", refusal.c_str());
-  panel_help_button(PanelId::kPrecision);
-  if (go && !busy_now && refusal.empty()) run(*worker, pair, ctx.snap->prompt_text, steps_);
+  draw_controls(ctx, *worker, busy_now);
   if (const std::string err = error(); !err.empty())
     ImGui::TextColored(to_vec4(ctx.pal.error), "%s", err.c_str());
 
   const auto r = result();
   if (!r) {
-    empty_hint(ctx, busy_now ? "Loading the model in both formats..."
-                             : "Pick two formats and press Run: the session's prompt runs "
-                               "greedily under both.");
+    const bool models = mode_ == Mode::kModels;
+    empty_hint(ctx,
+               busy_now
+                   ? (models ? "Loading the two models..." : "Loading the model in both formats...")
+               : models ? "Type the path of a model that shares this one's vocabulary and press "
+                          "Run: the session's prompt runs greedily under both."
+                        : "Pick two formats and press Run: the session's prompt runs "
+                          "greedily under both.");
     end_panel();
     return;
   }
@@ -382,8 +452,8 @@ void PrecisionPanel::draw(PanelContext& ctx) {
     end_panel();
     return;
   }
-  const char* ref = weight_format_name(r->pair.reference);
-  const char* fmt = weight_format_name(r->pair.compared);
+  const char* ref = r->labels.reference.c_str();
+  const char* fmt = r->labels.compared.c_str();
   const PrecisionSummary& s = r->summary;
   ImGui::PushTextWrapPos(0.0f);
   if (ctx.heading_font) ImGui::PushFont(ctx.heading_font);
@@ -401,6 +471,13 @@ void PrecisionPanel::draw(PanelContext& ctx) {
   // What a short panel leaves out first: this line (the table has the
   // figures), then the texts, then the plot; the table always stays.
   const float room = ImGui::GetContentRegionAvail().y;
+  // Two models: what each step costs them, the teaching point beside the
+  // KL (a model with fewer KV heads caches fewer bytes per token).
+  drawn_.model_costs = r->models;
+  if (r->models)
+    ImGui::Text("%s: weights %.2f MB, KV %.0f B/token; %s: weights %.2f MB, KV %.0f B/token", ref,
+                s.reference_weight_bytes / 1e6, s.reference_kv_token_bytes, fmt,
+                s.compared_weight_bytes / 1e6, s.compared_kv_token_bytes);
   if (room >= font * 16)
     ImGui::TextDisabled(
         "%s: %.2f MB, %.2f ms per step; %s: %.2f MB, %.2f ms (mean MB, median ms of the decode "
