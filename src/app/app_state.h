@@ -94,6 +94,10 @@ struct AppState {
 
   std::string layout_request;  // applied at the start of the next frame ("classroom", ...)
   std::string notice;          // one line of good news (a file written), shown in the status bar
+  // How many runs of the window's own measurements have finished (a lesson
+  // step that asks for one waits for its count to grow).
+  int comparisons_finished = 0;   // the Precision panel's comparisons
+  int batch_sweeps_finished = 0;  // the Roofline panel's batch sweeps
   bool show_demo = false;
 };
 

@@ -90,7 +90,9 @@ class Parser {
                                        {"back", ActionKind::kBack},
                                        {"greedy", ActionKind::kGreedy},
                                        {"click_token", ActionKind::kClickToken},
-                                       {"cache_compare", ActionKind::kCacheCompare}};
+                                       {"cache_compare", ActionKind::kCacheCompare},
+                                       {"compare", ActionKind::kCompare},
+                                       {"batch_sweep", ActionKind::kBatchSweep}};
     for (const Plain& p : kPlain)
       if (name == p.name) {
         if (!arg.empty()) fail(line, "action '" + name + "' takes no value, got '" + arg + "'");
@@ -123,7 +125,7 @@ class Parser {
     } else {
       fail(line, "unknown action '" + name +
                      "' (next, step, prefill, back, greedy, temperature X, top_p X, top_k N, "
-                     "kv_cache on|off, click_token, cache_compare)");
+                     "kv_cache on|off, click_token, cache_compare, compare, batch_sweep)");
     }
     return a;
   }
@@ -270,6 +272,10 @@ std::string action_text(const Action& a) {
       return "click_token";
     case ActionKind::kCacheCompare:
       return "cache_compare";
+    case ActionKind::kCompare:
+      return "compare";
+    case ActionKind::kBatchSweep:
+      return "batch_sweep";
   }
   return "next";
 }
@@ -298,6 +304,10 @@ std::string action_request(const Action& a) {
       return "click a token in the token strip";
     case ActionKind::kCacheCompare:
       return "press Run both ways in \"KV cache on vs off\"";
+    case ActionKind::kCompare:
+      return "press Run in the Precision panel and let it finish";
+    case ActionKind::kBatchSweep:
+      return "run the batch sweep in the Roofline panel and let it finish";
   }
   return "";
 }

@@ -1,4 +1,4 @@
-// The five shipped lessons, run one after another in one window as a class
+// The six shipped lessons, run one after another in one window as a class
 // would (under Xvfb), at 1280x720 and 1920x1080, presentation mode on and off.
 // At every step: the panel the step names is open, drawn inside the window
 // and outlined, and the state its text describes holds (the lanes, lane 0's
@@ -14,6 +14,8 @@
 
 #include "app/app.h"
 #include "app/panels/lanes.h"
+#include "app/panels/precision.h"
+#include "app/panels/roofline.h"
 #include "gui_test_support.h"
 #include "lesson/lesson.h"
 #include "util/paths.h"
@@ -158,6 +160,34 @@ void act(App& app, const lesson::Step& step, const std::string& file, int index)
       app.controller().worker()->wait_idle();
       settle(app);
       break;
+    case lesson::ActionKind::kCompare: {
+      // "set the reference to f32 and the other format to bf16 (then q4),
+      // press Run": the tiny fixture's rows of 24 values take no block
+      // format, so f16 stands in for q4 here.
+      PrecisionPanel& compare = app.precision_panel();
+      const WeightFormat other = index == 3 ? WeightFormat::kBF16 : WeightFormat::kF16;
+      compare.run(*app.controller().worker(), {WeightFormat::kF32, other},
+                  app.controller().snapshot()->prompt_text, 4);
+      for (int i = 0; i < 400 && (compare.busy() || !compare.result()); ++i) app.settle(1, 2);
+      ASSERT_FALSE(compare.busy());
+      EXPECT_EQ(compare.error(), "");
+      settle(app);
+      break;
+    }
+    case lesson::ActionKind::kBatchSweep: {
+      // "press Batch sweep" (two batch sizes keep the test short); the
+      // panel runs one batch size per frame that sees the last one done.
+      RooflinePanel& roofline = app.roofline_panel();
+      roofline.request_batch_sweep({1, 2});
+      for (int i = 0; i < 400; ++i) {
+        app.frame();
+        app.controller().worker()->wait_idle();
+        if (roofline.batch_sweep() && roofline.batch_sweep()->status().done) break;
+      }
+      ASSERT_TRUE(roofline.batch_sweep() && roofline.batch_sweep()->status().done);
+      settle(app);
+      break;
+    }
   }
 }
 
@@ -171,7 +201,7 @@ TEST_P(LessonsInOrder, EveryStepShowsItsPanelAndTheStateItsTextDescribes) {
   const auto dir = find_data("lessons");
   ASSERT_FALSE(dir.empty()) << "no lessons folder beside the build";
   const auto files = lesson::list_lessons(dir);
-  ASSERT_EQ(files.size(), 5u);
+  ASSERT_EQ(files.size(), 6u);
   AppOptions o = test::fixture_options("classroom");
   o.width = w;
   o.height = h;

@@ -89,12 +89,17 @@ TEST(Lesson, AGoodFileGivesEveryStepWithItsActionPanelAndQuestion) {
 
 TEST(Lesson, WindowsLineEndsAndEveryActionNameParse) {
   std::string t = "title: T\r\n";
-  for (const char* a : {"next", "step", "prefill", "back", "greedy", "temperature 1.5", "top_p 0.9",
-                        "top_k 5", "kv_cache on", "click_token", "cache_compare"})
+  for (const char* a :
+       {"next", "step", "prefill", "back", "greedy", "temperature 1.5", "top_p 0.9", "top_k 5",
+        "kv_cache on", "click_token", "cache_compare", "compare", "batch_sweep"})
     t += std::string("[step]\r\ntext: x\r\naction: ") + a + "\r\n";
   const Lesson l = parse_lesson(t, "crlf.lesson", kVocab);
-  ASSERT_EQ(l.steps.size(), 11u);
+  ASSERT_EQ(l.steps.size(), 13u);
   EXPECT_EQ(l.steps[10].action.kind, ActionKind::kCacheCompare);
+  EXPECT_EQ(l.steps[11].action.kind, ActionKind::kCompare);
+  EXPECT_EQ(l.steps[12].action.kind, ActionKind::kBatchSweep);
+  EXPECT_EQ(action_text(l.steps[11].action), "compare");
+  EXPECT_EQ(action_text(l.steps[12].action), "batch_sweep");
   EXPECT_TRUE(l.steps[8].action.on);
   for (const Step& s : l.steps) EXPECT_EQ(s.text, "x");  // no \r left
 }
@@ -248,13 +253,16 @@ TEST(Lesson, TheBundledLessonsParseWithTheWindowsNames) {
   // The panel keys and layout names the window accepts (its panel_list.h and
   // layout.cpp); a bundled lesson using another name would fail here.
   const Vocabulary window{{"prompt", "transport", "attention", "kv", "logits", "sampling",
-                           "timeline", "roofline", "lens", "cache", "lanes", "lookahead", "help"},
-                          {"classroom", "lesson", "memory", "cost", "layers", "compare", "prompt",
-                           "transport", "attention", "kv", "logits", "sampling", "timeline",
-                           "roofline", "lens", "cache", "lanes", "lookahead", "help"}};
+                           "timeline", "roofline", "lens", "cache", "lanes", "lookahead",
+                           "precision", "help"},
+                          {"classroom", "lesson", "memory", "cost", "layers", "compare", "formats",
+                           "prompt", "transport", "attention", "kv", "logits", "sampling",
+                           "timeline", "roofline", "lens", "cache", "lanes", "lookahead",
+                           "precision", "help"}};
   const auto list = list_lessons(std::filesystem::path(TS_SOURCE_DIR) / "assets" / "lessons");
-  ASSERT_GE(list.size(), 5u);
+  ASSERT_GE(list.size(), 6u);
   EXPECT_EQ(list[4].filename(), "5-no-draft-model-needed.lesson");
+  EXPECT_EQ(list[5].filename(), "6-why-fewer-bytes-are-faster.lesson");
   for (const auto& p : list) {
     SCOPED_TRACE(p.string());
     const Lesson l = load_lesson(p, window);

@@ -103,6 +103,8 @@ void LessonPanel::enter_step(PanelContext& ctx) {
   if (!s.panel.empty() && parse_panel_key(s.panel, id)) ctx.state.settings.panel_open(id) = true;
   base_history_ = ctx.snap ? static_cast<int>(ctx.snap->history.size()) : 0;
   base_query_ = ctx.state.attention.query;
+  base_comparisons_ = ctx.state.comparisons_finished;
+  base_sweeps_ = ctx.state.batch_sweeps_finished;
   base_comparison_ = ctx.ctl.analysis()
                          ? static_cast<const void*>(ctx.ctl.analysis()->cache_comparison().get())
                          : nullptr;
@@ -153,6 +155,12 @@ void LessonPanel::check_action(PanelContext& ctx) {
       done_ = now != nullptr && now != base_comparison_;
       break;
     }
+    case lesson::ActionKind::kCompare:
+      done_ = ctx.state.comparisons_finished > base_comparisons_;
+      break;
+    case lesson::ActionKind::kBatchSweep:
+      done_ = ctx.state.batch_sweeps_finished > base_sweeps_;
+      break;
   }
   completed_[index_] = done_;
 }

@@ -79,6 +79,8 @@ class LessonPanel : public Panel {
   int base_history_ = 0;
   int base_query_ = -1;
   const void* base_comparison_ = nullptr;
+  int base_comparisons_ = 0;
+  int base_sweeps_ = 0;
 };
 
 }  // namespace ts::app

@@ -432,6 +432,11 @@ void PrecisionPanel::draw(PanelContext& ctx) {
     ImGui::TextColored(to_vec4(ctx.pal.error), "%s", err.c_str());
 
   const auto r = result();
+  // Each finished run counted once (a lesson step waits for one).
+  if (r && !busy_now && error().empty() && counted_.lock() != r) {
+    counted_ = r;
+    ++ctx.state.comparisons_finished;
+  }
   if (!r) {
     const bool models = mode_ == Mode::kModels;
     empty_hint(ctx,

@@ -118,6 +118,7 @@ class PrecisionPanel : public Panel {
   int reference_choice_ = 0, compared_choice_ = 3;  // indices into the five formats: f32, q8
   int steps_ = 16;
   Drawn drawn_;
+  std::weak_ptr<const Result> counted_;  // the last result counted in comparisons_finished
 };
 
 }  // namespace ts::app

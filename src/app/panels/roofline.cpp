@@ -89,6 +89,10 @@ void RooflinePanel::sweep_controls(PanelContext& ctx, const HardwareRoofs& roofs
   if (sweep_) sweep_->pump(worker);
   const BatchSweepJob::Status st = sweep_ ? sweep_->status() : BatchSweepJob::Status{};
   const bool running = sweep_ && !st.done && !st.cancelled;
+  if (sweep_ && st.done && !st.cancelled && counted_sweep_.lock() != sweep_) {
+    counted_sweep_ = sweep_;  // each finished sweep counted once (a lesson waits for it)
+    ++ctx.state.batch_sweeps_finished;
+  }
   if (running) {
     if (ImGui::SmallButton("Cancel sweep")) cancel_batch_sweep();
     ImGui::SameLine();

@@ -73,6 +73,8 @@ class RooflinePanel : public Panel {
   std::string step_label_;
   std::optional<RooflineMeasurements> injected_;
   std::shared_ptr<BatchSweepJob> sweep_;
+  std::weak_ptr<const BatchSweepJob>
+      counted_sweep_;                            // the last one counted in batch_sweeps_finished
   const SessionWorker* sweep_worker_ = nullptr;  // the worker it runs on (a new model: cancelled)
   std::optional<std::vector<int>> sweep_request_;
   std::vector<RooflineBox> sweep_points_;
