@@ -59,9 +59,10 @@ TEST(Gui, PrefillAndFiveStepsDrawEveryPanelAndWriteAScreenshot) {
   App app(test_options());
   app.load_model_blocking();
   app.settle();  // the first frame applies the classroom layout (Help closed)
-  for (PanelId id : {PanelId::kHelp, PanelId::kRoofline, PanelId::kLogitLens,
-                     PanelId::kCacheCompare, PanelId::kLanes, PanelId::kScore, PanelId::kQuiz,
-                     PanelId::kLesson, PanelId::kSpeculative, PanelId::kLookahead, PanelId::kRope})
+  for (PanelId id :
+       {PanelId::kHelp, PanelId::kRoofline, PanelId::kLogitLens, PanelId::kCacheCompare,
+        PanelId::kLanes, PanelId::kScore, PanelId::kQuiz, PanelId::kLesson, PanelId::kSpeculative,
+        PanelId::kLookahead, PanelId::kRope, PanelId::kPrecision})
     app.state().settings.panel_open(id) = true;
   for (int i = 0; i < 6; ++i) {
     step(app);
