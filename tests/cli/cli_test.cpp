@@ -500,6 +500,23 @@ TEST(Cli, HugeStepCountsRunToTheContextEnd) {
                         "--steps: 2147483648 is out of range, at most 2147483647", "steps");
 }
 
+// --compare-precision's header counts its prompt tokens in the right number,
+// and the two texts of its summary start in one column although "f32 text:"
+// and "bf16 free text:" differ in length.
+TEST(Cli, ComparePrecisionTextIsAlignedAndCountedRight) {
+  const CliRun r =
+      run_cli(with_tiny({"--compare-precision", "f32,bf16", "--prompt", "a", "--steps", "1"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(", 1 prompt token\n"), std::string::npos) << r.out;
+  size_t ref_column = std::string::npos, free_column = std::string::npos;
+  for (const std::string& line : lines_of(r.out)) {
+    if (starts_with(line, "f32 text:")) ref_column = line.find_first_not_of(' ', 9);
+    if (starts_with(line, "bf16 free text:")) free_column = line.find_first_not_of(' ', 15);
+  }
+  ASSERT_NE(ref_column, std::string::npos) << r.out;
+  EXPECT_EQ(ref_column, free_column) << r.out;
+}
+
 // Conflicting strategy flags are refused with one line naming both, in
 // whichever order they come.
 TEST(Cli, ConflictingFlagsAreRefusedNamingBoth) {
