@@ -517,6 +517,19 @@ TEST(Cli, ComparePrecisionTextIsAlignedAndCountedRight) {
   EXPECT_EQ(ref_column, free_column) << r.out;
 }
 
+// --compare-precision with more steps than the context holds stops at the
+// context's end and says so, as a plain run does, rather than quietly
+// printing fewer rows than asked for.
+TEST(Cli, ComparePrecisionSaysWhenTheContextEnds) {
+  const CliRun r = run_cli(with_tiny({"--compare-precision", "f32,bf16", "--steps", "1000"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[context end: the model holds 64 tokens]"), std::string::npos) << r.out;
+  // Within the context, nothing of the kind.
+  const CliRun s = run_cli(with_tiny({"--compare-precision", "f32,bf16", "--steps", "2"}));
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(s.out.find("[context end"), std::string::npos) << s.out;
+}
+
 // Conflicting strategy flags are refused with one line naming both, in
 // whichever order they come.
 TEST(Cli, ConflictingFlagsAreRefusedNamingBoth) {
