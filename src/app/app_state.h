@@ -96,7 +96,7 @@ struct AppState {
   std::string notice;          // one line of good news (a file written), shown in the status bar
   // How many runs of the window's own measurements have finished (a lesson
   // step that asks for one waits for its count to grow).
-  int comparisons_finished = 0;   // the Precision panel's comparisons
+  int comparisons_finished = 0;   // the Compare panel's comparisons
   int batch_sweeps_finished = 0;  // the Roofline panel's batch sweeps
   bool show_demo = false;
 };

@@ -307,8 +307,13 @@ int run_precision(const ts::cli::CliOptions& o) {
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
   // Row 0 (the prefill) and --steps decode steps, as a plain run takes them.
-  for (int i = 0; i <= o.steps && cmp->can_step() && !stopped(); ++i)
+  int rows = 0;
+  for (; rows <= o.steps && cmp->can_step() && !stopped(); ++rows)
     ts::cli::print_precision_row(std::cout, *cmp, cmp->step());
+  // Fewer rows than asked for because the context is full: say so, as a
+  // plain run does.
+  if (rows <= o.steps && !cmp->can_step() && !output_closed())
+    std::cout << "[context end: the model holds " << cmp->context() << " tokens]\n";
   if (!output_closed()) ts::cli::print_precision_summary(std::cout, *cmp);
   if (g_interrupted != 0) {
     std::cerr << "tokenscope-cli: interrupted (" << signal_name(g_interrupted) << ")\n";

@@ -16,12 +16,17 @@ std::string token_text(const Tokenizer& tok, int id) {
   return "\"" + printable(display_piece(tok.token_bytes(id))) + "\"";
 }
 
-// s padded with spaces to `width` terminal columns (UTF-8: a column per
-// character), so that rows with "␣" line up.
-std::string padded(const std::string& s, int width) {
+// Terminal columns of s (UTF-8: a column per character).
+int columns(const std::string& s) {
   int w = 0;
   for (unsigned char c : s) w += (c & 0xC0) != 0x80;
-  return s + std::string(std::max(0, width - w), ' ');
+  return w;
+}
+
+// s padded with spaces to `width` terminal columns, so that rows with "␣"
+// line up.
+std::string padded(const std::string& s, int width) {
+  return s + std::string(std::max(0, width - columns(s)), ' ');
 }
 
 std::string megabytes(double bytes) {
@@ -57,9 +62,8 @@ void print_precision_header(std::ostream& out, const PrecisionCompare& cmp) {
   const std::string &ref = cmp.labels().reference, &fmt = cmp.labels().compared;
   out << (cmp.pair() ? "precision: " : "models: ") << ref << " (reference) vs " << fmt << " on "
       << cmp.compared_engine().backend().name() << ", greedy, " << cmp.prompt_tokens().size()
-      << " prompt tokens\n"
-      << "KL = KL(p_" << ref << " || p_" << fmt
-      << ") in nats over the full vocabulary at temperature 1; " << fmt
+      << (cmp.prompt_tokens().size() == 1 ? " prompt token\n" : " prompt tokens\n") << "KL = KL(p_"
+      << ref << " || p_" << fmt << ") in nats over the full vocabulary at temperature 1; " << fmt
       << " is teacher-forced on the " << ref << " tokens (same context every row); \"" << fmt
       << " free\" is its own greedy continuation; row 0 is the prefill\n";
   const Widths w(cmp.labels());
@@ -131,11 +135,13 @@ void print_precision_summary(std::ostream& out, const PrecisionCompare& cmp) {
        s.compared_median_seconds);
   const Tokenizer& tok = cmp.tokenizer();
   const std::string prompt = tok.decode(cmp.prompt_tokens());
-  out << ref << " text:      "
+  // The two texts start in one column, whatever the labels' lengths.
+  const std::string ref_label = ref + " text:", free_label = fmt + " free text:";
+  const int label_width = std::max(columns(ref_label), columns(free_label)) + 1;
+  out << padded(ref_label, label_width)
       << printable(with_replacement_chars(prompt + tok.decode(cmp.reference_tokens()))) << "\n";
-  out << fmt
-      << " free text: " << printable(with_replacement_chars(prompt + tok.decode(cmp.free_tokens())))
-      << "\n";
+  out << padded(free_label, label_width)
+      << printable(with_replacement_chars(prompt + tok.decode(cmp.free_tokens()))) << "\n";
 }
 
 }  // namespace ts::cli

@@ -305,7 +305,7 @@ std::string action_request(const Action& a) {
     case ActionKind::kCacheCompare:
       return "press Run both ways in \"KV cache on vs off\"";
     case ActionKind::kCompare:
-      return "press Run in the Precision panel and let it finish";
+      return "press Run in the Compare panel and let it finish";
     case ActionKind::kBatchSweep:
       return "run the batch sweep in the Roofline panel and let it finish";
   }

@@ -23,7 +23,7 @@ enum class ActionKind {
   kKvCache,       // the Step control's KV cache box set to `on`
   kClickToken,    // a token chosen in the token strip or the attention map
   kCacheCompare,  // "KV cache on vs off" run (Run both ways)
-  kCompare,       // a comparison finished in the Precision panel (two formats or two models)
+  kCompare,       // a comparison finished in the Compare panel (two formats or two models)
   kBatchSweep,    // a batch sweep finished in the Roofline panel
 };
 

@@ -500,6 +500,36 @@ TEST(Cli, HugeStepCountsRunToTheContextEnd) {
                         "--steps: 2147483648 is out of range, at most 2147483647", "steps");
 }
 
+// --compare-precision's header counts its prompt tokens in the right number,
+// and the two texts of its summary start in one column although "f32 text:"
+// and "bf16 free text:" differ in length.
+TEST(Cli, ComparePrecisionTextIsAlignedAndCountedRight) {
+  const CliRun r =
+      run_cli(with_tiny({"--compare-precision", "f32,bf16", "--prompt", "a", "--steps", "1"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(", 1 prompt token\n"), std::string::npos) << r.out;
+  size_t ref_column = std::string::npos, free_column = std::string::npos;
+  for (const std::string& line : lines_of(r.out)) {
+    if (starts_with(line, "f32 text:")) ref_column = line.find_first_not_of(' ', 9);
+    if (starts_with(line, "bf16 free text:")) free_column = line.find_first_not_of(' ', 15);
+  }
+  ASSERT_NE(ref_column, std::string::npos) << r.out;
+  EXPECT_EQ(ref_column, free_column) << r.out;
+}
+
+// --compare-precision with more steps than the context holds stops at the
+// context's end and says so, as a plain run does, rather than quietly
+// printing fewer rows than asked for.
+TEST(Cli, ComparePrecisionSaysWhenTheContextEnds) {
+  const CliRun r = run_cli(with_tiny({"--compare-precision", "f32,bf16", "--steps", "1000"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[context end: the model holds 64 tokens]"), std::string::npos) << r.out;
+  // Within the context, nothing of the kind.
+  const CliRun s = run_cli(with_tiny({"--compare-precision", "f32,bf16", "--steps", "2"}));
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(s.out.find("[context end"), std::string::npos) << s.out;
+}
+
 // Conflicting strategy flags are refused with one line naming both, in
 // whichever order they come.
 TEST(Cli, ConflictingFlagsAreRefusedNamingBoth) {

@@ -3,10 +3,15 @@
 // malformed file with one line while keeping its state, and can be left.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include <imgui.h>
@@ -239,6 +244,38 @@ TEST_F(LessonGui, TheBundledLessonsStartAndSetTheirPrompt) {
   const char* argv[] = {"tokenscope", "--lesson", "x.lesson"};
   EXPECT_EQ(parse_app_options(3, argv).lesson, "x.lesson");
   EXPECT_NE(app_help().find("--lesson FILE"), std::string::npos);
+}
+
+// A bundled lesson that sends the student to "the X panel" names a panel the
+// window has: X is a word of a panel's title (the Compare panel's key is
+// "precision", but no window is titled Precision).
+TEST(LessonText, NamesPanelsByTheirWindowTitles) {
+  std::set<std::string> words;
+  for (int i = 0; i < kNumPanels; ++i) {
+    std::istringstream title(panel_title(static_cast<PanelId>(i)));
+    for (std::string w; title >> w;) {
+      while (!w.empty() && !std::isalnum(static_cast<unsigned char>(w.back()))) w.pop_back();
+      words.insert(w);
+    }
+  }
+  const std::regex mention("[Tt]he ([A-Z][A-Za-z-]*) panel");
+  int mentions = 0;
+  auto check = [&](const std::string& text, const std::string& where) {
+    for (std::sregex_iterator m(text.begin(), text.end(), mention), end; m != end; ++m, ++mentions)
+      EXPECT_TRUE(words.count((*m)[1].str())) << where << ": " << m->str();
+  };
+  const auto dir = find_data("lessons");
+  ASSERT_FALSE(dir.empty());
+  for (const auto& path : lesson::list_lessons(dir)) {
+    std::ifstream in(path);
+    check(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()),
+          path.filename().string());
+  }
+  // What a step's action asks for, in the lesson panel's own words.
+  for (lesson::ActionKind kind : {lesson::ActionKind::kCompare, lesson::ActionKind::kBatchSweep})
+    check(lesson::action_request(lesson::Action{kind}),
+          "action " + lesson::action_text(lesson::Action{kind}));
+  EXPECT_GT(mentions, 0);
 }
 
 }  // namespace

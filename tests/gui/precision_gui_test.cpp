@@ -226,6 +226,36 @@ TEST(GuiPrecision, TwoModelsStayReadableInPresentationMode) {
   expect_readable(app);
 }
 
+// A run that fails (a model path that does not exist, long enough to run off
+// an 800x600 window) says so in one line inside the panel, and the panel
+// runs the next comparison as before.
+TEST(GuiPrecision, AFailedRunIsOneLineInsideThePanelAndThePanelGoesOn) {
+  REQUIRE_DISPLAY();
+  App app(precision_options({WeightFormat::kF32, WeightFormat::kQ8}));
+  ASSERT_NO_FATAL_FAILURE(open_and_run(app));
+  test::resize_window(app, 800, 600);
+  app.settle(3, 10);
+  PrecisionPanel& panel = app.precision_panel();
+  const fs::path missing = fs::path("/nonexistent") / std::string(120, 'm') / "model";
+  panel.run_models(*app.controller().worker(), missing, "The cat sat on", 2);
+  wait_for_panel(app);
+  const std::string err = panel.error();
+  ASSERT_NE(err, "");
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  const PanelBox& b = app.last_frame().boxes[static_cast<int>(PanelId::kPrecision)];
+  EXPECT_GT(panel.drawn().error_x1, b.x);
+  EXPECT_LE(panel.drawn().error_x1, b.x + b.w + 0.5f) << err;
+
+  panel.run(*app.controller().worker(), {WeightFormat::kF32, WeightFormat::kBF16}, "The cat sat on",
+            2);
+  wait_for_panel(app);
+  EXPECT_EQ(panel.error(), "");
+  ASSERT_TRUE(panel.result());
+  EXPECT_EQ(precision_pair_name(panel.result()->pair), "f32,bf16");
+  EXPECT_EQ(panel.result()->steps.size(), 3u);
+  EXPECT_EQ(panel.drawn().error_x1, 0.0f);
+}
+
 TEST(GuiPrecision, TheWindowFlagIsCheckedLikeTheCli) {
   const char* ok[] = {"tokenscope", "--compare-precision", "bf16,q4"};
   const AppOptions o = parse_app_options(3, ok);

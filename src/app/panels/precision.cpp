@@ -5,6 +5,7 @@
 
 #include <imgui_stdlib.h>
 
+#include "app/ui_util.h"
 #include "model/token_display.h"
 #include "session/session_worker.h"
 #include "util/error.h"
@@ -428,8 +429,14 @@ void PrecisionPanel::draw(PanelContext& ctx) {
   const float font = ImGui::GetFontSize();
   const bool busy_now = busy();
   draw_controls(ctx, *worker, busy_now);
-  if (const std::string err = error(); !err.empty())
-    ImGui::TextColored(to_vec4(ctx.pal.error), "%s", err.c_str());
+  // One line that fits the panel (a long path would run off its edge); the
+  // whole message on hover.
+  if (const std::string err = error(); !err.empty()) {
+    ImGui::TextColored(to_vec4(ctx.pal.error), "%s",
+                       fit_text(err, ImGui::GetContentRegionAvail().x).c_str());
+    drawn_.error_x1 = ImGui::GetItemRectMax().x;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", err.c_str());
+  }
 
   const auto r = result();
   // Each finished run counted once (a lesson step waits for one).

@@ -83,6 +83,7 @@ class PrecisionPanel : public Panel {
     float plot_x0 = 0, plot_y0 = 0, plot_x1 = 0, plot_y1 = 0;
     bool continuations = false;
     bool model_costs = false;  // two models: the weights and KV bytes line
+    float error_x1 = 0;        // the right edge of the error line (0: none drawn)
   };
   const Drawn& drawn() const { return drawn_; }
 
