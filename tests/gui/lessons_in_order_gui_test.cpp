@@ -162,10 +162,9 @@ void act(App& app, const lesson::Step& step, const std::string& file, int index)
       break;
     case lesson::ActionKind::kCompare: {
       // "set the reference to f32 and the other format to bf16 (then q4),
-      // press Run": the tiny fixture's rows of 24 values take no block
-      // format, so f16 stands in for q4 here.
+      // press Run".
       PrecisionPanel& compare = app.precision_panel();
-      const WeightFormat other = index == 3 ? WeightFormat::kBF16 : WeightFormat::kF16;
+      const WeightFormat other = index == 3 ? WeightFormat::kBF16 : WeightFormat::kQ4;
       compare.run(*app.controller().worker(), {WeightFormat::kF32, other},
                   app.controller().snapshot()->prompt_text, 4);
       for (int i = 0; i < 400 && (compare.busy() || !compare.result()); ++i) app.settle(1, 2);

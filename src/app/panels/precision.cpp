@@ -475,11 +475,13 @@ void PrecisionPanel::draw(PanelContext& ctx) {
                        d, ref, token_piece(*ctx.snap, r->reference_tokens[d]).c_str(), fmt,
                        token_piece(*ctx.snap, r->free_tokens[d]).c_str());
   } else {
-    ImGui::Text("No divergence in %d steps: %s writes what %s writes", s.steps, fmt, ref);
+    ImGui::Text("No divergence in %d step%s: %s writes what %s writes", s.steps,
+                s.steps == 1 ? "" : "s", fmt, ref);
   }
   if (ctx.heading_font) ImGui::PopFont();
-  ImGui::Text("mean KL %.3e nats, top-1 agrees %.1f%% of %d steps%s", s.mean_kl,
-              100.0 * s.top1_agreement, s.steps, busy_now ? " (running...)" : "");
+  ImGui::Text("mean KL %.3e nats, top-1 agrees %.1f%% of %d step%s%s", s.mean_kl,
+              100.0 * s.top1_agreement, s.steps, s.steps == 1 ? "" : "s",
+              busy_now ? " (running...)" : "");
   // What a short panel leaves out first: this line (the table has the
   // figures), then the texts, then the plot; the table always stays.
   const float room = ImGui::GetContentRegionAvail().y;
