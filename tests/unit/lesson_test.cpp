@@ -252,13 +252,12 @@ TEST(Lesson, FilesAreReadListedAndSpecialFilesRefused) {
 TEST(Lesson, TheBundledLessonsParseWithTheWindowsNames) {
   // The panel keys and layout names the window accepts (its panel_list.h and
   // layout.cpp); a bundled lesson using another name would fail here.
-  const Vocabulary window{{"prompt", "transport", "attention", "kv", "logits", "sampling",
-                           "timeline", "roofline", "lens", "cache", "lanes", "lookahead",
-                           "precision", "help"},
-                          {"classroom", "lesson", "memory", "cost", "layers", "compare", "formats",
-                           "prompt", "transport", "attention", "kv", "logits", "sampling",
-                           "timeline", "roofline", "lens", "cache", "lanes", "lookahead",
-                           "precision", "help"}};
+  const Vocabulary window{
+      {"prompt", "transport", "attention", "kv", "logits", "sampling", "timeline", "roofline",
+       "lens", "cache", "lanes", "lookahead", "precision", "help"},
+      {"classroom", "lesson",    "memory",    "cost",  "layers",    "compare",   "formats",
+       "prompt",    "transport", "attention", "kv",    "logits",    "sampling",  "timeline",
+       "roofline",  "lens",      "cache",     "lanes", "lookahead", "precision", "help"}};
   const auto list = list_lessons(std::filesystem::path(TS_SOURCE_DIR) / "assets" / "lessons");
   ASSERT_GE(list.size(), 6u);
   EXPECT_EQ(list[4].filename(), "5-no-draft-model-needed.lesson");
