@@ -1,6 +1,9 @@
 #include "app/menus.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <string>
+#include <utility>
 
 #include <imgui.h>
 #include <imgui_stdlib.h>
@@ -11,6 +14,17 @@
 #include "util/paths.h"
 
 namespace ts::app {
+
+namespace {
+
+// The models shipped in assets/models/, with the family the Load popup names.
+constexpr std::pair<const char*, const char*> kBundledModels[] = {
+    {"tokenscope-tiny", "GPT-2"},
+    {"tokenscope-tiny-llama", "Llama"},
+    {"tokenscope-tiny-draft", "GPT-2 draft"},
+};
+
+}  // namespace
 
 bool path_popup(const char* title, bool& open_request, std::string& path, const char* action,
                 const std::function<void()>& explain, bool action_enabled) {
@@ -168,11 +182,28 @@ void App::draw_load_model_popup() {
   if (open_load_popup_ && load_path_.empty())
     load_path_ = options_.setup.model.empty() ? default_model_path().string()
                                               : options_.setup.model.string();
-  if (path_popup("Load model", open_load_popup_, load_path_, "Load", [] {
+  if (path_popup("Load model", open_load_popup_, load_path_, "Load", [this] {
         ImGui::TextWrapped(
-            "A Hugging Face GPT-2 directory (config.json, model.safetensors, vocab.json, "
-            "merges.txt) or an llm.c gpt2_*.bin file. The current model stays until the new one "
-            "has loaded.");
+            "A Hugging Face model directory (GPT-2, Llama or Qwen2: config.json, "
+            "model.safetensors, and tokenizer.json or vocab.json + merges.txt) or an llm.c "
+            "gpt2_*.bin file. The current model stays until the new one has loaded.");
+        // The bundled models, one click each: the GPT-2 model, its Llama-shaped
+        // twin (same vocabulary and context) and the speculative draft.
+        bool first = true;
+        for (const auto& [name, family] : kBundledModels) {
+          const std::filesystem::path dir = find_data(std::filesystem::path("models") / name);
+          if (dir.empty()) continue;
+          const std::string label = std::string(name) + " (" + family + ")";
+          // Side by side while they fit the popup's width, else on the next line.
+          const float width = ImGui::CalcTextSize(label.c_str()).x +
+                              2 * ImGui::GetStyle().FramePadding.x +
+                              ImGui::GetStyle().ItemSpacing.x;
+          if (!first && ImGui::GetItemRectMax().x + width <=
+                            ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x)
+            ImGui::SameLine();
+          first = false;
+          if (ImGui::SmallButton(label.c_str())) load_path_ = dir.string();
+        }
       })) {
     ModelSetupOptions o = options_.setup;
     o.model = load_path_;

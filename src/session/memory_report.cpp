@@ -170,9 +170,14 @@ std::string mib(int64_t bytes) {
   return buf;
 }
 
+// Whole MiB from 10 MiB up; below it one decimal, so that a small model's KV
+// cache of a few hundred KiB does not read "0" ("<0.1" when even less).
 std::string mib_number(int64_t bytes) {
+  const double mib = static_cast<double>(bytes) / (1 << 20);
+  if (bytes > 0 && mib < 0.05) return "<0.1";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.0f", static_cast<double>(bytes) / (1 << 20));
+  std::snprintf(buf, sizeof buf, mib < 9.95 ? "%.1f" : "%.0f", mib);
+  if (bytes == 0) return "0";
   return buf;
 }
 

@@ -280,6 +280,21 @@ class DeviceLike final : public test::WrappedBackend {
   int64_t budget = int64_t{1} << 30;
 };
 
+// The status bar's line: a tiny model's few hundred KiB of KV cache is not
+// rounded to "0"; whole MiB from 10 MiB up.
+TEST(MemoryReport, ShortLineKeepsSmallFiguresVisible) {
+  MemoryReport r;
+  r.rss_bytes = int64_t{334} << 20;
+  r.weight_resident_bytes = int64_t{19} << 20;
+  r.kv_on_host = true;
+  r.kv_resident_bytes = int64_t{288} << 10;
+  r.trace_bytes = 20 << 10;
+  EXPECT_EQ(memory_report_short(r), "RSS 334 MiB: weights 19, KV 0.3, trace <0.1 MiB");
+  r.kv_resident_bytes = 0;
+  r.trace_bytes = (int64_t{5} << 20) + (int64_t{1} << 19);
+  EXPECT_EQ(memory_report_short(r), "RSS 334 MiB: weights 19, KV 0, trace 5.5 MiB");
+}
+
 TEST(MemoryReport, AGpuBackendsMemoryIsReportedFromTheBackend) {
   auto w = std::make_shared<const ModelWeights>(load_model_dir(test::tiny_model_dir()));
   Engine engine(w, std::make_unique<DeviceLike>(make_cpu_backend(w, 2)), 256);
