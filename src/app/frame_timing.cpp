@@ -11,6 +11,7 @@
 #include "app/app.h"
 #include "app/render/gl.h"
 #include "util/error.h"
+#include "util/median.h"
 
 namespace ts::app {
 
@@ -25,12 +26,6 @@ struct Sample {
   double total_ms, ui_ms, render_ms, swap_ms;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 Stats stats(const std::vector<Sample>& samples) {
   Stats s;
   std::vector<double> ms, ui, render, swap;
@@ -40,12 +35,12 @@ Stats stats(const std::vector<Sample>& samples) {
     render.push_back(x.render_ms);
     swap.push_back(x.swap_ms);
   }
+  s.median_ms = median(ms);
   s.ui_ms = median(ui);
   s.render_ms = median(render);
   s.swap_ms = median(swap);
   if (ms.empty()) return s;
   std::sort(ms.begin(), ms.end());
-  s.median_ms = ms[ms.size() / 2];
   s.p99_ms =
       ms[std::min(ms.size() - 1, static_cast<size_t>(0.99 * static_cast<double>(ms.size())))];
   s.max_ms = ms.back();

@@ -7,11 +7,6 @@
 
 namespace ts::bench {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 std::vector<int> random_tokens(int n, int vocab, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<int> t(n);

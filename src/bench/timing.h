@@ -6,11 +6,9 @@
 
 #include "engine/cpu/machine_probe.h"
 #include "engine/engine.h"
+#include "util/median.h"
 
 namespace ts::bench {
-
-// The middle element (the upper one of an even count); v is not empty.
-double median(std::vector<double> v);
 
 // n token ids below vocab, drawn from a generator seeded with `seed`.
 std::vector<int> random_tokens(int n, int vocab, uint32_t seed);

@@ -5,14 +5,10 @@
 #include <random>
 
 #include "util/error.h"
+#include "util/median.h"
 
 namespace ts {
 namespace {
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Every sequence's KV rows for `context` tokens plus the one a step appends.
 int blocks_per_sequence(int context, int block_size) {
@@ -136,7 +132,7 @@ BatchSweepPoint measure_batch(Engine& engine, int batch, const BatchSweepOptions
       times.push_back(r.seconds);
       p.cost = r.cost;
     }
-    p.seconds = times.size() == static_cast<size_t>(options.steps) ? median_of(times) : 0;
+    p.seconds = times.size() == static_cast<size_t>(options.steps) ? median(times) : 0;
   } catch (...) {
     for (SeqId q : seqs) cache.release(q);
     throw;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "util/error.h"
+#include "util/median.h"
 
 namespace ts {
 
@@ -17,13 +18,6 @@ WeightFormat parse_one(const std::string& flag, const std::string& name) {
                          WeightFormat::kQ8, WeightFormat::kQ4})
     if (name == weight_format_name(f)) return f;
   throw Error(flag + ": unknown format '" + name + "' (expected " + kFormatNames + ")");
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 }  // namespace
