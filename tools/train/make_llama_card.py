@@ -172,8 +172,8 @@ def collect(args):
         "engine": {"cli": rel(cli), "kv_bytes_per_token": kv,
                    "val": engine_eval_loss(cli, MODEL_DIR, args.val), "greedy": greedy},
     }
-    # Classroom figures take an hour of sampling: keep them while they are
-    # of this very model file.
+    # The classroom figures come from a separate run of 2,000 sampled
+    # continuations: keep them while they are of this very model file.
     path = os.path.join(MODEL_DIR, "card_data.json")
     if os.path.exists(path):
         old = load(path).get("classroom")
