@@ -203,9 +203,9 @@ Output
                           stream after every layer (final layer norm + unembedding)
   --memory                print where memory goes after loading and after the run, one
                           line per part: weights (read in / in place, resident),
-                          KV pool (reserved, held, resident), trace store and its budget,
-                          the forward's scratch, and the process's resident memory (from
-                          /proc/self/status)
+                          KV pool (reserved, held, resident, bytes per token), trace
+                          store and its budget, the forward's scratch, and the process's
+                          resident memory (from /proc/self/status)
   --eval-loss FILE        print the model's mean next-token loss on a text file (at
                           most 64 MiB) as one JSON line and exit
   --eval-window N         window for --eval-loss, 2 up to the model's context (default:

@@ -215,7 +215,9 @@ MemoryReport memory_report(const Engine& engine) {
 
   const KvOccupancy kv = engine.cache().occupancy();
   r.kv_used_bytes = kv.bytes_per_layer_used * engine.config().n_layer;
-  r.kv_format = weight_format_name(engine.cache().shape().format);
+  const KvCacheShape& shape = engine.cache().shape();
+  r.kv_format = weight_format_name(shape.format);
+  r.kv_bytes_per_token = shape.bytes_per_block_per_layer() / shape.block_size * shape.n_layer;
   const BackendMemory m = engine.backend().memory();
   r.kv_on_host = m.on_host;
   r.kv_reserved_bytes = m.kv_reserved_bytes;
@@ -268,12 +270,15 @@ std::vector<std::string> memory_report_lines(const MemoryReport& r) {
   lines.push_back(weights);
   const std::string kv = "KV pool  " + mib(r.kv_reserved_bytes) + " " +
                          (r.kv_format == "f32" ? std::string("fp32") : r.kv_format) + " reserved, ";
+  const std::string per_token =
+      "; " + std::to_string(r.kv_bytes_per_token) + " B per token (K and V, every layer)";
   if (r.kv_on_host)
     lines.push_back(kv + mib(r.kv_used_bytes) + " held by sequences now, " +
-                    mib(r.kv_resident_bytes) + " resident (pages written so far)");
+                    mib(r.kv_resident_bytes) + " resident (pages written so far)" + per_token);
   else
     lines.push_back(kv + mib(r.kv_used_bytes) +
-                    " held by sequences now, in device memory (not in this process's RSS)");
+                    " held by sequences now, in device memory (not in this process's RSS)" +
+                    per_token);
   if (r.trace_bytes >= 0)
     lines.push_back("trace    " + mib(r.trace_bytes) + " of a " + mib(r.trace_budget_bytes) +
                     " budget (attention and logits the history keeps)");
@@ -335,7 +340,8 @@ nlohmann::json memory_report_json(const MemoryReport& r) {
             {"format", r.kv_format},
             {"reserved_bytes", r.kv_reserved_bytes},
             {"used_bytes", r.kv_used_bytes},
-            {"resident_bytes", r.kv_resident_bytes}}},
+            {"resident_bytes", r.kv_resident_bytes},
+            {"bytes_per_token", r.kv_bytes_per_token}}},
           {"trace", {{"bytes", r.trace_bytes}, {"budget_bytes", r.trace_budget_bytes}}},
           {"draft", r.has_draft
                         ? nlohmann::json{{"weight_bytes", r.draft_weight_bytes},

@@ -35,6 +35,9 @@ struct MemoryReport {
   int64_t kv_used_bytes = 0;      // blocks the sequences hold now (all layers, K and V)
   int64_t kv_resident_bytes = 0;  // pages written so far (mincore); freed blocks stay resident
                                   // and are reused first
+  // One token's K and V over every layer, in kv_format: 2 x n_layer x the KV
+  // heads x head_dim values (grouped-query attention caches its KV heads only).
+  int64_t kv_bytes_per_token = 0;
 
   // Trace store: attention and logits the session's history keeps (-1: no session).
   int64_t trace_bytes = -1;

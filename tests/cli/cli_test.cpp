@@ -1683,6 +1683,9 @@ TEST(Cli, MemoryPrintsEveryPartAfterLoadAndAfterTheRun) {
   // end: its blocks are held and their pages resident.
   EXPECT_EQ(bytes_after(loaded[1], "reserved, "), 0.0) << loaded[1];
   EXPECT_GT(bytes_after(run[1], "reserved, "), 0.0) << run[1];
+  // One token's K and V in 2 layers of 64 fp32 values each: 2 x 2 x 64 x 4.
+  EXPECT_NE(loaded[1].find("; 1024 B per token (K and V, every layer)"), std::string::npos)
+      << loaded[1];
   EXPECT_NE(run[4].find("/proc/self/status"), std::string::npos) << run[4];
   // Without --memory, no report.
   const CliRun plain = run_cli(with_tiny({"--steps", "1"}));

