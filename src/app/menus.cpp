@@ -173,14 +173,17 @@ void App::draw_load_model_popup() {
             "A Hugging Face GPT-2 directory (config.json, model.safetensors, vocab.json, "
             "merges.txt) or an llm.c gpt2_*.bin file. The current model stays until the new one "
             "has loaded.");
-      })) {
-    ModelSetupOptions o = options_.setup;
-    o.model = load_path_;
-    if (snap_) ctl_.prompt_on_load = snap_->prompt_text;
-    ctl_.strategies_on_load = state_.strategies();
-    precision_panel().set_model(o);
-    ctl_.load_async(o);
-  }
+      }))
+    load_model(load_path_);
+}
+
+void App::load_model(const std::filesystem::path& model) {
+  ModelSetupOptions o = options_.setup;
+  o.model = model;
+  if (snap_) ctl_.prompt_on_load = snap_->prompt_text;
+  ctl_.strategies_on_load = state_.strategies();
+  precision_panel().set_model(o);
+  ctl_.load_async(o);
 }
 
 void App::draw_export_popup() {
