@@ -47,6 +47,10 @@ class App {
 
   void load_model_blocking();  // throws ts::Error
   void load_model_async();
+  // File > Load model: loads `model` in the background with the window's
+  // other model flags; the session's prompt and lanes carry over, and the
+  // Compare panel takes it as its reference.
+  void load_model(const std::filesystem::path& model);
   // File > Open session and --open: the session `file` recorded, stepped
   // through without the model. Throws ts::Error ("FILE: reason"); then the
   // current session stays. `lane` (--lane) is the lane to show: shown from

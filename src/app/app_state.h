@@ -4,11 +4,13 @@
 // drew (tests read it). No GL, no ImGui.
 #include <array>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "app/panels/panel_list.h"
 #include "app/render/colormap.h"
+#include "model/config.h"
 #include "sampling/sampling_params.h"
 
 namespace ts::app {
@@ -98,6 +100,15 @@ struct AppState {
   // step that asks for one waits for its count to grow).
   int comparisons_finished = 0;   // the Compare panel's comparisons
   int batch_sweeps_finished = 0;  // the Roofline panel's batch sweeps
+  // A lesson's compare_model: the Compare panel takes it at its next frame
+  // (its two-models mode with this path, a fresh panel, nothing run).
+  std::filesystem::path compare_model_request;
+  // The model the Compare panel's two-models mode loaded beside this
+  // session's model (its name, shape and cache; empty name: none), so that the KV
+  // panel can show what a token costs in each loaded model.
+  std::string compared_model_name;
+  ModelConfig compared_model_config;
+  int64_t compared_model_kv_layer_bytes = 0;  // one token's K and V in one layer
   bool show_demo = false;
 };
 

@@ -204,14 +204,17 @@ void App::draw_load_model_popup() {
           first = false;
           if (ImGui::SmallButton(label.c_str())) load_path_ = dir.string();
         }
-      })) {
-    ModelSetupOptions o = options_.setup;
-    o.model = load_path_;
-    if (snap_) ctl_.prompt_on_load = snap_->prompt_text;
-    ctl_.strategies_on_load = state_.strategies();
-    precision_panel().set_model(o);
-    ctl_.load_async(o);
-  }
+      }))
+    load_model(load_path_);
+}
+
+void App::load_model(const std::filesystem::path& model) {
+  ModelSetupOptions o = options_.setup;
+  o.model = model;
+  if (snap_) ctl_.prompt_on_load = snap_->prompt_text;
+  ctl_.strategies_on_load = state_.strategies();
+  precision_panel().set_model(o);
+  ctl_.load_async(o);
 }
 
 void App::draw_export_popup() {

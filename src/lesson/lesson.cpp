@@ -130,6 +130,25 @@ class Parser {
     return a;
   }
 
+  // A bare name is a folder in one of the models folders (the first that has
+  // it), else beside the lesson; a path is relative to the lesson's folder.
+  std::filesystem::path find_model(int line, const std::string& value) const {
+    namespace fs = std::filesystem;
+    const fs::path lesson_dir = fs::path(source_).parent_path();
+    const fs::path given(value);
+    std::vector<fs::path> tried;
+    if (value.find('/') == std::string::npos)
+      for (const fs::path& d : vocab_.model_dirs) tried.push_back(d / given);
+    tried.push_back(given.is_absolute() ? given : lesson_dir / given);
+    for (fs::path& p : tried) p = p.lexically_normal();  // "./m" and "../x/m" read plainly
+    std::error_code ec;
+    for (const fs::path& p : tried)
+      if (fs::exists(p, ec)) return p;
+    std::string where;
+    for (const fs::path& p : tried) where += (where.empty() ? "" : ", ") + p.string();
+    fail(line, "compare_model: no model '" + value + "' (looked for " + where + ")");
+  }
+
   Lesson parse(std::string_view text) {
     // A UTF-8 byte order mark (some Windows editors write one) is not text.
     if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
@@ -173,12 +192,14 @@ class Parser {
         fail(line_no, "expected 'key: value' or [step], got '" + line.substr(0, 40) + "'");
       const std::string key = trim(std::string_view(line).substr(0, colon));
       const std::string value = trim(std::string_view(line).substr(colon + 1));
-      const bool header_key = key == "title" || key == "prompt" || key == "layout";
+      const bool header_key =
+          key == "title" || key == "prompt" || key == "layout" || key == "compare_model";
       const bool step_key = key == "panel" || key == "text" || key == "action" ||
                             key == "question" || key == "answer";
       if (!header_key && !step_key)
         fail(line_no, "unknown key '" + key +
-                          "' (title, prompt, layout; in a step: text, panel, action, question, "
+                          "' (title, prompt, layout, compare_model; in a step: text, panel, "
+                          "action, question, "
                           "answer)");
       if (header_key && step) fail(line_no, "'" + key + "' belongs before the first [step]");
       if (step_key && !step) fail(line_no, "'" + key + "' outside a step (start one with [step])");
@@ -196,6 +217,8 @@ class Parser {
         if (std::find(vocab_.layouts.begin(), vocab_.layouts.end(), value) == vocab_.layouts.end())
           fail(line_no, "unknown layout '" + value + "'");
         l.layout = value;
+      } else if (key == "compare_model") {
+        l.compare_model = find_model(line_no, value);
       } else if (key == "panel") {
         if (std::find(vocab_.panels.begin(), vocab_.panels.end(), value) == vocab_.panels.end())
           fail(line_no, "unknown panel '" + value + "'");

@@ -52,6 +52,9 @@ struct Lesson {
   std::string title;
   std::string prompt;  // optional: set when the lesson starts
   std::string layout;  // optional: applied when the lesson starts
+  // Optional: the model the Compare panel compares with the session's when
+  // the lesson starts (its two-models mode), as found when it was read.
+  std::filesystem::path compare_model;
   std::vector<Step> steps;
 };
 
@@ -59,6 +62,10 @@ struct Lesson {
 struct Vocabulary {
   std::vector<std::string> panels;
   std::vector<std::string> layouts;
+  // Where a compare_model given as a bare name (no '/') is looked for, in
+  // order (the window's models folders); a path is taken relative to the
+  // lesson file's folder.
+  std::vector<std::filesystem::path> model_dirs;
 };
 
 // A lesson file is at most this large (a lesson is a few kilobytes).

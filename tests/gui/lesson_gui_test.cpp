@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "app/app.h"
+#include "app/panels/precision.h"
 #include "gui_test_support.h"
 #include "lesson/lesson.h"
 #include "util/error.h"
@@ -55,7 +56,6 @@ class LessonGui : public ::testing::Test {
 
   App& app() { return *app_; }
 
- private:
   std::unique_ptr<App> app_;
 };
 
@@ -210,6 +210,52 @@ TEST_F(LessonGui, AMalformedLessonIsOneLineAndTheRunningLessonStays) {
   EXPECT_FALSE(app.lesson_panel().active());
   EXPECT_FALSE(app.last_frame().was_drawn(PanelId::kLesson));
   std::filesystem::remove_all(good.parent_path());
+}
+
+TEST_F(LessonGui, ALessonsCompareModelSetsUpTheComparePanelAndWaitsForRun) {
+  // The bundled draft, named bare: found in the window's models folder.
+  const auto draft = find_data("models") / "tokenscope-tiny-draft";
+  ASSERT_TRUE(std::filesystem::exists(draft));
+  const auto lesson = write_file("twin.lesson",
+                                 "title: Twin\ncompare_model: tokenscope-tiny-draft\n[step]\n"
+                                 "panel: precision\naction: compare\ntext: Press Run.\n");
+  const auto missing =
+      write_file("ghost.lesson", "title: Ghost\n\ncompare_model: no-such-model\n[step]\ntext: x\n");
+  app_ = std::make_unique<App>(options());
+  App& app = this->app();
+  app.load_model_blocking();
+  app.settle();
+  // A comparison from before the lesson (two formats, run and finished).
+  PrecisionPanel& compare = app.precision_panel();
+  compare.run(*app.controller().worker(), {WeightFormat::kF32, WeightFormat::kBF16},
+              app.controller().snapshot()->prompt_text, 2);
+  for (int i = 0; i < 400 && (compare.busy() || !compare.result()); ++i) app.settle(1, 2);
+  ASSERT_TRUE(compare.result());
+  const int finished = app.state().comparisons_finished;
+
+  ASSERT_TRUE(app.start_lesson(lesson)) << app.state().error_text;
+  app.settle(3, 10);
+  // The models mode with the lesson's model; the old figures gone, nothing run.
+  EXPECT_EQ(compare.mode(), PrecisionPanel::Mode::kModels);
+  EXPECT_EQ(compare.model_path(), draft.string());
+  EXPECT_FALSE(compare.result());
+  EXPECT_FALSE(compare.busy());
+  EXPECT_EQ(app.state().comparisons_finished, finished);
+  EXPECT_FALSE(app.lesson_panel().action_done());
+  EXPECT_TRUE(app.state().settings.panel_open(PanelId::kPrecision));
+
+  // A missing model: one line when the lesson is opened; the window keeps
+  // its lesson and the Compare panel its set-up.
+  EXPECT_FALSE(app.start_lesson(missing));
+  app.frame();
+  const std::string& e = app.state().error_text;
+  EXPECT_EQ(
+      e.rfind(missing.string() + ":3: compare_model: no model 'no-such-model' (looked for ", 0), 0u)
+      << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  EXPECT_EQ(app.lesson_panel().lesson()->title, "Twin");
+  EXPECT_EQ(compare.model_path(), draft.string());
+  std::filesystem::remove_all(lesson.parent_path());
 }
 
 TEST_F(LessonGui, TheBundledLessonsStartAndSetTheirPrompt) {

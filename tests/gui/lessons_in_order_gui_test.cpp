@@ -1,5 +1,8 @@
-// The six shipped lessons, run one after another in one window as a class
+// The seven shipped lessons, run one after another in one window as a class
 // would (under Xvfb), at 1280x720 and 1920x1080, presentation mode on and off.
+// Lessons 1-6 run on the test fixture; lesson 7 compares the bundled GPT-2
+// with its Llama-shaped twin, so the window loads the bundled model first
+// (File > Load model) and needs assets/models/tokenscope-tiny-llama.
 // At every step: the panel the step names is open, drawn inside the window
 // and outlined, and the state its text describes holds (the lanes, lane 0's
 // strategy, the KV cache switch); then the class does what the step asks and
@@ -13,11 +16,13 @@
 #include <vector>
 
 #include "app/app.h"
+#include "app/panels/kv.h"
 #include "app/panels/lanes.h"
 #include "app/panels/precision.h"
 #include "app/panels/roofline.h"
 #include "gui_test_support.h"
 #include "lesson/lesson.h"
+#include "session/model_setup.h"
 #include "util/paths.h"
 
 namespace ts::app {
@@ -161,9 +166,26 @@ void act(App& app, const lesson::Step& step, const std::string& file, int index)
       settle(app);
       break;
     case lesson::ActionKind::kCompare: {
+      PrecisionPanel& compare = app.precision_panel();
+      if (file == "7-what-changed-since-gpt-2.lesson") {
+        // "The Compare panel is set to two models ... Press Run": the
+        // lesson set the panel up; Run runs what its path field says.
+        EXPECT_EQ(compare.mode(), PrecisionPanel::Mode::kModels);
+        EXPECT_EQ(compare.model_path(), (find_data("models") / "tokenscope-tiny-llama").string());
+        EXPECT_FALSE(compare.result()) << "run before the class pressed Run";
+        compare.run_models(*app.controller().worker(), compare.model_path(),
+                           app.controller().snapshot()->prompt_text, 4);
+        for (int i = 0; i < 400 && (compare.busy() || !compare.result()); ++i) app.settle(1, 2);
+        ASSERT_FALSE(compare.busy());
+        EXPECT_EQ(compare.error(), "");
+        ASSERT_TRUE(compare.result());
+        EXPECT_TRUE(compare.result()->models);
+        EXPECT_EQ(compare.result()->labels.compared, "tokenscope-tiny-llama");
+        settle(app);
+        break;
+      }
       // "set the reference to f32 and the other format to bf16 (then q4),
       // press Run".
-      PrecisionPanel& compare = app.precision_panel();
       const WeightFormat other = index == 3 ? WeightFormat::kBF16 : WeightFormat::kQ4;
       compare.run(*app.controller().worker(), {WeightFormat::kF32, other},
                   app.controller().snapshot()->prompt_text, 4);
@@ -200,7 +222,7 @@ TEST_P(LessonsInOrder, EveryStepShowsItsPanelAndTheStateItsTextDescribes) {
   const auto dir = find_data("lessons");
   ASSERT_FALSE(dir.empty()) << "no lessons folder beside the build";
   const auto files = lesson::list_lessons(dir);
-  ASSERT_EQ(files.size(), 6u);
+  ASSERT_EQ(files.size(), 7u);
   AppOptions o = test::fixture_options("classroom");
   o.width = w;
   o.height = h;
@@ -212,6 +234,18 @@ TEST_P(LessonsInOrder, EveryStepShowsItsPanelAndTheStateItsTextDescribes) {
   LessonPanel& lesson = app.lesson_panel();
   for (const auto& path : files) {
     const std::string file = path.filename().string();
+    const bool lesson7 = file == "7-what-changed-since-gpt-2.lesson";
+    if (lesson7) {
+      // "The session's model is the bundled GPT-2 (if another model is
+      // open, ... load assets/models/tokenscope-tiny with File > Load model)".
+      app.load_model(default_model_path());
+      for (int i = 0; i < 600 && (app.controller().loading() ||
+                                  app.controller().snapshot()->model_name != "tokenscope-tiny");
+           ++i)
+        app.settle(1, 5);
+      ASSERT_EQ(app.controller().snapshot()->model_name, "tokenscope-tiny");
+      settle(app);
+    }
     ASSERT_TRUE(app.start_lesson(path)) << app.state().error_text;
     settle(app);
     ASSERT_TRUE(lesson.active());
@@ -240,6 +274,16 @@ TEST_P(LessonsInOrder, EveryStepShowsItsPanelAndTheStateItsTextDescribes) {
         EXPECT_LE(b.y + b.h, bar.y + 1.0f) << step.panel << " runs under the lesson bar";
       }
       expect_state(app, want[i]);
+      if (lesson7 && step.panel == "kv") {
+        // The lesson quotes the KV panel's bytes-per-token lines: GPT-2's
+        // alone before the comparison, then each loaded model's.
+        const auto& lines = app.kv_cache_panel().token_bytes_drawn();
+        ASSERT_EQ(lines.size(), i < 3 ? 1u : 2u);
+        EXPECT_EQ(lines[0].per_token, 8192);
+        if (lines.size() == 2) EXPECT_EQ(lines[1].per_token, 2048);
+        EXPECT_NE(step.text.find(lines.back().text), std::string::npos)
+            << "the step does not quote: " << lines.back().text;
+      }
       if (file == "4-greedy-vs-contrastive.lesson" && i == 0) {
         // "click "contrastive 4" after "Add a lane:"": the button is in view.
         ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kLanes));

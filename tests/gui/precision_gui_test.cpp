@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "app/app.h"
+#include "app/panels/kv.h"
 #include "app/panels/precision.h"
 #include "gui_test_support.h"
 #include "session/model_setup.h"
@@ -182,6 +183,46 @@ TEST(GuiPrecision, TheModelFlagComparesTheDraftWithTheModel) {
   wait_for_panel(app);
   EXPECT_NE(panel.error().find("compared model: its vocabulary has"), std::string::npos)
       << panel.error();
+}
+
+TEST(GuiPrecision, TheKvPanelShowsABytesPerTokenLineForEachLoadedModel) {
+  REQUIRE_DISPLAY();
+  AppOptions o = test::fixture_options("memory");
+  o.setup.model.clear();  // the bundled model
+  App app(o);
+  app.load_model_blocking();
+  app.settle();
+  app.advance();
+  app.settle(3, 10);
+  const KvCachePanel& kv = app.kv_cache_panel();
+  ASSERT_TRUE(app.last_frame().was_drawn(PanelId::kKvCache));
+  const std::string gpt2 =
+      "tokenscope-tiny: 2 (K, V) \u00D7 4 KV heads \u00D7 64 dims \u00D7 4 B = 2.0 KiB per "
+      "token per layer, 8.0 KiB per token in 4 layers";
+  ASSERT_EQ(kv.token_bytes_drawn().size(), 1u);
+  EXPECT_EQ(kv.token_bytes_drawn()[0].text, gpt2);
+
+  // Two models compared (the Compare panel's Run; the panel itself closed):
+  // the draft's line joins the model's.
+  PrecisionPanel& panel = app.precision_panel();
+  ASSERT_FALSE(app.last_frame().was_drawn(PanelId::kPrecision));
+  panel.run_models(*app.controller().worker(), draft_dir(), "Today's weather is so", 2);
+  wait_for_panel(app);
+  ASSERT_EQ(panel.error(), "");
+  ASSERT_EQ(kv.token_bytes_drawn().size(), 2u);
+  EXPECT_EQ(kv.token_bytes_drawn()[0].text, gpt2);
+  // The draft: 2 heads of 64 dims in 2 layers (its config.json).
+  EXPECT_EQ(kv.token_bytes_drawn()[1].text,
+            "tokenscope-tiny-draft: 2 (K, V) \u00D7 2 KV heads \u00D7 64 dims \u00D7 4 B = 1.0 "
+            "KiB per token per layer, 2.0 KiB per token in 2 layers");
+  EXPECT_EQ(kv.token_bytes_drawn()[1].per_token, 2048);
+
+  // Two formats of one model: no second model, no second line.
+  panel.run(*app.controller().worker(), {WeightFormat::kF32, WeightFormat::kBF16},
+            "Today's weather is so", 2);
+  wait_for_panel(app);
+  ASSERT_EQ(panel.error(), "");
+  EXPECT_EQ(kv.token_bytes_drawn().size(), 1u);
 }
 
 // A projector's large fonts at 720 and 1080 lines, then a small window: the

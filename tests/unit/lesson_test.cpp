@@ -249,19 +249,79 @@ TEST(Lesson, FilesAreReadListedAndSpecialFilesRefused) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Lesson, CompareModelIsFoundByNameInTheModelsFoldersOrBesideTheLesson) {
+  const auto dir = temp_dir();
+  namespace fs = std::filesystem;
+  fs::create_directories(dir / "models-a");
+  fs::create_directories(dir / "models-b" / "twin");
+  fs::create_directories(dir / "lessons" / "mine");
+  fs::create_directories(dir / "lessons" / "nearby");
+  Vocabulary v = kVocab;
+  v.model_dirs = {dir / "models-a", dir / "models-b"};
+  const std::string source = (dir / "lessons" / "l.lesson").string();
+  auto model_of = [&](const std::string& value) {
+    return parse_lesson("title: T\ncompare_model: " + value + "\n[step]\ntext: x\n", source, v)
+        .compare_model;
+  };
+  // A bare name: the first models folder that has it.
+  EXPECT_EQ(model_of("twin"), dir / "models-b" / "twin");
+  fs::create_directories(dir / "models-a" / "twin");
+  EXPECT_EQ(model_of("twin"), dir / "models-a" / "twin");
+  // Not in a models folder: beside the lesson.
+  EXPECT_EQ(model_of("nearby"), dir / "lessons" / "nearby");
+  // A path: relative to the lesson's folder, or absolute.
+  EXPECT_EQ(model_of("./mine"), dir / "lessons" / "mine");
+  EXPECT_EQ(model_of("../models-b/twin"), dir / "models-b" / "twin");
+  EXPECT_EQ(model_of((dir / "models-b" / "twin").string()), dir / "models-b" / "twin");
+  // Without the key: none.
+  EXPECT_TRUE(parse_lesson("title: T\n[step]\ntext: x\n", source, v).compare_model.empty());
+
+  // A missing model: one line naming the file, the line and where it looked.
+  auto error = [&](const std::string& text) -> std::string {
+    try {
+      parse_lesson(text, source, v);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::string e = error("title: T\n\ncompare_model: ghost\n[step]\ntext: x\n");
+  EXPECT_EQ(e, source + ":3: compare_model: no model 'ghost' (looked for " +
+                   (dir / "models-a" / "ghost").string() + ", " +
+                   (dir / "models-b" / "ghost").string() + ", " +
+                   (dir / "lessons" / "ghost").string() + ")");
+  e = error("title: T\ncompare_model: sub/ghost\n[step]\ntext: x\n");
+  EXPECT_EQ(e, source + ":2: compare_model: no model 'sub/ghost' (looked for " +
+                   (dir / "lessons" / "sub" / "ghost").string() + ")");
+  e = error("title: T\n[step]\ntext: x\ncompare_model: twin\n");
+  EXPECT_EQ(e.rfind(source + ":4: 'compare_model' belongs before the first [step]", 0), 0u) << e;
+  e = error("title: T\ncompare_model: twin\ncompare_model: twin\n[step]\ntext: x\n");
+  EXPECT_EQ(e.rfind(source + ":3: 'compare_model' given twice", 0), 0u) << e;
+  e = error("title: T\ncompare_model:\n[step]\ntext: x\n");
+  EXPECT_EQ(e.rfind(source + ":2: 'compare_model' has no value", 0), 0u) << e;
+  fs::remove_all(dir);
+}
+
 TEST(Lesson, TheBundledLessonsParseWithTheWindowsNames) {
   // The panel keys and layout names the window accepts (its panel_list.h and
   // layout.cpp); a bundled lesson using another name would fail here.
+  // A bare compare_model name is looked for in the bundled models' folder.
+  const auto assets = std::filesystem::path(TS_SOURCE_DIR) / "assets";
   const Vocabulary window{
       {"prompt", "transport", "attention", "kv", "logits", "sampling", "timeline", "roofline",
-       "lens", "cache", "lanes", "lookahead", "precision", "help"},
+       "lens", "cache", "rope", "lanes", "lookahead", "precision", "help"},
       {"classroom", "lesson",    "memory",    "cost",  "layers",    "compare",   "formats",
        "prompt",    "transport", "attention", "kv",    "logits",    "sampling",  "timeline",
-       "roofline",  "lens",      "cache",     "lanes", "lookahead", "precision", "help"}};
-  const auto list = list_lessons(std::filesystem::path(TS_SOURCE_DIR) / "assets" / "lessons");
-  ASSERT_GE(list.size(), 6u);
+       "roofline",  "lens",      "cache",     "lanes", "lookahead", "precision", "help"},
+      {assets / "models"}};
+  const auto list = list_lessons(assets / "lessons");
+  ASSERT_GE(list.size(), 7u);
   EXPECT_EQ(list[4].filename(), "5-no-draft-model-needed.lesson");
   EXPECT_EQ(list[5].filename(), "6-why-fewer-bytes-are-faster.lesson");
+  EXPECT_EQ(list[6].filename(), "7-what-changed-since-gpt-2.lesson");
+  // Lesson 7 compares the session's GPT-2 with its Llama-shaped twin.
+  EXPECT_EQ(load_lesson(list[6], window).compare_model,
+            assets / "models" / "tokenscope-tiny-llama");
   for (const auto& p : list) {
     SCOPED_TRACE(p.string());
     const Lesson l = load_lesson(p, window);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "app/layout.h"
+#include "util/paths.h"
 
 namespace ts::app {
 
@@ -11,6 +12,8 @@ lesson::Vocabulary lesson_vocabulary() {
   lesson::Vocabulary v;
   for (int i = 0; i < kNumWindowPanels; ++i) v.panels.push_back(panel_key(static_cast<PanelId>(i)));
   v.layouts = layout_names();
+  // A bare compare_model name: the models folders beside the bundled model's.
+  for (const std::filesystem::path& d : data_dirs()) v.model_dirs.push_back(d / "models");
   return v;
 }
 
@@ -80,6 +83,9 @@ bool LessonPanel::start_over(PanelContext& ctx) {
   // A model still loading starts so too.
   ctx.ctl.strategies_on_load = st.lane_setup;
   ctx.ctl.session_options.kv_cache = true;
+  // The lesson's model beside the session's: the Compare panel set up for
+  // it, run when the class presses Run.
+  if (!lesson_->compare_model.empty()) st.compare_model_request = lesson_->compare_model;
   if (!ctx.snap || !ctx.ctl.worker()) return false;
   ctx.ctl.pause();
   ctx.ctl.reset(st.lane_setup);

@@ -15,7 +15,9 @@ const char* const KvCachePanel::kHelp =
     "decode step one slot per lane. Blocks shared by several lanes show their "
     "reference count.\n\nWith a speculative lane, the draft model keeps its own cache (a second "
     "section, its own pool). A round's verify pass writes a slot for each draft; the "
-    "slots of the drafts the target rejected are given back at once (marked freed).";
+    "slots of the drafts the target rejected are given back at once (marked freed).\n\nOnce "
+    "the Compare panel has run two models, the other model's bytes per token follow this "
+    "model's line.";
 
 namespace {
 
@@ -40,15 +42,23 @@ double filled_slots(const KvOccupancy& kv) {
 
 }  // namespace
 
-KvTokenBytes kv_token_bytes(const char* who, const ModelConfig& cfg, const KvOccupancy& kv) {
-  KvTokenBytes out;
+int64_t kv_layer_token_bytes(const ModelConfig& cfg, const KvOccupancy& kv) {
   const int64_t values = int64_t(2) * cfg.kv_heads() * cfg.head_dim();
   const int64_t slots = int64_t(kv.blocks_total) * kv.block_size;
-  // Bytes of one token's K and V in one layer as the cache stores them (f32
-  // until a pool exists): a whole number for every format (q8: every head's
-  // slice is whole blocks of 34 bytes per 32 values).
-  out.per_layer =
-      slots > 0 && values > 0 ? kv.bytes_per_layer_capacity / slots : values * int64_t{4};
+  // As the cache stores them (f32 until a pool exists): a whole number for
+  // every format (q8: every head's slice is whole blocks of 34 bytes per 32
+  // values).
+  return slots > 0 && values > 0 ? kv.bytes_per_layer_capacity / slots : values * int64_t{4};
+}
+
+KvTokenBytes kv_token_bytes(const char* who, const ModelConfig& cfg, const KvOccupancy& kv) {
+  return kv_token_bytes(who, cfg, kv_layer_token_bytes(cfg, kv));
+}
+
+KvTokenBytes kv_token_bytes(const char* who, const ModelConfig& cfg, int64_t per_layer) {
+  KvTokenBytes out;
+  const int64_t values = int64_t(2) * cfg.kv_heads() * cfg.head_dim();
+  out.per_layer = per_layer;
   out.per_token = out.per_layer * cfg.n_layer;
   // A value's bytes: 4 or 2, or q8's 34/32 (its f16 scale shared by 32 values).
   char value_bytes[32];
@@ -181,6 +191,12 @@ void KvCachePanel::draw(PanelContext& ctx) {
       kv_token_bytes(snap.has_draft ? "model" : snap.model_name.c_str(), snap.config, kv));
   if (snap.has_draft && snap.draft_config.n_layer > 0)  // a re-opened session has no shape
     token_bytes_.push_back(kv_token_bytes("draft", snap.draft_config, snap.draft_kv));
+  // The Compare panel's other model (two models compared): its line beside
+  // this one, in its own cache's format.
+  if (!ctx.state.compared_model_name.empty())
+    token_bytes_.push_back(kv_token_bytes(ctx.state.compared_model_name.c_str(),
+                                          ctx.state.compared_model_config,
+                                          ctx.state.compared_model_kv_layer_bytes));
   for (const KvTokenBytes& t : token_bytes_) dim_text_wrapped("%s", t.text.c_str());
   draw_legend(ctx, !spec.target_freed_slots.empty() || !spec.draft_freed_slots.empty());
   // With a draft section the chart gives up room to the second grid.

@@ -37,6 +37,10 @@ struct KvTokenBytes {
   std::string text;       // "who: 2 (K, V) x 2 KV heads x 5 dims x 4 B = 80 B per layer ..."
 };
 KvTokenBytes kv_token_bytes(const char* who, const ModelConfig& cfg, const KvOccupancy& kv);
+// The same from the bytes of one token's K and V in one layer.
+KvTokenBytes kv_token_bytes(const char* who, const ModelConfig& cfg, int64_t per_layer);
+// Those bytes as the cache `kv` stores them (f32 before it has a pool).
+int64_t kv_layer_token_bytes(const ModelConfig& cfg, const KvOccupancy& kv);
 
 class KvCachePanel : public Panel {
  public:
@@ -56,7 +60,8 @@ class KvCachePanel : public Panel {
   // (0: no such row).
   size_t shared_blocks_drawn() const { return shared_blocks_drawn_; }
   // The bytes-per-token lines the last frame drew: the model's, then the
-  // draft model's when there is one.
+  // draft model's when there is one, then the model the Compare panel loaded
+  // beside it when it compares two models.
   const std::vector<KvTokenBytes>& token_bytes_drawn() const { return token_bytes_; }
 
  private:

@@ -5,6 +5,7 @@
 
 #include <imgui_stdlib.h>
 
+#include "app/panels/kv.h"
 #include "app/ui_util.h"
 #include "model/token_display.h"
 #include "session/session_worker.h"
@@ -57,6 +58,9 @@ std::shared_ptr<const PrecisionPanel::Result> make_result(const PrecisionCompare
   r->models = !cmp.pair();
   r->labels = cmp.labels();
   r->config = cmp.reference_engine().config();
+  r->compared_config = cmp.compared_engine().config();
+  r->compared_kv_layer_bytes =
+      kv_layer_token_bytes(r->compared_config, cmp.compared_engine().cache().occupancy());
   r->device = cmp.compared_engine().backend().device_name();
   r->planned_rows = planned_rows;
   r->steps = cmp.steps();
@@ -84,6 +88,29 @@ void PrecisionPanel::configure(const ModelSetupOptions& setup,
   if (!compare_model.empty()) {
     mode_ = Mode::kModels;
     model_path_ = compare_model.string();
+  }
+}
+
+void PrecisionPanel::set_up_models(const std::filesystem::path& path) {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    ++shared_->generation;  // the rows of a run still going stop
+    shared_->busy = false;
+  }
+  shared_ = std::make_shared<Shared>();
+  mode_ = Mode::kModels;
+  model_path_ = path.string();
+}
+
+void PrecisionPanel::publish_compared_model(PanelContext& ctx) const {
+  const auto r = result();
+  // Only figures of the session's model (a model loaded since drops them).
+  if (r && r->models && worker_ == ctx.ctl.worker()) {
+    ctx.state.compared_model_name = r->labels.compared;
+    ctx.state.compared_model_config = r->compared_config;
+    ctx.state.compared_model_kv_layer_bytes = r->compared_kv_layer_bytes;
+  } else {
+    ctx.state.compared_model_name.clear();
   }
 }
 
@@ -405,6 +432,11 @@ void PrecisionPanel::draw_controls(PanelContext& ctx, SessionWorker& worker, boo
 
 void PrecisionPanel::draw(PanelContext& ctx) {
   drawn_ = Drawn{};
+  if (!ctx.state.compare_model_request.empty()) {
+    set_up_models(ctx.state.compare_model_request);
+    ctx.state.compare_model_request.clear();
+  }
+  publish_compared_model(ctx);
   if (!begin_panel(ctx, PanelId::kPrecision)) return;
   SessionWorker* worker = ctx.ctl.worker();
   if (!ctx.snap || !worker) {

@@ -51,16 +51,27 @@ class PrecisionPanel : public Panel {
   void run_models(SessionWorker& worker, const std::filesystem::path& path,
                   const std::string& prompt, int steps);
 
+  // A lesson's compare_model: the models mode with `path` in its field, the
+  // figures shown before dropped (a run still going is abandoned), nothing
+  // run until Run.
+  void set_up_models(const std::filesystem::path& path);
+
   // Which comparison the controls set up.
   enum class Mode { kFormats, kModels };
   Mode mode() const { return mode_; }
+  // The models mode's path field (what its Run button runs).
+  const std::string& model_path() const { return model_path_; }
   // What the worker has computed so far (null before the first row).
   struct Result {
     PrecisionPair pair;    // the formats mode's pair (models: f32, f32)
     bool models = false;   // two models, not two formats
     CompareLabels labels;  // the formats' or the models' names
-    ModelConfig config;    // the model compared
-    std::string device;    // where both engines run
+    ModelConfig config;    // the reference model (the session's)
+    // Two models: the compared model's shape, and one token's K and V in
+    // one layer of its cache.
+    ModelConfig compared_config;
+    int64_t compared_kv_layer_bytes = 0;
+    std::string device;  // where both engines run
     int planned_rows = 0;
     std::vector<PrecisionStep> steps;
     PrecisionSummary summary;
@@ -104,6 +115,9 @@ class PrecisionPanel : public Panel {
   void start(SessionWorker& worker, const std::string& key, Loader load, const std::string& prompt,
              int steps);
   void draw_controls(PanelContext& ctx, SessionWorker& worker, bool busy_now);
+  // Tells the window which model the models mode loaded beside the session's
+  // (AppState::compared_model_*), every frame, the panel open or not.
+  void publish_compared_model(PanelContext& ctx) const;
   void draw_plot(PanelContext& ctx, const Result& r, float height);
   void draw_table(PanelContext& ctx, const Result& r);
   void draw_continuations(PanelContext& ctx, const Result& r);
