@@ -107,7 +107,9 @@ TEST(BatchSweepGui, RunsBetweenFramesAndStepsAndLeavesTheSessionAlone) {
   ASSERT_EQ(st.result.points.size(), batches.size());
   for (size_t i = 0; i < batches.size(); ++i) {
     EXPECT_EQ(st.result.points[i].batch, batches[i]);
-    if (i > 0) EXPECT_GT(st.result.points[i].intensity, st.result.points[i - 1].intensity);
+    if (i > 0) {
+      EXPECT_GT(st.result.points[i].intensity, st.result.points[i - 1].intensity);
+    }
   }
   EXPECT_EQ(st.result.first_compute_bound, 8);
   // Drawn at a projector's sizes: every point, the mark on B = 8 and a row

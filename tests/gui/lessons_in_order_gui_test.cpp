@@ -280,7 +280,9 @@ TEST_P(LessonsInOrder, EveryStepShowsItsPanelAndTheStateItsTextDescribes) {
         const auto& lines = app.kv_cache_panel().token_bytes_drawn();
         ASSERT_EQ(lines.size(), i < 3 ? 1u : 2u);
         EXPECT_EQ(lines[0].per_token, 8192);
-        if (lines.size() == 2) EXPECT_EQ(lines[1].per_token, 2048);
+        if (lines.size() == 2) {
+          EXPECT_EQ(lines[1].per_token, 2048);
+        }
         EXPECT_NE(step.text.find(lines.back().text), std::string::npos)
             << "the step does not quote: " << lines.back().text;
       }

@@ -16,7 +16,8 @@ namespace ts::lesson {
 namespace {
 
 const Vocabulary kVocab{{"prompt", "transport", "attention", "sampling", "kv", "cache"},
-                        {"lesson", "memory", "cost"}};
+                        {"lesson", "memory", "cost"},
+                        {}};
 
 const char* kGood = R"(# A comment line
 title: Prefill, decode and the KV cache

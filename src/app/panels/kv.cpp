@@ -149,9 +149,11 @@ void KvCachePanel::draw(PanelContext& ctx) {
     cache_off_text_ =
         "Nothing is kept between steps: every token of every sequence goes through the "
         "model again at each step (see the timeline for what that costs).";
-    if (v.trace)
-      cache_off_text_ += " " + std::string(v.step == 0 ? "The prefill" : "This step") + " ran " +
-                         std::to_string(v.trace->recomputed_tokens) + " tokens.";
+    if (v.trace) {
+      cache_off_text_ += v.step == 0 ? " The prefill ran " : " This step ran ";
+      cache_off_text_ += std::to_string(v.trace->recomputed_tokens);
+      cache_off_text_ += " tokens.";
+    }
     if (v.latest && (snap.state == SessionState::kReady || snap.state == SessionState::kPaused))
       cache_off_text_ += " Next, " + snap.next_action + ".";
     dim_text_wrapped("%s", cache_off_text_.c_str());
@@ -329,15 +331,18 @@ void KvCachePanel::draw_lane_blocks(PanelContext& ctx, const Grid& g) {
       if (hovered) {
         const int first = static_cast<int>(b) * bs;
         const int filled = std::clamp(tokens - first, 0, bs);
+        std::string freed_text;
+        if (freed_here > 0) {
+          freed_text = "\n";
+          freed_text += plural(freed_here, "slot");
+          freed_text += " written by the round, then given back (rejected drafts)";
+        }
         ImGui::SetTooltip(
             "logical block %zu \u2192 physical block %d\npositions %d..%d, %d of %d slots filled\n"
             "%d slot%s written by this step\nreference count %d%s%s",
             b, phys, first, first + bs - 1, filled, bs, written_here, written_here == 1 ? "" : "s",
             refs, refs > 1 ? " (shared: stored once, read by every sequence that lists it)" : "",
-            freed_here > 0 ? ("\n" + plural(freed_here, "slot") +
-                              " written by the round, then given back (rejected drafts)")
-                                 .c_str()
-                           : "");
+            freed_text.c_str());
       }
     }
   };
