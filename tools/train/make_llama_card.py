@@ -165,6 +165,7 @@ def collect(args):
             "name": "tokenscope-tiny",
             "shape": tshape,
             "pytorch_val_loss": target_card["export"]["pytorch_val_loss"],
+            "tokens_seen": target_card["train"]["tokens_seen"],
             "engine_val_loss": tengine["val"]["mean_loss_nats"] if tengine.get("available") else None,
             "tokenizer_sha256": {name: sha256(os.path.join(TARGET_DIR, name)) for name in TOKENIZER_FILES},
             "classroom": ({k: tclass[k] for k in ("stage_on", "stage_off")} if tclass else None),
@@ -310,6 +311,11 @@ def render_card(d):
     a("")
     a(f"Engine against PyTorch: {abs(eng['val']['mean_loss_nats'] - e['pytorch_val_loss']):.2e} nats/token.")
     a("")
+    if tg.get("tokens_seen"):
+        a(f"The two losses do not rank the designs: tokenscope-tiny trained on {fmt_int(tg['tokens_seen'])} "
+          f"tokens, this model on {fmt_int(t['tokens_seen'])} ({tg['tokens_seen'] / t['tokens_seen']:.1f} "
+          "times fewer) and in a different shape, so the gap mixes the two.")
+        a("")
     k = d.get("classroom")
     if k:
         a("## In a classroom")
