@@ -171,11 +171,12 @@ shot precision --compare-precision f32,q4 --steps 2 --width 1600 --height 900
 shot compare-models --compare-model assets/models/tokenscope-tiny-draft --steps 2 --width 1600 \
   --height 900
 
-# A Llama-family model (LLAMA overrides; by default a random-weight test
-# fixture with 8 query heads sharing 2 KV heads, and one with 6 sharing 3):
-# Attention's KV-head groups, the KV cache's bytes per token, the RoPE view.
-LLAMA=${LLAMA:-tests/fixtures/llama/llama-gqa4-theta}
-LLAMA_ROPE=${LLAMA_ROPE:-tests/fixtures/llama/llama-gqa2}
+# A Llama-family model (LLAMA and LLAMA_ROPE override; by default the bundled
+# Llama-shaped twin, 8 query heads sharing 2 KV heads): Attention's KV-head
+# groups, the KV cache's bytes per token, the RoPE view; and the Compare panel
+# with GPT-2 (the bundled model) beside it.
+LLAMA=${LLAMA:-assets/models/tokenscope-tiny-llama}
+LLAMA_ROPE=${LLAMA_ROPE:-$LLAMA}
 "${RUN[@]}" "$BIN" --model "$LLAMA" --prompt "the cat sat on the mat" --steps 3 --head 5 \
   --layout attention --width 1000 --height 700 --screenshot "$OUT/llama-attention.png"
 "${RUN[@]}" "$BIN" --model "$LLAMA" --prompt "the cat sat on the mat" --steps 3 \
@@ -185,6 +186,7 @@ LLAMA_ROPE=${LLAMA_ROPE:-tests/fixtures/llama/llama-gqa2}
 "${RUN[@]}" "$BIN" --model "$LLAMA_ROPE" --prompt "the cat sat on the mat" --steps 3 --layer 1 \
   --head 4 --layout rope --presentation --width 1280 --height 720 \
   --screenshot "$OUT/rope-presentation-1280x720.png"
+shot compare-gpt2-llama --compare-model "$LLAMA" --steps 2 --width 1600 --height 900
 
 # The Roofline panel's batch sweep, after prefill and 4 decode steps: no flag
 # starts it, so the GUI test that drives it writes the picture (bundled model,
