@@ -101,7 +101,7 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan_suppressions.txt:print_suppressions=0"
 asan_tests=(ctest --test-dir build-asan -j"$jobs" --output-on-failure
-  -E '(BundledModel|DraftModel).ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\.')
+  -E '(BundledModel|DraftModel|BundledLlama).ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\.')
 if ! with_display "${asan_tests[@]}"; then
   # LeakSanitizer's leak check at exit stops every thread with a tracer
   # process; now and then that tracer itself crashes ("Tracer caught signal
@@ -124,8 +124,8 @@ echo "== ThreadSanitizer tests"
 # and the lanes run on several threads; a race fails its test (exit 66 on the
 # first report). The suppressions cover only Mesa's uninstrumented GL driver.
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan_suppressions.txt"
-# The draft model's validation loss is the bundled model's check on a
-# smaller model (the same code): it too runs in the release configuration.
+# The draft's and the Llama twin's validation losses are the bundled model's check on
+# other models (the same code): they too run in the release configuration.
 #
 # Also left to the release and ASan runs: the long single-threaded
 # agreement checks (a lane's 200 tokens against plain greedy or a PyTorch
@@ -149,7 +149,7 @@ tsan_heavy+='|LookaheadGreedy\.EqualsGreedyOnTheBundledModel|LookaheadSampled\.'
 tsan_heavy+='|WeightFormatModel\.ValidationLossStaysWithinAThousandthOfANat'
 tsan_heavy+='|DraftModel\.TheCardsGreedyAcceptanceRateIsTheEngines|Bench\.NamesTheDecodeKernelItRan'
 tsan_tests=(ctest --test-dir build-tsan -j"$jobs" --output-on-failure
-  -E "(BundledModel|DraftModel).ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\\.|$tsan_heavy")
+  -E "(BundledModel|DraftModel|BundledLlama).ValidationLossAgreesWithPyTorchAndTheModelCard|Classroom\\.|$tsan_heavy")
 with_display "${tsan_tests[@]}" || status=1
 echo "== fuzz targets (20 s each)"
 # libFuzzer on every loader and parser (scripts/fuzz.sh); a crash fails CI

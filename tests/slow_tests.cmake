@@ -7,6 +7,7 @@ set(ts_slow_tests
     "^Classroom\\.NoListedWordInAThousandSampledContinuations$"
     "^BundledModel\\.ValidationLossAgreesWithPyTorchAndTheModelCard$"
     "^DraftModel\\.ValidationLossAgreesWithPyTorchAndTheModelCard$"
+    "^BundledLlama\\.ValidationLossAgreesWithPyTorchAndTheModelCard$"
     "^Cli\\.EveryFlagGivenTwiceIsRefused$"
     "^PresentationLayout\\.RooflineLabelsKeepOffThePointsAndEachOther$"
     "^Gui\\.LanesStepTogetherShowTheirSummaryAndABranchBecomesTheViewedLane$"
