@@ -238,7 +238,12 @@ void App::handle_keys() {
   // begins and ends within one frame still counts.
   const std::vector<Window::KeyPress> keys = window_->take_key_presses();
   if (ImGui::GetIO().WantTextInput) return;  // typing in a field
+  // A dialog or menu is open (Load model, a combo's list, ...): the class
+  // looks at it, so the keys do not move the model behind it.
+  const bool popup_open =
+      ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId | ImGuiPopupFlags_AnyPopupLevel);
   for (const Window::KeyPress& k : keys) {
+    if (popup_open && k.key != GLFW_KEY_F11) continue;
     const bool busy = snap_ && snap_->busy;
     switch (k.key) {
       case GLFW_KEY_SPACE:

@@ -51,6 +51,8 @@ class App {
   // other model flags; the session's prompt and lanes carry over, and the
   // Compare panel takes it as its reference.
   void load_model(const std::filesystem::path& model);
+  // File > Load model...: opens its dialog at the next frame.
+  void open_load_model_dialog() { open_load_popup_ = true; }
   // File > Open session and --open: the session `file` recorded, stepped
   // through without the model. Throws ts::Error ("FILE: reason"); then the
   // current session stays. `lane` (--lane) is the lane to show: shown from

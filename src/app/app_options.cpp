@@ -248,7 +248,8 @@ usage: tokenscope [options]
 
 The window pauses after the prompt's prefill and after every decode step and
 shows the attention, the KV cache, the logits and how the next token is chosen.
-Keys: Space = prefill / step, Right = step, Left = step back.
+Keys: Space, Right or Page Down = prefill / step, Left or Page Up = step back
+(not while a dialog or menu is open), F11 = presentation mode.
 
 model
 )" + model_flags_help() +

@@ -492,6 +492,14 @@ TEST(Gui, KeyTapsWithinOneFrameStepAndPageKeysStepAndGoBack) {
   tap(app, GLFW_KEY_F11);
   app.frame();
   EXPECT_TRUE(app.state().settings.presentation);
+  // While a dialog is open the step keys wait: Space does not step behind it.
+  app.open_load_model_dialog();
+  app.settle(2, 100);
+  tap(app, GLFW_KEY_SPACE);
+  app.settle(2, 100);
+  tap(app, GLFW_KEY_PAGE_DOWN);
+  app.settle(2, 100);
+  EXPECT_EQ(snap(app)->history.size(), 2u) << "a key stepped the model behind the Load dialog";
 }
 
 // Every drawn panel's box, and checks that each lies inside w x h (above the
