@@ -29,10 +29,15 @@ void for_each_item(const std::string& flag, const std::string& s, F&& item) {
 }
 
 // "1,2,4": whole numbers in [lo, hi], no empty items.
+// A list of sizes each measured once: one given twice is refused (it would
+// be timed twice and printed as two rows of the same size).
 std::vector<int> parse_list(const std::string& flag, const std::string& s, int lo, int hi) {
   std::vector<int> out;
   for_each_item(flag, s, [&](const std::string& item) {
-    out.push_back(static_cast<int>(ts::parse_whole_number(flag, item, lo, hi)));
+    const int v = static_cast<int>(ts::parse_whole_number(flag, item, lo, hi));
+    if (std::find(out.begin(), out.end(), v) != out.end())
+      throw ts::Error(flag + ": " + std::to_string(v) + " is given twice");
+    out.push_back(v);
   });
   return out;
 }
@@ -93,7 +98,8 @@ load time, and where memory goes after loading and after the run.
                           weights; off by default (it adds about 10 s on a 124M
                           model on 2 CPU cores, a 64-sequence step 0.7 s of it)
   --cache-compare LIST    generation lengths for KV cache on vs off, e.g. 64,256 (a run
-                          stops at the end of the model's context; its steps are listed)
+                          stops at the end of the model's context; its steps are listed;
+                          as in every LIST, a number given twice is refused)
   --draft-model DIR       also measure speculative decoding (greedy) with this draft
                           against plain greedy decoding of the model, same prompt and
                           number of new tokens: tokens/s of both (the decode steps'
