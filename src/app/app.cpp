@@ -106,6 +106,7 @@ App::App(const AppOptions& options) : options_(options) {
   ctl_.ban_words = options.ban_words;
   ctl_.draft_model_on_load = options.draft_model;
   precision_panel().configure(options.setup, options.compare_precision, options.compare_model);
+  roofline_panel().set_cpu_threads(options.setup.cpu_threads);
   // --compare-precision and --compare-model show their panel (unless --layout names another).
   const bool compares = options.compare_precision || !options.compare_model.empty();
   if (compares && options.layout.empty()) state_.layout_request = "formats";

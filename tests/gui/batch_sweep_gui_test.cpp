@@ -56,6 +56,7 @@ TEST(BatchSweepGui, RunsBetweenFramesAndStepsAndLeavesTheSessionAlone) {
   REQUIRE_DISPLAY();
   AppOptions o = test::fixture_options("roofline");
   o.presentation = true;
+  o.setup.cpu_threads = 1;  // the sweep's engine runs on the window's --threads
   App app(o);
   app.load_model_blocking();
   app.settle();
@@ -95,6 +96,7 @@ TEST(BatchSweepGui, RunsBetweenFramesAndStepsAndLeavesTheSessionAlone) {
   const BatchSweepJob::Status st = panel.batch_sweep()->status();
   ASSERT_TRUE(st.done) << "the sweep did not finish";
   ASSERT_TRUE(st.error.empty()) << st.error;
+  EXPECT_NE(st.device.find("(1 thread)"), std::string::npos) << st.device;
   EXPECT_GT(partial_frames, 0) << "no frame was drawn while the sweep ran";
   ASSERT_TRUE(stepped);
   app.settle(2, 100);

@@ -83,7 +83,7 @@ void RooflinePanel::sweep_controls(PanelContext& ctx, const HardwareRoofs& roofs
     o.batches = std::move(*sweep_request_);
     sweep_request_.reset();
     sweep_ = std::make_shared<BatchSweepJob>(std::move(o), roofs.peak_flops,
-                                             roofs.effective_bandwidth());
+                                             roofs.effective_bandwidth(), cpu_threads_);
     sweep_worker_ = &worker;
   }
   if (sweep_) sweep_->pump(worker);

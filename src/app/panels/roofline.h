@@ -54,6 +54,8 @@ class RooflinePanel : public Panel {
   // The batch sweep, as the "Batch sweep" button starts it: the next frame
   // that draws the panel with roofs starts a sweep of these batch sizes.
   void request_batch_sweep(std::vector<int> batches = BatchSweepOptions{}.batches);
+  // The CPU threads a sweep's engine runs on: the window's --threads (0: all).
+  void set_cpu_threads(int threads) { cpu_threads_ = threads; }
   // As the "Cancel" button does.
   void cancel_batch_sweep();
   // The sweep started last (null: none since the last Clear or model).
@@ -73,6 +75,7 @@ class RooflinePanel : public Panel {
   std::string step_label_;
   std::optional<RooflineMeasurements> injected_;
   std::shared_ptr<BatchSweepJob> sweep_;
+  int cpu_threads_ = 0;
   std::weak_ptr<const BatchSweepJob>
       counted_sweep_;                            // the last one counted in batch_sweeps_finished
   const SessionWorker* sweep_worker_ = nullptr;  // the worker it runs on (a new model: cancelled)

@@ -6,8 +6,12 @@
 
 namespace ts::app {
 
-BatchSweepJob::BatchSweepJob(BatchSweepOptions options, double peak_flops, double bandwidth)
-    : options_(std::move(options)), peak_flops_(peak_flops), bandwidth_(bandwidth) {}
+BatchSweepJob::BatchSweepJob(BatchSweepOptions options, double peak_flops, double bandwidth,
+                             int cpu_threads)
+    : options_(std::move(options)),
+      peak_flops_(peak_flops),
+      bandwidth_(bandwidth),
+      cpu_threads_(cpu_threads) {}
 
 void BatchSweepJob::pump(SessionWorker& worker) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -39,6 +43,7 @@ BatchSweepJob::Status BatchSweepJob::status() const {
   s.done = done_;
   s.cancelled = cancelled_;
   s.error = error_;
+  s.device = device_;
   return s;
 }
 
@@ -69,7 +74,7 @@ void BatchSweepJob::measure_next(Session& s, size_t index) {
       check_batch_sweep(options_, session.config().n_ctx);
       const WeightFormat kv = session.cache().shape().format;
       BackendSelection sel =
-          make_backend(session.backend().name(), session.shared_weights(), 0, kv);
+          make_backend(session.backend().name(), session.shared_weights(), cpu_threads_, kv);
       engine =
           make_batch_sweep_engine(session.shared_weights(), std::move(sel.backend), options_, kv);
     }
@@ -78,8 +83,10 @@ void BatchSweepJob::measure_next(Session& s, size_t index) {
   } catch (const std::exception& e) {
     error = std::string("batch sweep: ") + e.what();
   }
+  const std::string device = engine ? engine->backend().device_name() : std::string();
   std::lock_guard<std::mutex> lock(mutex_);
   in_flight_ = false;
+  if (!device.empty()) device_ = device;
   if (cancelled_) return;  // `engine` goes with this batch
   if (!error.empty()) {
     error_ = error;

@@ -20,8 +20,10 @@ namespace ts::app {
 class BatchSweepJob : public std::enable_shared_from_this<BatchSweepJob> {
  public:
   // Roofs the points are placed under: the panel's (peak FLOP/s, the
-  // bandwidth its slope is drawn with).
-  BatchSweepJob(BatchSweepOptions options, double peak_flops, double bandwidth);
+  // bandwidth its slope is drawn with). cpu_threads: the CPU backend's
+  // threads, as the window's --threads gives them (0: every hardware thread).
+  BatchSweepJob(BatchSweepOptions options, double peak_flops, double bandwidth,
+                int cpu_threads = 0);
 
   // UI thread, once a frame: posts the next batch size to `worker` when none
   // is in flight. Does nothing once done or cancelled.
@@ -38,6 +40,7 @@ class BatchSweepJob : public std::enable_shared_from_this<BatchSweepJob> {
     bool done = false;                    // every batch measured (or an error)
     bool cancelled = false;
     std::string error;
+    std::string device;  // what the sweep's engine runs on, e.g. "AMD EPYC (2 threads)"
   };
   Status status() const;
   // Whether the sweep still holds its engine (tests: gone once finished or cancelled).
@@ -49,6 +52,8 @@ class BatchSweepJob : public std::enable_shared_from_this<BatchSweepJob> {
   mutable std::mutex mutex_;
   BatchSweepOptions options_;
   double peak_flops_, bandwidth_;
+  int cpu_threads_;
+  std::string device_;
   std::vector<BatchSweepPoint> points_;
   BatchSweepResult result_;
   size_t next_ = 0;

@@ -103,7 +103,8 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   bool stores_kv_format(WeightFormat) const override { return true; }
   std::string device_name() const override {
-    return cpu_model_name() + " (" + std::to_string(pool_.size()) + " threads)";
+    return cpu_model_name() + " (" + std::to_string(pool_.size()) +
+           (pool_.size() == 1 ? " thread)" : " threads)");
   }
   BackendMemory memory() const override;
   int64_t kv_budget_bytes() const override { return physical_memory_bytes(); }
