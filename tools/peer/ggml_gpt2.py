@@ -15,14 +15,24 @@ Two steps, both offline:
            ggml's decode ms/token (128 tokens after a 1-token prompt) and its
            64-token prompt time, beside the bench's decode median and best at
            context 64 (with the read bound measured in that run) and prefill.
+           --format q8 or q4 compares the block formats instead of f32: the
+           converted f32 file is first quantised by ggml's own `gpt-2-quantize`
+           (q8_0 or q4_0: the same matrices, wte/lm_head and the four layer
+           matmuls, in 32-value blocks with an f16 scale, 34 or 18 bytes per
+           block) and the bench runs with `--weights q8` or `q4`, so both read
+           the same number of weight bytes a step. The two quantise
+           differently (TokenScope's q4 uses codes -7..7, ggml's Q4_0 -8..7, and
+           ggml also rounds the activations to q8_0 for its dot products), so
+           the figures compare speed, not outputs.
 
-ggml is not vendored: build its gpt-2 example from a checkout yourself
-(cmake -DGGML_BUILD_EXAMPLES=ON, e.g. -DGGML_NATIVE=OFF -DGGML_AVX2=ON
+ggml is not vendored: build its gpt-2 example (and gpt-2-quantize for the
+block formats) from a checkout yourself (cmake -DGGML_BUILD_EXAMPLES=ON, e.g. -DGGML_NATIVE=OFF -DGGML_AVX2=ON
 -DGGML_FMA=ON -DGGML_F16C=ON to match TokenScope's x86-64-v3 build).
 Needs numpy.
 """
 import argparse
 import json
+import os
 import re
 import struct
 import subprocess
@@ -100,7 +110,8 @@ def ggml_ms(binary, model, threads, prompt, n_predict):
     out = subprocess.run(
         [binary, "-m", model, "-t", str(threads), "-n", str(n_predict), "-b", "64", "-p", prompt,
          "--ignore-eos", "-s", "1"],
-        capture_output=True, text=True, check=True,
+        # it prints the tokens it generates: stand-in bytes, not always UTF-8
+        capture_output=True, text=True, errors="replace", check=True,
     ).stdout
     m = re.search(r"predict time =\s*([\d.]+) ms /\s*([\d.]+) ms per token", out)
     if not m:
@@ -108,10 +119,20 @@ def ggml_ms(binary, model, threads, prompt, n_predict):
     return float(m.group(1)), float(m.group(2))
 
 
-def bench(binary, model, threads):
+# TokenScope's --weights name for each compared format, and ggml's type name.
+GGML_TYPE = {"f32": None, "q8": "q8_0", "q4": "q4_0"}
+
+
+def ggml_quantize(quantize_bin, f32_model, ggml_type, out_path):
+    subprocess.run([quantize_bin, f32_model, out_path, ggml_type], capture_output=True,
+                   text=True, errors="replace", check=True)
+    return out_path
+
+
+def bench(binary, model, threads, weights):
     out = subprocess.run(
-        [binary, "--model", model, "--threads", str(threads), "--lanes", "1", "--decode-steps",
-         "20", "--context", "64", "--prefill-tokens", "64"],
+        [binary, "--model", model, "--threads", str(threads), "--weights", weights, "--lanes",
+         "1", "--decode-steps", "20", "--context", "64", "--prefill-tokens", "64"],
         capture_output=True, text=True, check=True,
     ).stdout
     d = json.loads(out)
@@ -128,12 +149,19 @@ def bench(binary, model, threads):
 
 
 def compare(args):
+    ggml_type = GGML_TYPE[args.format]
+    ggml_model = args.ggml_model
+    if ggml_type:
+        quantize_bin = args.ggml_quantize or os.path.join(
+            os.path.dirname(args.ggml_bin), "gpt-2-quantize")
+        ggml_model = ggml_quantize(quantize_bin, args.ggml_model, ggml_type,
+                                   f"{os.path.splitext(args.ggml_model)[0]}-{ggml_type}.bin")
     runs = []
     prompt64 = "abcdefgh" * 8  # 64 tokens with the stand-in vocabulary
     for _ in range(args.runs):
-        _, decode_ms = ggml_ms(args.ggml_bin, args.ggml_model, args.threads, "A", 128)
-        prefill_total, _ = ggml_ms(args.ggml_bin, args.ggml_model, args.threads, prompt64, 1)
-        ours = bench(args.bench, args.model, args.threads)
+        _, decode_ms = ggml_ms(args.ggml_bin, ggml_model, args.threads, "A", 128)
+        prefill_total, _ = ggml_ms(args.ggml_bin, ggml_model, args.threads, prompt64, 1)
+        ours = bench(args.bench, args.model, args.threads, args.format)
         runs.append({
             "ggml_decode_ms_per_token": decode_ms,
             "ggml_prompt_64_plus_1_ms": prefill_total,
@@ -142,6 +170,8 @@ def compare(args):
             "prefill_speedup_over_ggml": prefill_total / ours["prefill_64_ms"],
         })
     print(json.dumps({
+        "format": args.format,
+        "ggml_type": ggml_type or "f32",
         "threads": args.threads,
         "note": "ggml: 128 tokens after a 1-token prompt (contexts 1-128), and a 64-token "
                 "prompt + 1 token, each its program's own 'predict time'; TokenScope: "
@@ -158,7 +188,12 @@ def main():
     c.add_argument("--out", required=True, help="ggml gpt-2 model file to write")
     r = sub.add_parser("compare")
     r.add_argument("--ggml-bin", required=True, help="ggml's gpt-2-backend program")
-    r.add_argument("--ggml-model", required=True, help="the file convert wrote")
+    r.add_argument("--ggml-model", required=True, help="the (f32) file convert wrote")
+    r.add_argument("--format", choices=sorted(GGML_TYPE), default="f32",
+                   help="weight format of both sides (default f32); q8 / q4 quantise the "
+                        "ggml file to q8_0 / q4_0 beside it (<name>-q8_0.bin) first")
+    r.add_argument("--ggml-quantize", help="ggml's gpt-2-quantize program (default: "
+                                           "beside --ggml-bin)")
     r.add_argument("--bench", default="build/tokenscope-bench")
     r.add_argument("--model", required=True, help="the same checkpoint, for tokenscope-bench")
     r.add_argument("--threads", type=int, default=2)
