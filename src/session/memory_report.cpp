@@ -173,11 +173,11 @@ std::string mib(int64_t bytes) {
 // Whole MiB from 10 MiB up; below it one decimal, so that a small model's KV
 // cache of a few hundred KiB does not read "0" ("<0.1" when even less).
 std::string mib_number(int64_t bytes) {
+  if (bytes == 0) return "0";
   const double mib = static_cast<double>(bytes) / (1 << 20);
-  if (bytes > 0 && mib < 0.05) return "<0.1";
+  if (mib < 0.05) return "<0.1";
   char buf[32];
   std::snprintf(buf, sizeof buf, mib < 9.95 ? "%.1f" : "%.0f", mib);
-  if (bytes == 0) return "0";
   return buf;
 }
 
