@@ -10,6 +10,7 @@
 #include "bench/runs.h"
 #include "bench/speculative_bench.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_blocks.h"
 #include "util/error.h"
 
 namespace {
@@ -33,6 +34,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   ts::cpu::allow_avx512(!o.avx2_only);
+  ts::cpu::allow_avxvnni(!o.avx2_only);
   // The random pairs are written by the speculative section itself; any
   // other run resolves its model (writing the random checkpoint) here, once.
   const std::string model_dir = o.spec_random_dir.empty() ? ts::bench::bench_model_dir(o) : "";

@@ -129,14 +129,15 @@ load time, and where memory goes after loading and after the run.
                           (exit code 1 if not); on random weights nothing is accepted
                           and the speed-up is below 1
   --cpu-vectors auto|avx2 auto (default): a CPU decode step's matrix products read the
-                          weights with AVX-512 where the CPU has it; avx2: with AVX2
-                          only, to compare the two on one machine (the layers give the
-                          same bits either way, the logits differ in the last bits);
-                          machine.cpu_decode_kernel says which ran (avx512,
-                          avx2, or scalar in a build without AVX2); with --weights
-                          bf16|f16|q8|q4 that format's kernels' (avx2 or scalar),
-                          and each step's bound counts that format's bytes (q8 and
-                          q4: values and block scales)
+                          weights with AVX-512 (q8 / q4: AVX-VNNI) where the CPU has
+                          it; avx2: with AVX2 only, to compare the two on one machine
+                          (the layers give the same bits either way, the fp32 logits
+                          differ in the last bits); machine.cpu_decode_kernel says
+                          which ran (avx512, avx2, or scalar in a build without
+                          AVX2); with --weights bf16|f16 that format's kernels' (avx2
+                          or scalar), with q8|q4 the block kernel's (avxvnni, avx2 or
+                          scalar), and each step's bound counts that format's bytes
+                          (q8 and q4: values and block scales)
   --spec-gamma LIST       draft lengths g measured, each 1 to 16 or auto (adaptive);
                           default 4,auto
   --spec-tokens N         new tokens generated per measurement, at least 2 (default 64,

@@ -15,6 +15,7 @@
 #include "engine/batch_sweep.h"
 #include "engine/cpu/machine_probe.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_blocks.h"
 #include "model/model_loader.h"
 #include "session/cache_comparison.h"
 #include "session/memory_report.h"
@@ -210,7 +211,10 @@ json bench_model(BenchOptions o, const std::string& model_dir, bool& identical) 
   const ts::cpu::MachineRoofs roofs =
       ts::measure_bench_roofs(engine.backend(), o.setup.cpu_threads);
   const bool f32 = weights->format == ts::WeightFormat::kF32;
-  const char* kernel = f32 ? ts::cpu::decode_kernel() : ts::cpu::half_kernel();
+  const char* kernel = f32 ? ts::cpu::decode_kernel()
+                       : ts::is_block_format(weights->format)
+                           ? ts::cpu::block_kernel(std::string(ts::cpu::half_kernel()) != "scalar")
+                           : ts::cpu::half_kernel();
   json report = {{"model", model_dir},
                  {"parameters", cfg.parameter_count()},
                  {"weight_bytes_fp32", cfg.parameter_count() * 4},

@@ -30,8 +30,12 @@ struct Matrix {      // an fp32 matrix stored in the chosen format
   const float** f32;
   const void** packed;
   size_t count;
-  size_t row;               // values per stored row (the block formats' blocks run along it)
+  size_t row;               // values per row of the [in, out] matrix (out), or of wte (C)
   std::vector<Part> parts;  // empty: name is the checkpoint's tensor, stored as it is
+  // A layer matrix [in, out] in a block format: stored transposed, [out, in],
+  // its blocks along in (the integer kernel's dot products, matmul_blocks.h).
+  bool transposed = false;
+  size_t stored_row() const { return transposed ? count / row : row; }
 };
 
 // The checkpoint's names for a matrix, for errors: a Llama layer's q, k and v
@@ -48,6 +52,8 @@ std::string tensor_names(const Matrix& m) {
 // Where stored value `index` of a matrix is in the checkpoint: "tensor NAME
 // at index I" (stored as the file has it) or "tensor NAME at [out, in]".
 std::string where(const Matrix& m, size_t index) {
+  if (const size_t in = m.stored_row(); m.transposed && in > 0)
+    index = index % in * m.row + index / in;
   const size_t r = index / m.row, c = index % m.row;
   for (const Part& p : m.parts)
     if (c >= p.col0 && c < p.col1)
@@ -62,10 +68,19 @@ size_t aligned(size_t floats) { return (floats + kAlignFloats - 1) / kAlignFloat
 // The matrix in q8 / q4 blocks at dst; a block whose scale f16 cannot hold
 // is refused naming the tensor.
 void encode_blocks(const std::string& file, const Matrix& m, WeightFormat format, void* dst) {
+  std::vector<float> transposed;
+  const float* src = *m.f32;
+  if (m.transposed) {
+    const size_t in = m.count / m.row;
+    transposed.resize(m.count);
+    for (size_t i = 0; i < in; ++i)
+      for (size_t j = 0; j < m.row; ++j) transposed[j * in + i] = src[i * m.row + j];
+    src = transposed.data();
+  }
   size_t bad = 0;
   const bool ok = format == WeightFormat::kQ8
-                      ? quantise_q8(*m.f32, m.count, static_cast<BlockQ8*>(dst), &bad)
-                      : quantise_q4(*m.f32, m.count, static_cast<BlockQ4*>(dst), &bad);
+                      ? quantise_q8(src, m.count, static_cast<BlockQ8*>(dst), &bad)
+                      : quantise_q4(src, m.count, static_cast<BlockQ4*>(dst), &bad);
   if (!ok)
     throw Error(file + ": the block of 32 values from " + where(m, bad * kQuantBlock) + " has a " +
                 weight_format_name(format) +
@@ -128,15 +143,19 @@ ModelWeights convert_weights(ModelWeights w, WeightFormat format) {
       fc.parts = {{p + "mlp.gate_proj.weight", 0, I}, {p + "mlp.up_proj.weight", I, FC}};
       down.parts = {{p + "mlp.down_proj.weight", 0, C}};
     }
-    for (Matrix* m : {&qkv, &proj, &fc, &down}) matrices.push_back(std::move(*m));
+    for (Matrix* m : {&qkv, &proj, &fc, &down}) {
+      m->transposed = is_block_format(format);
+      matrices.push_back(std::move(*m));
+    }
   }
   std::erase_if(small, [](const Small& s) { return *s.ptr == nullptr; });
   if (is_block_format(format))
     for (const Matrix& m : matrices)
-      if (m.row % kQuantBlock != 0)
+      if (m.stored_row() % kQuantBlock != 0)
         throw Error(w.source + ": " + tensor_names(m) + (m.parts.size() > 1 ? " have" : " has") +
-                    " rows of " + std::to_string(m.row) +
-                    " values, not a multiple of 32, which --weights " + weight_format_name(format) +
+                    (m.transposed ? " " + std::to_string(m.stored_row()) + " inputs per output"
+                                  : " rows of " + std::to_string(m.row) + " values") +
+                    ", not a multiple of 32, which --weights " + weight_format_name(format) +
                     " needs; load it with --weights f16, bf16 or f32");
   // A matrix's room, in floats.
   const auto room = [format](const Matrix& m) {

@@ -5,11 +5,14 @@
 // q8 (--kv, KvCacheShape::format). Biases, layer norms and wpe stay fp32
 // whatever it is. A 16-bit format halves the bytes a decode step reads, q8
 // and q4 cut them to about a quarter and an eighth; the CPU kernels read each
-// format directly and accumulate in fp32 (engine/cpu/matmul.h).
+// format directly (engine/cpu/matmul.h): the float formats widened and
+// accumulated in fp32, q8 and q4 in integer block dot products.
 //
-// The two block formats cut every stored row of a matrix (a row of W [in, out]
-// is one input's outputs; a row of wte is one token's embedding) into blocks
-// of 32 consecutive values, each with its own scale d:
+// The two block formats cut every stored row of a matrix into blocks of 32
+// consecutive values, each with its own scale d. A row of wte (and lm_head)
+// is one token's embedding; a layer matrix W [in, out] is stored transposed,
+// [out, in], so a row is one output's weights over the inputs and the
+// kernel's dot products run along whole blocks (engine/cpu/matmul_blocks.h):
 //   q8 (BlockQ8, 34 bytes): d = max|x| / 127; q = round-to-nearest(x / d),
 //      stored as int8 in -127..127; a value reads back as d * q.
 //   q4 (BlockQ4, 18 bytes): d = max|x| / 7; q = round-to-nearest(x / d) in
@@ -25,7 +28,8 @@
 // product d * q is exact in fp32 (11 + 8 significant bits), so "the
 // dequantised weight" is one well-defined fp32 value.
 // A row whose length is not a multiple of 32 is refused at load, in one line
-// naming the tensor (every GPT-2 and Llama matrix has such rows).
+// naming the tensor (every GPT-2 matrix has whole blocks; a Llama whose
+// MLP width is not a multiple of 32 has not).
 #include <cstddef>
 #include <cstdint>
 #include <string>

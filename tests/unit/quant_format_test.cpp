@@ -1,6 +1,6 @@
 // Weights in the block formats q8 and q4 (--weights, weight_format.h): the
-// quantiser's per-block bound, the conversion at load, the CPU kernels that
-// read the blocks directly (AVX2 and scalar) against a double-precision
+// quantiser's per-block bound, the conversion at load, the CPU's integer
+// block kernel (AVX2 and scalar) against its definition and the fp32
 // product on the dequantised weights, and the bundled model under each
 // format against fp32.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_blocks.h"
 #include "exported_model_checks.h"
 #include "model/half_float.h"
 #include "model/model_loader.h"
@@ -143,7 +144,10 @@ struct Shape {
 
 // Puts the kernels back on their vector paths when a test ends, however it ends.
 struct VectorPathsAfter {
-  ~VectorPathsAfter() { cpu::force_scalar_half(false); }
+  ~VectorPathsAfter() {
+    cpu::force_scalar_half(false);
+    cpu::allow_avxvnni(true);
+  }
 };
 
 std::vector<float> gaussian(size_t n, float sd, std::mt19937& rng) {
@@ -153,99 +157,175 @@ std::vector<float> gaussian(size_t n, float sd, std::mt19937& rng) {
   return v;
 }
 
-// Y = X W + b, W [k, n] in blocks along its rows (n a multiple of 32). The
-// shapes reach the one-row decode kernel, the 2-8 row groups, the packed
-// prefill path (m > 8, k over one 512-row panel), k cut in halves (>= 256),
-// and k (W's row count) not a multiple of 8. Each value is d * q exactly, so
-// the AVX2 and scalar paths equal the fp32 kernel on the dequantised W bit
-// for bit; the scalar path is checked against a double-precision product on
-// the dequantised W: an fp32 sum of k + 1 terms (plus the halves' one
-// addition) is within (k + 2) u sum |x w| (+ |b|) of it.
-TEST(BlockKernels, MatmulEqualsTheFp32KernelOnDequantisedWeightsAndADoubleProduct) {
+// The integer block kernel (engine/cpu/matmul_blocks.h), recomputed here
+// from its definition: each row of x quantised to q8 blocks with an fp32
+// scale, exact int32 lane sums of four products, one fp32 FMA per block and
+// lane, the lanes summed in the stated order, then the bias.
+struct Definition {
+  std::vector<float> dx;          // [m, k / 32]
+  std::vector<int> qx;            // [m, k]
+  std::vector<float> y;           // [m, n]
+  std::vector<double> exact;      // the same sums in exact arithmetic (double)
+  std::vector<double> magnitude;  // sum |dx dw p| + |bias|, for the fp32 bound
+};
+
+Definition definition(const std::vector<float>& x, int m, int k, const std::vector<float>& wdeq,
+                      const std::vector<unsigned char>& q, WeightFormat f, int n,
+                      const float* bias) {
+  const int nb = k / kQuantBlock;
+  Definition d;
+  d.dx.resize(size_t(m) * nb);
+  d.qx.resize(size_t(m) * k);
+  for (int r = 0; r < m; ++r)
+    for (int b = 0; b < nb; ++b) {
+      const float* v = x.data() + size_t(r) * k + b * kQuantBlock;
+      float amax = 0;
+      for (int i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(v[i]));
+      const float dx = amax / 127.0f;
+      d.dx[size_t(r) * nb + b] = dx;
+      for (int i = 0; i < kQuantBlock; ++i)
+        d.qx[size_t(r) * k + b * kQuantBlock + i] = dx == 0 ? 0 : int(std::nearbyint(v[i] / dx));
+    }
+  d.y.resize(size_t(m) * n);
+  d.exact.resize(d.y.size());
+  d.magnitude.resize(d.y.size());
+  for (int r = 0; r < m; ++r)
+    for (int j = 0; j < n; ++j) {
+      float acc[8] = {};
+      double exact = 0, mag = 0;
+      for (int b = 0; b < nb; ++b) {
+        const float dw = stored_scale(q, f, size_t(j) * nb + b);
+        const float dd = d.dx[size_t(r) * nb + b] * dw;
+        for (int l = 0; l < 8; ++l) {
+          int p = 0;
+          for (int t = 0; t < 4; ++t) {
+            const size_t i = size_t(b) * kQuantBlock + 4 * l + t;
+            const float w = wdeq[size_t(j) * k + i];
+            p += d.qx[size_t(r) * k + i] * (dw == 0 ? 0 : int(std::lround(w / dw)));
+          }
+          acc[l] = std::fma(dd, float(p), acc[l]);
+          exact += double(d.dx[size_t(r) * nb + b]) * dw * p;
+          mag += std::fabs(double(d.dx[size_t(r) * nb + b]) * dw * p);
+        }
+      }
+      const float t0 = acc[0] + acc[4], t1 = acc[1] + acc[5], t2 = acc[2] + acc[6],
+                  t3 = acc[3] + acc[7];
+      float y = (t0 + t1) + (t2 + t3);
+      if (bias) {
+        y += bias[j];
+        exact += bias[j];
+        mag += std::fabs(bias[j]);
+      }
+      d.y[size_t(r) * n + j] = y;
+      d.exact[size_t(r) * n + j] = exact;
+      d.magnitude[size_t(r) * n + j] = mag;
+    }
+  return d;
+}
+
+// Y = X B^T (+ bias), B [n, k] in blocks along its rows: matmul_transposed,
+// and matmul with B as a layer matrix's transposed storage. The shapes reach
+// the four-row and one-row AVX2 steps, a prefill's many rows, and a block
+// of zeros and an outlier in x. Three bounds, each derived:
+//  * the AVX2, AVX-VNNI (where the CPU has it) and scalar paths equal the
+//    definition above bit for bit;
+//  * against the definition's sums in exact arithmetic, fp32 rounds each
+//    scale product once and each lane's chain of nb FMAs once per step, then
+//    4 additions (lanes, bias): within (nb + 6) u sum |terms|;
+//  * against the plain product x . w on the dequantised weights (no
+//    activation rounding), each x differs from dx qx by at most dx / 2
+//    (plus the division's rounding, < 1e-4 dx): within
+//    sum_b dx_b (0.5 + 1e-4) sum_i |w_i| plus the fp32 bound.
+TEST(BlockKernels, MatmulsComputeTheIntegerDefinitionWithinDerivedBoundsOfTheFp32Product) {
   const VectorPathsAfter restore;
   std::mt19937 rng(23);
   ThreadPool pool(2);
   for (WeightFormat f : kBlockFormats)
-    for (const Shape& s : {Shape{1, 37, 32}, Shape{1, 300, 96}, Shape{3, 64, 160}, Shape{7, 41, 64},
-                           Shape{13, 520, 96}, Shape{1, 768, 2304}}) {
+    for (const Shape& s : {Shape{1, 32, 37}, Shape{1, 768, 301}, Shape{3, 96, 45}, Shape{6, 64, 13},
+                           Shape{13, 256, 96}}) {
       SCOPED_TRACE(std::string(weight_format_name(f)) + " " + std::to_string(s.m) + "x" +
                    std::to_string(s.k) + "x" + std::to_string(s.n));
-      const std::vector<float> x = gaussian(size_t(s.m) * s.k, 1.0f, rng);
-      const std::vector<float> w = gaussian(size_t(s.k) * s.n, 0.1f, rng);
+      std::vector<float> x = gaussian(size_t(s.m) * s.k, 1.0f, rng);
+      std::fill(x.begin(), x.begin() + kQuantBlock, 0.0f);  // a block of zeros
+      x.back() = 40.0f;                                     // an outlier
+      const std::vector<float> w = gaussian(size_t(s.n) * s.k, 0.1f, rng);
       const std::vector<float> bias = gaussian(size_t(s.n), 0.1f, rng);
       const std::vector<unsigned char> q = quantise(w, f);
       const std::vector<float> deq = dequantise(q, f, w.size());
+      const Definition want = definition(x, s.m, s.k, deq, q, f, s.n, bias.data());
       const size_t out = size_t(s.m) * s.n;
-      std::vector<float> avx2(out), scalar(out), fp32(out);
+      std::vector<float> avx2(out), vnni(out), scalar(out), no_bias(out);
       cpu::force_scalar_half(false);
+      cpu::allow_avxvnni(false);
       cpu::matmul(x.data(), s.m, s.k, MatrixView{q.data(), f}, s.n, bias.data(), avx2.data(), pool);
+      cpu::matmul_transposed(x.data(), s.m, s.k, MatrixView{q.data(), f}, s.n, no_bias.data(),
+                             pool);
+      if (cpu::avxvnni_available()) {
+        cpu::allow_avxvnni(true);
+        ASSERT_STREQ(cpu::block_kernel(true), "avxvnni");
+        cpu::matmul(x.data(), s.m, s.k, MatrixView{q.data(), f}, s.n, bias.data(), vnni.data(),
+                    pool);
+        EXPECT_EQ(vnni, want.y);
+      }
       cpu::force_scalar_half(true);
       ASSERT_STREQ(cpu::half_kernel(), "scalar");
       cpu::matmul(x.data(), s.m, s.k, MatrixView{q.data(), f}, s.n, bias.data(), scalar.data(),
                   pool);
-      cpu::matmul(x.data(), s.m, s.k, deq.data(), s.n, bias.data(), fp32.data(), pool);
-      EXPECT_EQ(avx2, scalar);
-      EXPECT_EQ(fp32, scalar);
-      for (int r = 0; r < s.m; ++r)
-        for (int c = 0; c < s.n; ++c) {
-          double exact = bias[c], mag = std::fabs(bias[c]);
-          for (int kk = 0; kk < s.k; ++kk) {
-            const double p = double(x[size_t(r) * s.k + kk]) * deq[size_t(kk) * s.n + c];
-            exact += p;
-            mag += std::fabs(p);
-          }
-          EXPECT_LE(std::fabs(scalar[size_t(r) * s.n + c] - exact), (s.k + 2) * kU * mag)
-              << r << "," << c;
-        }
-    }
-  // Rows of W not a whole number of blocks are refused, not misread.
-  std::vector<float> y(40);
-  const std::vector<unsigned char> q = quantise(std::vector<float>(64, 1.0f), WeightFormat::kQ8);
-  EXPECT_THROW(cpu::matmul(y.data(), 1, 1, MatrixView{q.data(), WeightFormat::kQ8}, 40, nullptr,
-                           y.data(), pool),
-               Error);
-}
-
-// Y = X B^T, B [n, k] in blocks along its rows (k a multiple of 32; n odd,
-// so rows are left to the scalar tail). The AVX2 path sums each dot product
-// in 8 lanes and then across them, the scalar loop in k order: each within
-// k u sum |x b| of the double-precision sum on the dequantised B.
-TEST(BlockKernels, TransposedMatmulIsWithinTheDerivedBoundOfADoubleProduct) {
-  const VectorPathsAfter restore;
-  std::mt19937 rng(29);
-  ThreadPool pool(2);
-  for (WeightFormat f : kBlockFormats)
-    for (const Shape& s :
-         {Shape{1, 32, 37}, Shape{1, 256, 301}, Shape{3, 96, 45}, Shape{6, 64, 13}}) {
-      SCOPED_TRACE(std::string(weight_format_name(f)) + " " + std::to_string(s.m) + "x" +
-                   std::to_string(s.k) + "x" + std::to_string(s.n));
-      const std::vector<float> x = gaussian(size_t(s.m) * s.k, 1.0f, rng);
-      const std::vector<float> b = gaussian(size_t(s.n) * s.k, 0.1f, rng);
-      const std::vector<unsigned char> q = quantise(b, f);
-      const std::vector<float> deq = dequantise(q, f, b.size());
-      const size_t out = size_t(s.m) * s.n;
-      std::vector<float> avx2(out), scalar(out);
-      cpu::force_scalar_half(false);
-      cpu::matmul_transposed(x.data(), s.m, s.k, MatrixView{q.data(), f}, s.n, avx2.data(), pool);
-      cpu::force_scalar_half(true);
-      cpu::matmul_transposed(x.data(), s.m, s.k, MatrixView{q.data(), f}, s.n, scalar.data(), pool);
+      EXPECT_EQ(avx2, want.y);
+      EXPECT_EQ(scalar, want.y);
+      const int nb = s.k / kQuantBlock;
       for (int r = 0; r < s.m; ++r)
         for (int j = 0; j < s.n; ++j) {
-          double exact = 0, mag = 0;
-          for (int kk = 0; kk < s.k; ++kk) {
-            const double p = double(x[size_t(r) * s.k + kk]) * deq[size_t(j) * s.k + kk];
-            exact += p;
-            mag += std::fabs(p);
-          }
           const size_t i = size_t(r) * s.n + j;
-          EXPECT_LE(std::fabs(scalar[i] - exact), s.k * kU * mag) << r << "," << j;
-          EXPECT_LE(std::fabs(avx2[i] - exact), s.k * kU * mag) << r << "," << j;
+          EXPECT_EQ(no_bias[i] + bias[j], avx2[i]) << r << "," << j;
+          const double fp32_bound = (nb + 6) * kU * want.magnitude[i];
+          EXPECT_LE(std::fabs(avx2[i] - want.exact[i]), fp32_bound) << r << "," << j;
+          double plain = bias[j], rounding = 0;
+          for (int b = 0; b < nb; ++b) {
+            double wabs = 0;
+            for (int t = 0; t < kQuantBlock; ++t) {
+              const size_t kk = size_t(b) * kQuantBlock + t;
+              plain += double(x[size_t(r) * s.k + kk]) * deq[size_t(j) * s.k + kk];
+              wabs += std::fabs(deq[size_t(j) * s.k + kk]);
+            }
+            rounding += want.dx[size_t(r) * nb + b] * (0.5 + 1e-4) * wabs;
+          }
+          EXPECT_LE(std::fabs(avx2[i] - plain), rounding + fp32_bound) << r << "," << j;
         }
     }
-  std::vector<float> x(40), y(2);
-  const std::vector<unsigned char> q = quantise(std::vector<float>(64, 1.0f), WeightFormat::kQ4);
-  EXPECT_THROW(cpu::matmul_transposed(x.data(), 1, 40, MatrixView{q.data(), WeightFormat::kQ4}, 1,
-                                      y.data(), pool),
+}
+
+// Every row is the same sum whichever call computes it: a decode step's one
+// row equals the same row of a prefill, on one thread or two; NaN in x
+// reaches its outputs and only those.
+TEST(BlockKernels, ARowsOutputsDoNotDependOnTheOtherRowsOrTheThreads) {
+  std::mt19937 rng(31);
+  ThreadPool one(1), two(2);
+  const int m = 9, k = 128, n = 70;
+  for (WeightFormat f : kBlockFormats) {
+    SCOPED_TRACE(weight_format_name(f));
+    std::vector<float> x = gaussian(size_t(m) * k, 1.0f, rng);
+    x[5 * k + 3] = std::nanf("");
+    const std::vector<unsigned char> q = quantise(gaussian(size_t(n) * k, 0.1f, rng), f);
+    std::vector<float> all(size_t(m) * n), all_one(all.size()), row(n);
+    cpu::matmul(x.data(), m, k, MatrixView{q.data(), f}, n, nullptr, all.data(), two);
+    cpu::matmul(x.data(), m, k, MatrixView{q.data(), f}, n, nullptr, all_one.data(), one);
+    EXPECT_EQ(0, std::memcmp(all.data(), all_one.data(), all.size() * sizeof(float)));
+    for (int r = 0; r < m; ++r) {
+      cpu::matmul(x.data() + size_t(r) * k, 1, k, MatrixView{q.data(), f}, n, nullptr, row.data(),
+                  two);
+      EXPECT_EQ(0, std::memcmp(row.data(), all.data() + size_t(r) * n, n * sizeof(float))) << r;
+      for (int j = 0; j < n; ++j) EXPECT_EQ(std::isnan(row[j]), r == 5) << r << "," << j;
+    }
+  }
+  // Rows of B not a whole number of blocks are refused, not misread.
+  std::vector<float> y(40);
+  const std::vector<unsigned char> q = quantise(std::vector<float>(64, 1.0f), WeightFormat::kQ8);
+  EXPECT_THROW(cpu::matmul(y.data(), 1, 40, MatrixView{q.data(), WeightFormat::kQ8}, 1, nullptr,
+                           y.data(), two),
+               Error);
+  EXPECT_THROW(cpu::matmul_transposed(y.data(), 1, 40, MatrixView{q.data(), WeightFormat::kQ4}, 1,
+                                      y.data(), two),
                Error);
 }
 
@@ -262,24 +342,54 @@ TEST(QuantConversion, QuantisesTheMatricesAndCopiesTheRest) {
     const ModelWeights w = convert_weights(test::as_model_weights(model), f);
     ASSERT_EQ(w.format, f);
     ASSERT_EQ(w.wte, nullptr);
-    const auto check = [&](const void* packed, const std::string& name) {
+    // wte as it is ([vocab, C]); a layer matrix [in, out] transposed.
+    const auto check = [&](const void* packed, const std::string& name, size_t out = 0) {
       ASSERT_NE(packed, nullptr) << name;
-      const std::vector<float>& src = model.tensors.at(name);
+      std::vector<float> src = model.tensors.at(name);
+      if (out) {
+        const size_t in = src.size() / out;
+        std::vector<float> t(src.size());
+        for (size_t i = 0; i < in; ++i)
+          for (size_t j = 0; j < out; ++j) t[j * in + i] = src[i * out + j];
+        src = t;
+      }
       const std::vector<unsigned char> want = quantise(src, f);
       EXPECT_EQ(0, std::memcmp(packed, want.data(), want.size())) << name;
     };
     check(w.wte_packed, "wte.weight");
     for (size_t l = 0; l < w.layers.size(); ++l) {
       const std::string h = "h." + std::to_string(l) + ".";
-      check(w.layers[l].attn_qkv_packed, h + "attn.c_attn.weight");
-      check(w.layers[l].attn_proj_packed, h + "attn.c_proj.weight");
-      check(w.layers[l].mlp_fc_packed, h + "mlp.c_fc.weight");
-      check(w.layers[l].mlp_proj_packed, h + "mlp.c_proj.weight");
+      const size_t C = size_t(c.n_embd);
+      check(w.layers[l].attn_qkv_packed, h + "attn.c_attn.weight", 3 * C);
+      check(w.layers[l].attn_proj_packed, h + "attn.c_proj.weight", C);
+      check(w.layers[l].mlp_fc_packed, h + "mlp.c_fc.weight", 4 * C);
+      check(w.layers[l].mlp_proj_packed, h + "mlp.c_proj.weight", C);
       const std::vector<float>& bias = model.tensors.at(h + "attn.c_attn.bias");
       EXPECT_EQ(0, std::memcmp(w.layers[l].attn_qkv_bias, bias.data(), bias.size() * 4));
     }
     const std::vector<float>& wpe = model.tensors.at("wpe.weight");
     EXPECT_EQ(0, std::memcmp(w.wpe, wpe.data(), wpe.size() * 4));
+  }
+}
+
+// A layer matrix is quantised transposed ([out, in]): a block too large for
+// an f16 scale is named by the file's own index of its first value (input
+// 0 of that output), not by its place in the transposed copy.
+TEST(QuantConversion, AnOverflowingBlockOfATransposedMatrixIsNamedAsTheFileHasIt) {
+  ModelConfig c = test::tiny_config();
+  c.n_embd = 32;
+  test::RandomGpt2 model = test::make_random_gpt2(c, 5);
+  std::vector<float>& fc = model.tensors.at("h.1.mlp.c_fc.weight");  // [32, 128]
+  fc[size_t(5) * 128 + 7] = 1e7f;  // input 5 of output 7: block 0 of stored row 7
+  ModelWeights w = test::as_model_weights(model);
+  w.source = "model-dir";
+  try {
+    convert_weights(w, WeightFormat::kQ8);
+    FAIL() << "a scale beyond f16 was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "model-dir: the block of 32 values from tensor h.1.mlp.c_fc.weight at index 7 "
+                 "has a q8 scale that f16 cannot hold; load it with --weights bf16 or f32");
   }
 }
 
@@ -391,10 +501,11 @@ TEST(QuantModel, LogitsStayNearFp32AndGreedyTokensMostlyAgree) {
     double max_abs, mean_kl, min_top1;
     int min_greedy;  // of 48 steps, before each prompt's first differing token
   };
-  // Measured (AVX2, 2 threads, 256 positions): q8 max |diff| 0.157, mean KL
-  // 9.2e-5, top-1 99.2%, greedy 48 of 48; q4 3.12, 0.032, 82.0%, 18 of 48.
-  // Asserted at about 2x (top-1 and greedy well below the measured).
-  for (const Bound& b : {Bound{WeightFormat::kQ8, 0.35, 2e-4, 0.96, 36},
+  // Measured (AVX2, 2 threads, 256 positions; weights and activations
+  // rounded, matmul_blocks.h): q8 max |diff| 0.249, mean KL 2.7e-4, top-1
+  // 97.7%, greedy 48 of 48; q4 2.79, 0.031, 82.4%, 17 of 48. Asserted at
+  // about 2x (top-1 and greedy well below the measured).
+  for (const Bound& b : {Bound{WeightFormat::kQ8, 0.5, 5.5e-4, 0.95, 36},
                          Bound{WeightFormat::kQ4, 6.5, 0.065, 0.70, 8}}) {
     const char* name = weight_format_name(b.format);
     const LoadedModel m = test::load_bundled(b.format);
@@ -416,11 +527,10 @@ TEST(QuantModel, LogitsStayNearFp32AndGreedyTokensMostlyAgree) {
 
 // Mean next-token loss over the first 2,048 tokens of the validation text
 // (8 windows of 256), as WeightFormatModel's test does for bf16 / f16, with
-// each format's own tolerance. Measured here: q8 -3.1e-6 nats (+3.6e-4 over
-// the first 4,096 tokens), q4 +3.5e-3 (+1.2e-2 over 4,096); the whole file's
-// figures are in docs/usage.md. Asserted: q8 within 1e-3 nats, q4 within
-// 1e-2 (about 3x what it measured here), and q4's 3-bit steps cost more than
-// q8's 7-bit ones.
+// each format's own tolerance. Measured here: q8 +4.1e-4 nats, q4 +1.32e-2;
+// the whole file's figures are in docs/usage.md. Asserted: q8 within 1e-3
+// nats, q4 within 3e-2 (about 2.3x what each measured here), and q4's 3-bit
+// steps cost more than q8's 7-bit ones.
 TEST(QuantModel, ValidationLossRisesByNoMoreThanEachFormatsMeasuredCost) {
   const LoadedModel ref = test::load_bundled(WeightFormat::kF32);
   const std::string text = test::read_text_file(test::fixture_dir() / "bundled/val.txt");
@@ -431,7 +541,7 @@ TEST(QuantModel, ValidationLossRisesByNoMoreThanEachFormatsMeasuredCost) {
   double rise[2] = {0, 0};
   int i = 0;
   for (const auto& [f, tolerance] :
-       {std::pair{WeightFormat::kQ8, 1e-3}, std::pair{WeightFormat::kQ4, 1e-2}}) {
+       {std::pair{WeightFormat::kQ8, 1e-3}, std::pair{WeightFormat::kQ4, 3e-2}}) {
     const double got = evaluate_loss(*test::load_bundled(f).engine, tokens, 256).mean_nats;
     std::printf("validation loss, 2048 tokens: f32 %.6f, %s %.6f (%+.2e nats)\n", want,
                 weight_format_name(f), got, got - want);

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/cpu/matmul_blocks.h"
 #include "engine/cpu/matmul_kernels.h"
 #include "model/half_float.h"
 #include "util/error.h"
@@ -18,7 +19,6 @@ namespace {
 
 using detail::F32Reader;
 using detail::Half;
-using detail::Quant;
 
 // Whether the AVX-512 twins run: avx512_available() until allow_avx512() says otherwise.
 std::atomic<bool> g_avx512{avx512_available()};
@@ -181,9 +181,6 @@ void skinny_block(const float* x, int m, int k, typename R::Ptr w, int n, const 
 #endif
       __m256 a[kG];
       for (int g = 0; g < kG; ++g) a[g] = _mm256_broadcast_ss(x + kk + g);
-      // Block-format W: whole blocks from a block boundary on.
-      if constexpr (requires { R::one_row_blocks(a, wk, size_t(n), y, j, n1); })
-        if (j % kQuantBlock == 0) j = R::one_row_blocks(a, wk, static_cast<size_t>(n), y, j, n1);
       for (; j + 8 <= n1; j += 8) {
         __m256 acc = _mm256_loadu_ps(y + j);
         for (int g = 0; g < kG; ++g)
@@ -452,18 +449,6 @@ void matmul_half(const float* x, int m, int k, const uint16_t* w, int n, const f
                          !g_scalar_half.load(std::memory_order_relaxed));
 }
 
-template <WeightFormat F>
-void matmul_blocks(const float* x, int m, int k, const void* w, int n, const float* bias, float* y,
-                   ThreadPool& pool) {
-  if (n % kQuantBlock != 0)
-    throw Error(std::string("matmul: ") + weight_format_name(F) + " weights need rows of a " +
-                "multiple of 32 values, got " + std::to_string(n));
-  using Q = Quant<F>;
-  const typename Q::Ptr p{static_cast<const typename Q::Block*>(w), 0};
-  matmul_driver<Q>(x, m, k, p, n, bias, y, pool, false,
-                   !g_scalar_half.load(std::memory_order_relaxed));
-}
-
 }  // namespace
 
 bool avx512_available() {
@@ -487,9 +472,10 @@ void matmul(const float* x, int m, int k, MatrixView w, int n, const float* bias
     case WeightFormat::kF16:
       return matmul_half<WeightFormat::kF16>(x, m, k, half, n, bias, y, pool);
     case WeightFormat::kQ8:
-      return matmul_blocks<WeightFormat::kQ8>(x, m, k, w.data, n, bias, y, pool);
     case WeightFormat::kQ4:
-      return matmul_blocks<WeightFormat::kQ4>(x, m, k, w.data, n, bias, y, pool);
+      // Stored transposed ([out, in], blocks along in): matmul_blocks.h.
+      return block_matmul(x, m, k, w.data, w.format, n, bias, y, pool,
+                          !g_scalar_half.load(std::memory_order_relaxed));
     case WeightFormat::kF32:
       break;
   }

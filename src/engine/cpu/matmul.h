@@ -28,14 +28,15 @@ void matmul_transposed(const float* x, int m, int k, const float* b, int n, floa
 // prefill; a prefill widens each packed panel as it packs it). For bf16 and
 // f16 the AVX2 paths are used where the build has AVX2 (as the
 // fp32 kernels'), the scalar loops otherwise.
-// q8 and q4 weights (weight_format.h: blocks of 32 along each stored row, so
-// n for matmul and k for matmul_transposed must be multiples of 32, else
-// ts::Error) go through the same kernels: each value is read from its block
-// and scaled in registers (AVX2: eight int8 or nibbles widened and
-// multiplied by the block's f16 scale; scalar: one at a time), never
-// dequantised into a buffer. d * q is exact in fp32, so the results are the
-// fp32 kernels' on the dequantised weights, bit for bit, as for 16-bit. No
-// AVX-512 path: the 16-bit and block kernels are AVX2 (or scalar) only.
+// q8 and q4 weights go to the integer block kernel (matmul_blocks.h): each
+// row of X is quantised to q8 blocks of 32 along k and each block's dot
+// product is summed in int32 and scaled once, so a decode step reads a
+// quarter (q8) or an eighth (q4) of the bytes with less arithmetic per
+// weight than fp32. Its results are that kernel's definition, bit for bit on
+// every path, row count and thread split; they differ from the fp32 product
+// on the dequantised weights by the activations' rounding (bounded there).
+// For it matmul's W is stored transposed, [n, k] in blocks along k
+// (convert_weights), and k must be a multiple of 32 (else ts::Error).
 void matmul(const float* x, int m, int k, MatrixView w, int n, const float* bias, float* y,
             ThreadPool& pool);
 void matmul_transposed(const float* x, int m, int k, MatrixView b, int n, float* y,

@@ -5,12 +5,13 @@
 #include <vector>
 
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_blocks.h"
 #include "engine/cpu/matmul_kernels.h"
 #include "util/error.h"
 
 // Y = X B^T: each output is the dot product of a row of X and a row of B (the
 // logits against the tied unembedding). The kernels read B as stored (fp32,
-// bf16, f16, or q8 / q4 blocks along each row of B) and sum each dot product
+// bf16 or f16; q8 / q4 B goes to matmul_blocks.h) and sum each dot product
 // in a fixed order, so every row of B
 // gets the same bits whichever pass or thread computes it.
 
@@ -19,7 +20,6 @@ namespace {
 
 using detail::F32Reader;
 using detail::Half;
-using detail::Quant;
 #ifdef TS_HAVE_AVX2
 using detail::horizontal_sum;
 #endif
@@ -27,7 +27,7 @@ using detail::horizontal_sum;
 #ifdef TS_HAVE_AVX2
 // y[j..j+T] = dot(x, b[j..j+T]) for one row x: T rows of b side by side,
 // each an 8-lane sum in k order, then summed across lanes. load(p) reads 8
-// values of b as fp32 (fp32, bf16, f16 or q8 / q4 b; BPtr addresses them).
+// values of b as fp32 (fp32, bf16 or f16 b; BPtr addresses them).
 template <int T, class BPtr, class Load>
 [[gnu::always_inline]] inline void transposed_one_row(const float* x, int k, BPtr b, float* y,
                                                       int j, const Load& load) {
@@ -156,7 +156,7 @@ void transposed_block(const float* x, int m, int k, const float* b, int n, float
   }
 }
 
-// transposed_block for 16-bit or q8 / q4 b (R reads it): the AVX2 path's
+// transposed_block for 16-bit b (R reads it): the AVX2 path's
 // sums as above (8 lanes, then across them); the scalar loop sums each dot
 // product in k order.
 template <class R>
@@ -199,16 +199,6 @@ void matmul_transposed_packed(const float* x, int m, int k, typename R::Ptr b, i
   });
 }
 
-template <WeightFormat F>
-void matmul_transposed_blocks(const float* x, int m, int k, const void* b, int n, float* y,
-                              ThreadPool& pool) {
-  if (k % kQuantBlock != 0)
-    throw Error(std::string("matmul_transposed: ") + weight_format_name(F) +
-                " weights need rows of a multiple of 32 values, got " + std::to_string(k));
-  using Q = Quant<F>;
-  matmul_transposed_packed<Q>(x, m, k, {static_cast<const typename Q::Block*>(b), 0}, n, y, pool);
-}
-
 void matmul_transposed_fp32(const float* x, int m, int k, const float* b, int n, float* y,
                             ThreadPool& pool) {
   if (m <= 0 || n <= 0) return;
@@ -242,9 +232,9 @@ void matmul_transposed(const float* x, int m, int k, MatrixView b, int n, float*
     case WeightFormat::kF16:
       return matmul_transposed_packed<Half<WeightFormat::kF16>>(x, m, k, half, n, y, pool);
     case WeightFormat::kQ8:
-      return matmul_transposed_blocks<WeightFormat::kQ8>(x, m, k, b.data, n, y, pool);
     case WeightFormat::kQ4:
-      return matmul_transposed_blocks<WeightFormat::kQ4>(x, m, k, b.data, n, y, pool);
+      return block_matmul(x, m, k, b.data, b.format, n, nullptr, y, pool,
+                          !detail::scalar_half_forced());
     case WeightFormat::kF32:
       break;
   }
