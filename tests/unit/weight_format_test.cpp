@@ -124,14 +124,18 @@ const Shape kShapes[] = {{1, 37, 29},  {1, 264, 75}, {2, 64, 41},  {3, 300, 33},
 
 class HalfKernels : public ::testing::TestWithParam<WeightFormat> {
  protected:
-  void TearDown() override { cpu::force_scalar_half(false); }
+  void TearDown() override {
+    cpu::force_scalar_half(false);
+    cpu::allow_avx512(true);
+  }
 };
 INSTANTIATE_TEST_SUITE_P(Formats, HalfKernels, ::testing::ValuesIn(kHalfFormats),
                          [](const ::testing::TestParamInfo<WeightFormat>& p) {
                            return std::string(weight_format_name(p.param));
                          });
 
-// Y = X W + b with W stored 16-bit. The vector path and the scalar one do the
+// Y = X W + b with W stored 16-bit. The vector paths (AVX-512 for one row
+// where the CPU has it, AVX2) and the scalar one do the
 // same FMAs in the same order on exactly widened values, so they agree bit
 // for bit, and both equal the fp32 kernel on W rounded to the format. The
 // scalar path against a double-precision product on the rounded W (the
@@ -152,10 +156,15 @@ TEST_P(HalfKernels, MatmulEqualsItsScalarLoopAndTheFp32KernelOnRoundedWeights) {
       const HalfMatrix h = to_half(w, f);
       const MatrixView view{h.bits.data(), f};
       const size_t out = size_t(s.m) * s.n;
-      std::vector<float> simd(out), scalar(out), fp32(out);
+      std::vector<float> simd(out), avx2(out), scalar(out), fp32(out);
       std::vector<double> exact(out), bound(out);
       cpu::force_scalar_half(false);
       cpu::matmul(x.data(), s.m, s.k, view, s.n, b.data(), simd.data(), pool);
+      // AVX2 alone, where simd took the AVX-512 one-row loop.
+      cpu::allow_avx512(false);
+      cpu::matmul(x.data(), s.m, s.k, view, s.n, b.data(), avx2.data(), pool);
+      cpu::allow_avx512(true);
+      EXPECT_EQ(0, std::memcmp(simd.data(), avx2.data(), out * sizeof(float)));
       cpu::force_scalar_half(true);
       ASSERT_STREQ(cpu::half_kernel(), "scalar");
       cpu::matmul(x.data(), s.m, s.k, view, s.n, b.data(), scalar.data(), pool);

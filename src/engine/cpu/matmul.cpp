@@ -53,6 +53,53 @@ constexpr int kNc = 64;   // columns per task (four 16-column panels)
 #endif
 
 #ifdef TS_HAVE_AVX512_TWIN
+// one_row_avx512 for 16-bit W: sixteen values widened to fp32 in a register
+// (bf16 shifted into the high half, f16 by vcvtph2ps), the same FMAs per
+// column in row order, so the AVX2 loop's bits. Each 64-byte line of the
+// eight rows eight rows further on is prefetched as the loop reaches it:
+// without it the 16-bit step read its bytes at about two thirds of the fp32
+// step's speed (docs/performance.md).
+template <WeightFormat F>
+[[gnu::target("avx512f")]] inline __m512 widen16(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  // The all-ones masked forms: GCC 12's plain ones start from an
+  // "undefined" vector and warn (-Wmaybe-uninitialized).
+  constexpr __mmask16 kAll = 0xFFFF;
+  if constexpr (F == WeightFormat::kBF16)
+    return _mm512_castsi512_ps(
+        _mm512_maskz_slli_epi32(kAll, _mm512_maskz_cvtepu16_epi32(kAll, h), 16));
+  else
+    return _mm512_maskz_cvtph_ps(kAll, h);
+}
+
+template <WeightFormat F>
+[[gnu::target("avx512f")]] int one_row_avx512_half(const float* x, const uint16_t* wk, size_t n,
+                                                   float* y, int j, int n1) {
+  __m512 a[8];
+  for (int g = 0; g < 8; ++g) a[g] = _mm512_set1_ps(x[g]);
+  // 32 columns (a 64-byte line of each row) at a time, then 16.
+  for (; j + 32 <= n1; j += 32) {
+    for (int g = 0; g < 8; ++g)
+      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(wk + (g + 8) * n + j)),
+                   _MM_HINT_T0);
+    __m512 acc0 = _mm512_loadu_ps(y + j), acc1 = _mm512_loadu_ps(y + j + 16);
+    for (int g = 0; g < 8; ++g) {
+      acc0 = _mm512_fmadd_ps(a[g], widen16<F>(wk + g * n + j), acc0);
+      acc1 = _mm512_fmadd_ps(a[g], widen16<F>(wk + g * n + j + 16), acc1);
+    }
+    _mm512_storeu_ps(y + j, acc0);
+    _mm512_storeu_ps(y + j + 16, acc1);
+  }
+  for (; j + 16 <= n1; j += 16) {
+    __m512 acc = _mm512_loadu_ps(y + j);
+    for (int g = 0; g < 8; ++g) acc = _mm512_fmadd_ps(a[g], widen16<F>(wk + g * n + j), acc);
+    _mm512_storeu_ps(y + j, acc);
+  }
+  return j;
+}
+#endif
+
+#ifdef TS_HAVE_AVX512_TWIN
 // 2-8 rows of x (lanes, beams, a speculative verify pass) in 16-column
 // vectors, two ways. Up to three rows: their 8 x R values of x stay in
 // registers and each row reads the W vectors straight into its FMAs (from
@@ -176,8 +223,13 @@ void skinny_block(const float* x, int m, int k, typename R::Ptr w, int n, const 
       // One row (a decode step): x's eight values stay in registers and W is
       // read straight into the FMAs.
 #ifdef TS_HAVE_AVX512_TWIN
-      if constexpr (std::is_same_v<T, float>)
+      if constexpr (std::is_same_v<T, float>) {
         if (wide) j = one_row_avx512(x + kk, wk, static_cast<size_t>(n), y, j, n1);
+      } else if constexpr (std::is_same_v<R, Half<WeightFormat::kBF16>>) {
+        if (wide) j = one_row_avx512_half<WeightFormat::kBF16>(x + kk, wk, size_t(n), y, j, n1);
+      } else if constexpr (std::is_same_v<R, Half<WeightFormat::kF16>>) {
+        if (wide) j = one_row_avx512_half<WeightFormat::kF16>(x + kk, wk, size_t(n), y, j, n1);
+      }
 #endif
       __m256 a[kG];
       for (int g = 0; g < kG; ++g) a[g] = _mm256_broadcast_ss(x + kk + g);
@@ -445,7 +497,7 @@ void matmul_fp32(const float* x, int m, int k, const float* w, int n, const floa
 template <WeightFormat F>
 void matmul_half(const float* x, int m, int k, const uint16_t* w, int n, const float* bias,
                  float* y, ThreadPool& pool) {
-  matmul_driver<Half<F>>(x, m, k, w, n, bias, y, pool, false,
+  matmul_driver<Half<F>>(x, m, k, w, n, bias, y, pool, g_avx512.load(std::memory_order_relaxed),
                          !g_scalar_half.load(std::memory_order_relaxed));
 }
 

@@ -27,7 +27,9 @@ void matmul_transposed(const float* x, int m, int k, const float* b, int n, floa
 // to the format, bit for bit, on every path (scalar or AVX2, decode or
 // prefill; a prefill widens each packed panel as it packs it). For bf16 and
 // f16 the AVX2 paths are used where the build has AVX2 (as the
-// fp32 kernels'), the scalar loops otherwise.
+// fp32 kernels'), the scalar loops otherwise; a decode step's one row takes
+// an AVX-512 twin where allowed (below), with the same bits. The logits
+// (matmul_transposed) stay on AVX2's 8-lane sums for 16-bit weights.
 // q8 and q4 weights go to the integer block kernel (matmul_blocks.h): each
 // row of X is quantised to q8 blocks of 32 along k and each block's dot
 // product is summed in int32 and scaled once, so a decode step reads a
@@ -49,8 +51,8 @@ const char* half_kernel();
 
 // Where the CPU has AVX-512F (checked at run time; the build targets AVX2)
 // two kernels read their weights with 512-bit vectors. The skinny matmul
-// (1-8 rows: decode steps) does the same FMAs per column in the same order,
-// so it gives the AVX2 kernel's bits. matmul_transposed (k a multiple of
+// (1-8 rows: decode steps; for bf16 / f16 weights one row) does the same
+// FMAs per column in the same order, so it gives the AVX2 kernel's bits. matmul_transposed (k a multiple of
 // 16) sums each dot product in 16 lanes instead of 8: its logits differ from
 // an AVX2 machine's in the last bits, and still agree bit for bit between a
 // decode step and a prefill. allow_avx512(false) keeps both to AVX2 (tests

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "engine/cpu/matmul.h"
@@ -34,6 +35,14 @@ template <int T, class BPtr, class Load>
   __m256 acc[T];
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (int kk = 0; kk < k; kk += 8) {
+    // 16-bit b: each 64-byte line of the next T rows, prefetched as the loop
+    // reaches its column (docs/performance.md).
+    if constexpr (std::is_same_v<BPtr, const uint16_t*>)
+      if (kk % 32 == 0)
+        for (int t = 0; t < T; ++t)
+          _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(
+                           b + static_cast<size_t>(j + T + t) * k + kk)),
+                       _MM_HINT_T0);
     const __m256 xv = _mm256_loadu_ps(x + kk);
     __m256 bv[T];
     for (int t = 0; t < T; ++t) bv[t] = load(b + static_cast<size_t>(j + t) * k + kk);
