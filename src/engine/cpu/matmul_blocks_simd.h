@@ -35,10 +35,12 @@ namespace ts::cpu::TS_BLOCK_ISA {
 // term computed once per block of x (eight_x).
 [[gnu::always_inline]] inline __m256i block_lanes(const BlockQ4& b, __m256i xq, __m256i /*ax*/,
                                                   __m256i eight_x) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q));
-  const __m128i low = _mm_set1_epi8(0x0F);
-  const __m256i n =
-      _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low), _mm_and_si128(v, low));
+  // The 16 bytes in both halves (a load, no shuffle), the upper half's
+  // 32-bit lanes shifted right by 4, then the low nibble of every byte.
+  const __m256i v =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q)));
+  const __m256i n = _mm256_and_si256(
+      _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0F));
   return _mm256_sub_epi32(lanes(n, xq), eight_x);
 }
 
@@ -56,7 +58,7 @@ template <int T, class Block>
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));
     const __m256i ax = _mm256_abs_epi8(xq);
     const __m256i eight_x = lanes(_mm256_set1_epi8(8), xq);
-    const float dx = x[b].d;
+    const __m256 dx = _mm256_set1_ps(x[b].d);
     for (int t = 0; t < T; ++t) {
       const Block& wb = w[t * stride + b];
       // As an integer: the address may lie past the matrix (a prefetch never faults).
@@ -64,7 +66,9 @@ template <int T, class Block>
                                                  8 * stride * sizeof(Block)),
                    _MM_HINT_T0);
       const __m256 p = _mm256_cvtepi32_ps(block_lanes(wb, xq, ax, eight_x));
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * scale[wb.d]), p, acc[t]);
+      // dx * dw in every lane (the scale broadcast straight from the table).
+      const __m256 d = _mm256_mul_ps(dx, _mm256_broadcast_ss(scale + wb.d));
+      acc[t] = _mm256_fmadd_ps(d, p, acc[t]);
     }
   }
   for (int t = 0; t < T; ++t) out[t] = detail::horizontal_sum(acc[t]);
