@@ -88,13 +88,6 @@ class Reader {
   std::string name_;
 };
 
-void read_byte_level(const Reader& r, const json& bl, const std::string& path, bool& use_regex) {
-  if (r.boolean(bl, "add_prefix_space", path, false)) {
-    r.unsupported(path + ".add_prefix_space", true, "only false");
-  }
-  use_regex = r.boolean(bl, "use_regex", path, true);
-}
-
 // One Isolated Split, as its regex.
 std::string read_split(const Reader& r, const json& split, const std::string& path) {
   const json* behavior = r.get(split, "behavior");
