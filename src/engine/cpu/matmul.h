@@ -52,12 +52,11 @@ const char* half_kernel();
 // Where the CPU has AVX-512F (checked at run time; the build targets AVX2)
 // two kernels read their weights with 512-bit vectors. The skinny matmul
 // (1-8 rows: decode steps; for bf16 / f16 weights one row) does the same
-// FMAs per column in the same order, so it gives the AVX2 kernel's bits. matmul_transposed (k a multiple of
-// 16) sums each dot product in 16 lanes instead of 8: its logits differ from
-// an AVX2 machine's in the last bits, and still agree bit for bit between a
-// decode step and a prefill. allow_avx512(false) keeps both to AVX2 (tests
-// run both, benchmarks time both); allow_avx512(true) uses AVX-512 again
-// where available. Process-wide.
+// FMAs per column in the same order, so it gives the AVX2 kernel's bits. matmul_transposed (k a
+// multiple of 16) sums each dot product in 16 lanes instead of 8: its logits differ from an AVX2
+// machine's in the last bits, and still agree bit for bit between a decode step and a prefill.
+// allow_avx512(false) keeps both to AVX2 (tests run both, benchmarks time both); allow_avx512(true)
+// uses AVX-512 again where available. Process-wide.
 bool avx512_available();
 bool avx512_in_use();
 void allow_avx512(bool allowed);
