@@ -1,6 +1,10 @@
 #pragma once
-// Device helpers shared by the kernels: warp and block reductions.
+// Device helpers shared by the kernels: warp and block reductions, and the
+// readers that widen a stored weight to fp32.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace ts::kernels {
 
@@ -36,6 +40,24 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   __syncthreads();
   return warp_max(lane < warps ? scratch[lane] : -INFINITY);
 }
+
+// A stored weight as fp32, exactly: Stored is what the tensor holds.
+struct ReadF32 {
+  using Stored = float;
+  __device__ __forceinline__ float operator()(float v) const { return v; }
+};
+struct ReadBf16 {
+  using Stored = uint16_t;
+  __device__ __forceinline__ float operator()(uint16_t u) const {
+    return __uint_as_float(static_cast<uint32_t>(u) << 16);
+  }
+};
+struct ReadF16 {
+  using Stored = uint16_t;
+  __device__ __forceinline__ float operator()(uint16_t u) const {
+    return __half2float(__ushort_as_half(u));
+  }
+};
 
 inline unsigned ceil_div(long long a, long long b) {
   return static_cast<unsigned>((a + b - 1) / b);

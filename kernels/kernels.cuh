@@ -1,7 +1,7 @@
 #pragma once
 // Launch functions of TokenScope's CUDA kernels. Every kernel has a CPU twin
 // (named beside each declaration) and a parity test in
-// tests/unit/cuda_backend_test.cpp. CUDA types stay inside kernels/ and
+// tests/gpu/cuda_backend_test.cpp. CUDA types stay inside kernels/ and
 // src/engine/cuda/: nothing above the engine includes this header.
 //
 // Conventions: fp32, row-major, one stream per call; a launch function checks
@@ -37,6 +37,28 @@ cudaError_t bias_gelu(float* x, const float* bias, int rows, int n, cudaStream_t
 // Twin: the bias the CPU matmul adds + cpu::kv_append.
 cudaError_t bias_kv_append(float* qkv, const float* bias, const int* slots, int rows, int q, int kv,
                            float* k_pool, float* v_pool, cudaStream_t stream);
+
+// ---- 16-bit weights (bf16 or f16), fp32 activations and sums ----
+//
+// Each weight is widened exactly to fp32 as it is read: the products are the
+// CPU's and only the order of the fp32 sums differs. A row's sums never
+// depend on how many rows the call has (a decode row equals a prefill's).
+enum class HalfFormat { kBf16, kF16 };
+
+// y[m][n] = x[m][k] . w[k][n], w row-major [in, out] in `format`.
+// Twin: cpu::matmul on a MatrixView in that format.
+cudaError_t matmul_half(const float* x, int m, int k, const void* w, HalfFormat format, int n,
+                        float* y, cudaStream_t stream);
+
+// y[m][n] = x[m][k] . b[n][k]^T (the unembedding, b = wte or lm_head).
+// Twin: cpu::matmul_transposed on a MatrixView in that format.
+cudaError_t matmul_half_transposed(const float* x, int m, int k, const void* b, HalfFormat format,
+                                   int n, float* y, cudaStream_t stream);
+
+// embed with wte in `format` (each value widened as it is read).
+// Twin: cpu::embed on a MatrixView.
+cudaError_t embed_half(const void* wte, HalfFormat format, const float* wpe, const int* tokens,
+                       const int* positions, int rows, int c, float* out, cudaStream_t stream);
 
 // ---- the Llama family ----
 

@@ -283,8 +283,8 @@ session
                          top-1 and the top-10 tokens that moved, per step, on
                          the same context) beside FMT's own free-running greedy
                          text (the first divergence); the panel's controls pick
-                         other formats; formats other than f32 run on the CPU
-                         (--device cuda refuses them; not with --weights)
+                         other formats; q8 and q4 run on the CPU (with either,
+                         both do; --device cuda refuses them; not with --weights)
   --compare-model PATH   open the Compare panel in its two-models mode and run
                          the prompt greedily under the model and the one at
                          PATH (e.g. assets/models/tokenscope-tiny-draft, or a

@@ -158,7 +158,7 @@ Precision
                           measured time. Then a summary (mean KL, top-1 agreement,
                           first divergence, MB per decode step and median step time per
                           format) and both continuations. Raw greedy: no banned words.
-                          Formats other than f32 run on the CPU only (--device auto then
+                          q8 and q4 run on the CPU only (with either, --device auto
                           runs both there; --device cuda refuses them). Takes --prompt,
                           --steps and the Model flags except --weights
   --compare-model PATH    the same comparison between two models that share a vocabulary:

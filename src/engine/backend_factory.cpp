@@ -17,9 +17,9 @@ BackendSelection make_backend(const std::string& device,
   if (device != "auto" && device != "cpu" && device != "cuda")
     throw Error("--device must be auto, cpu or cuda (got '" + device + "')");
   BackendSelection sel;
-  // The CUDA backend copies fp32 tensors and keeps an fp32 KV cache: weights
-  // or a cache in any other format (16-bit, q8, q4) run on the CPU. `flag` is
-  // e.g. "--kv q8".
+  // The CUDA backend reads f32, bf16 or f16 weights and keeps an fp32 KV
+  // cache: q8 / q4 weights, or a cache in any other format, run on the CPU.
+  // `flag` is e.g. "--kv q8".
   const auto on_cpu_only = [&](const std::string& flag, const std::string& refusal,
                                const std::string& notice, const std::string& f32_flag) {
     if (device == "cuda")
@@ -28,9 +28,10 @@ BackendSelection make_backend(const std::string& device,
     sel.backend = make_cpu_backend(std::move(weights), cpu_threads);
     return std::move(sel);
   };
-  if (weights->format != WeightFormat::kF32)
+  if (is_block_format(weights->format))
     return on_cpu_only(std::string("--weights ") + weight_format_name(weights->format),
-                       "reads f32 weights only", "reads f32 only", "--weights f32");
+                       "reads f32, bf16 or f16 weights only", "reads f32, bf16 or f16 only",
+                       "--weights bf16");
   if (kv_format != WeightFormat::kF32)
     return on_cpu_only(std::string("--kv ") + weight_format_name(kv_format),
                        "keeps its KV cache in f32 only", "keeps an f32 KV cache only", "--kv f32");

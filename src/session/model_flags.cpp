@@ -136,7 +136,7 @@ std::string model_flags_help() {
          "                          format of the matmul weights, converted at load (default\n"
          "                          f32); bf16 and f16 halve the bytes a step reads; q8 and q4\n"
          "                          hold 8- or 4-bit values with an f16 scale per 32 (34 and 18\n"
-         "                          bytes per 32 values); CPU only\n"
+         "                          bytes per 32 values) and run on the CPU only\n"
          "  --kv f32|f16|bf16|q8    format of the KV cache's keys and values (default f32); f16\n"
          "                          and bf16 halve its bytes and what attention reads; q8 holds\n"
          "                          8-bit values with an f16 scale per 32 (34 bytes per 32\n"

@@ -37,7 +37,7 @@ PrecisionPair parse_precision_pair(const std::string& flag, const std::string& t
     throw Error(flag + ": the same format twice ('" + text + "'); compare two different formats");
   if (device == "cuda")
     for (WeightFormat f : {pair.reference, pair.compared})
-      if (f != WeightFormat::kF32)
+      if (is_block_format(f))
         throw Error(flag + ": " + weight_format_name(f) +
                     " weights run on the CPU only; use --device cpu (or auto) to compare them");
   return pair;
@@ -134,8 +134,10 @@ PrecisionCompare::~PrecisionCompare() { release_sequences(); }
 std::unique_ptr<PrecisionCompare> PrecisionCompare::load(const ModelSetupOptions& setup,
                                                          PrecisionPair pair) {
   ModelSetupOptions o = setup;
-  if (o.device == "auto" &&
-      (pair.reference != WeightFormat::kF32 || pair.compared != WeightFormat::kF32))
+  // Both engines on one kind of device, so that their step times compare:
+  // the CPU when either format is a block one (the CUDA backend reads only
+  // f32, bf16 and f16).
+  if (o.device == "auto" && (is_block_format(pair.reference) || is_block_format(pair.compared)))
     o.device = "cpu";
   // KV room for the reference's sequence, the compared engine's two (the
   // teacher-forced and the free-running one), and the warm-up's scratch.

@@ -42,7 +42,7 @@ struct PrecisionPair {
 // "REF,FMT", each one of f32, bf16, f16, q8, q4, two different formats.
 // Refused in one line starting with `flag` ("--compare-precision: ..."): one
 // format, an unknown name, the same format twice, and device "cuda" with a
-// format other than f32 (the block and 16-bit formats run on the CPU only).
+// q8 or q4 (the block formats run on the CPU only).
 PrecisionPair parse_precision_pair(const std::string& flag, const std::string& text,
                                    const std::string& device);
 // "f32,q8".

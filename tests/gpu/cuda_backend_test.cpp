@@ -41,6 +41,7 @@
 #include "kernel_harness.h"
 #include "require_cuda.h"
 #endif
+#include "gpu_test_util.h"
 
 namespace ts {
 namespace {
@@ -49,22 +50,9 @@ std::shared_ptr<const ModelWeights> tiny_weights() {
   return std::make_shared<const ModelWeights>(load_model_dir(test::tiny_model_dir()));
 }
 
-float max_abs_diff(const float* a, const float* b, size_t n) {
-  float m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
-[[maybe_unused]] float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return std::numeric_limits<float>::infinity();
-  return max_abs_diff(a.data(), b.data(), a.size());
-}
-
-[[maybe_unused]] std::vector<float> random_vector(size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using gpu_test::expect_same_outputs;
+using gpu_test::max_abs_diff;
+using gpu_test::random_vector;
 
 // ---------------------------------------------------------------- everywhere
 
@@ -359,12 +347,7 @@ TEST(CudaForwardPlan, MaskedEntriesGoToTheRowKernelWithTheirPositionsAndMasks) {
 
 // ---------------------------------------------------------------- GPU only
 
-std::unique_ptr<Backend> cuda_backend(std::shared_ptr<const ModelWeights> w) {
-  std::string why;
-  auto b = make_cuda_backend(std::move(w), &why);
-  if (!b) throw Error("make_cuda_backend failed on a machine with a device: " + why);
-  return b;
-}
+using gpu_test::cuda_backend;
 
 TEST(CudaKernels, ElementwiseKernelsMatchTheirCpuTwins) {
   TS_REQUIRE_CUDA();
@@ -579,17 +562,6 @@ ForwardOptions everything() {
   return o;
 }
 
-void expect_same_outputs(const EntryOutput& gpu, const EntryOutput& cpu, float logit_tol,
-                         float attn_tol, const std::string& where) {
-  ASSERT_EQ(gpu.logit_rows, cpu.logit_rows) << where;
-  EXPECT_LE(max_abs_diff(gpu.logits, cpu.logits), logit_tol) << where;
-  ASSERT_EQ(gpu.attention.size(), cpu.attention.size()) << where;
-  for (size_t l = 0; l < cpu.attention.size(); ++l)
-    EXPECT_LE(max_abs_diff(gpu.attention[l], cpu.attention[l]), attn_tol)
-        << where << " layer " << l;
-  EXPECT_LE(max_abs_diff(gpu.residuals, cpu.residuals), logit_tol) << where;
-}
-
 TEST(CudaBackend, MatchesTheCpuAndPyTorchOnTheTinyFixture) {
   TS_REQUIRE_CUDA();
   auto w = tiny_weights();
@@ -681,28 +653,35 @@ TEST(CudaBackend, RecordsOnlyTheAskedLayers) {
   }
 }
 
+// In f32 and in the 16-bit formats (whose matmuls give a row the same bits
+// whatever the row count): only attention's row and tile kernels differ.
 TEST(CudaBackend, CachedDecodeEqualsFullRecomputationOnTheGpu) {
   TS_REQUIRE_CUDA();
-  auto w = tiny_weights();
-  Engine engine(w, cuda_backend(w), 64 * 8);
-  const int v = w->config.vocab_size;
-  std::mt19937 rng(7);
-  std::vector<int> tokens(40);
-  for (int& t : tokens) t = static_cast<int>(rng() % v);
-  const SeqId seq = engine.cache().create();
-  engine.forward({{seq, {tokens.begin(), tokens.begin() + 5}}}, {});
-  for (size_t n = 5; n < tokens.size(); ++n) {
-    const ForwardResult step = engine.forward({{seq, {tokens[n]}}}, {});
-    const ForwardResult full = engine.forward_scratch({tokens.begin(), tokens.begin() + n + 1}, {});
-    const auto& a = step.outputs[0].logits;
-    const auto& b = full.outputs[0].logits;
-    ASSERT_EQ(a.size(), b.size());
-    for (int i = 0; i < v; ++i)
-      ASSERT_NEAR(a[i], b[i], 1e-4 * std::max(1.0f, std::fabs(b[i])))
-          << "step " << n << " id " << i;
+  for (WeightFormat f : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16}) {
+    SCOPED_TRACE(weight_format_name(f));
+    auto w = std::make_shared<const ModelWeights>(
+        convert_weights(load_model_dir(test::tiny_model_dir()), f));
+    Engine engine(w, cuda_backend(w), 64 * 8);
+    const int v = w->config.vocab_size;
+    std::mt19937 rng(7);
+    std::vector<int> tokens(40);
+    for (int& t : tokens) t = static_cast<int>(rng() % v);
+    const SeqId seq = engine.cache().create();
+    engine.forward({{seq, {tokens.begin(), tokens.begin() + 5}}}, {});
+    for (size_t n = 5; n < tokens.size(); ++n) {
+      const ForwardResult step = engine.forward({{seq, {tokens[n]}}}, {});
+      const ForwardResult full =
+          engine.forward_scratch({tokens.begin(), tokens.begin() + n + 1}, {});
+      const auto& a = step.outputs[0].logits;
+      const auto& b = full.outputs[0].logits;
+      ASSERT_EQ(a.size(), b.size());
+      for (int i = 0; i < v; ++i)
+        ASSERT_NEAR(a[i], b[i], 1e-4 * std::max(1.0f, std::fabs(b[i])))
+            << "step " << n << " id " << i;
+    }
+    engine.cache().release(seq);
+    EXPECT_EQ(engine.cache().free_blocks(), engine.cache().shape().num_blocks);
   }
-  engine.cache().release(seq);
-  EXPECT_EQ(engine.cache().free_blocks(), engine.cache().shape().num_blocks);
 }
 
 // The same cache operations on a CPU engine and a GPU engine: forked lanes

@@ -55,6 +55,44 @@ std::vector<float> embed(const std::vector<float>& wte, const std::vector<float>
   return out.read();
 }
 
+namespace {
+kernels::HalfFormat half(bool bf16) {
+  return bf16 ? kernels::HalfFormat::kBf16 : kernels::HalfFormat::kF16;
+}
+}  // namespace
+
+std::vector<float> matmul_half(const std::vector<float>& x, int m, int k,
+                               const std::vector<uint16_t>& w, bool bf16, int n) {
+  Dev<float> dx(x), out(static_cast<size_t>(m) * n);
+  Dev<uint16_t> dw(w);
+  finish(kernels::matmul_half(dx.get(), m, k, dw.get(), half(bf16), n, out.get(), nullptr),
+         "16-bit matmul kernel");
+  return out.read();
+}
+
+std::vector<float> matmul_half_transposed(const std::vector<float>& x, int m, int k,
+                                          const std::vector<uint16_t>& w, bool bf16, int n) {
+  Dev<float> dx(x), out(static_cast<size_t>(m) * n);
+  Dev<uint16_t> dw(w);
+  finish(
+      kernels::matmul_half_transposed(dx.get(), m, k, dw.get(), half(bf16), n, out.get(), nullptr),
+      "16-bit transposed matmul kernel");
+  return out.read();
+}
+
+std::vector<float> embed_half(const std::vector<uint16_t>& wte, bool bf16,
+                              const std::vector<float>& wpe, const std::vector<int>& tokens,
+                              const std::vector<int>& positions, int c) {
+  const int rows = static_cast<int>(tokens.size());
+  Dev<uint16_t> dwte(wte);
+  Dev<float> dwpe(wpe), out(static_cast<size_t>(rows) * c);
+  Dev<int> dt(tokens), dp(positions);
+  finish(kernels::embed_half(dwte.get(), half(bf16), dwpe.get(), dt.get(), dp.get(), rows, c,
+                             out.get(), nullptr),
+         "16-bit embed kernel");
+  return out.read();
+}
+
 std::vector<float> layernorm(const std::vector<float>& x, const std::vector<float>& weight,
                              const std::vector<float>& bias, int rows, int c, float eps) {
   Dev<float> dx(x), dw(weight), db(bias), out(static_cast<size_t>(rows) * c);

@@ -1,8 +1,9 @@
 #pragma once
 // Each CUDA kernel run once on host vectors: what the parity tests compare
-// with the CPU twins (tests/unit/cuda_backend_test.cpp). No CUDA types; every
+// with the CPU twins (tests/gpu/cuda_backend_test.cpp). No CUDA types; every
 // function needs a usable device (cuda_device_available) and throws ts::Error
 // on a CUDA failure.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,16 @@ namespace ts::cuda_check {
 
 std::vector<float> embed(const std::vector<float>& wte, const std::vector<float>& wpe,
                          const std::vector<int>& tokens, const std::vector<int>& positions, int c);
+
+// The 16-bit weight kernels (w holds bf16 bits when bf16, else f16 bits).
+// matmul_half: y[m][n] = x[m][k] . w[k][n]; transposed: x . w[n][k]^T.
+std::vector<float> matmul_half(const std::vector<float>& x, int m, int k,
+                               const std::vector<uint16_t>& w, bool bf16, int n);
+std::vector<float> matmul_half_transposed(const std::vector<float>& x, int m, int k,
+                                          const std::vector<uint16_t>& w, bool bf16, int n);
+std::vector<float> embed_half(const std::vector<uint16_t>& wte, bool bf16,
+                              const std::vector<float>& wpe, const std::vector<int>& tokens,
+                              const std::vector<int>& positions, int c);
 
 std::vector<float> layernorm(const std::vector<float>& x, const std::vector<float>& weight,
                              const std::vector<float>& bias, int rows, int c, float eps);

@@ -25,25 +25,16 @@
 #include "kernel_harness.h"
 #include "require_cuda.h"
 #endif
+#include "gpu_test_util.h"
 
 namespace ts {
 namespace {
 
 #ifdef TS_HAVE_CUDA
 
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return std::numeric_limits<float>::infinity();
-  float m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
-
-std::vector<float> random_vector(size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using gpu_test::cuda_backend;
+using gpu_test::max_abs_diff;
+using gpu_test::random_vector;
 
 TEST(LlamaKernels, RmsnormRopeAndSwigluMatchTheirCpuTwins) {
   TS_REQUIRE_CUDA();
@@ -100,21 +91,6 @@ std::shared_ptr<const ModelWeights> fixture(const std::string& name) {
   return std::make_shared<const ModelWeights>(load_model(test::fixture_dir() / "llama" / name));
 }
 
-std::unique_ptr<Backend> cuda_backend(std::shared_ptr<const ModelWeights> w) {
-  std::string why;
-  auto b = make_cuda_backend(std::move(w), &why);
-  if (!b) throw Error("make_cuda_backend failed on a machine with a device: " + why);
-  return b;
-}
-
-void expect_same(const EntryOutput& g, const EntryOutput& c, const std::string& what) {
-  EXPECT_LE(max_abs_diff(g.logits, c.logits), 1e-4f) << what << ": logits";
-  ASSERT_EQ(g.attention.size(), c.attention.size()) << what;
-  for (size_t l = 0; l < g.attention.size(); ++l)
-    EXPECT_LE(max_abs_diff(g.attention[l], c.attention[l]), 1e-4f) << what << ": layer " << l;
-  EXPECT_LE(max_abs_diff(g.residuals, c.residuals), 1e-4f) << what << ": residuals";
-}
-
 // Prefill (the tile kernel for 13 rows, the row kernel for 5) and cached
 // decode steps of two lanes sharing the prompt (graph-replayed), traced, on
 // GQA with 2 and 4 query heads per KV head (one of head size 6 and theta
@@ -125,36 +101,7 @@ TEST(LlamaCuda, ForwardMatchesTheCpuInPrefillAndCachedDecode) {
     auto w = fixture(name);
     Engine gpu(w, cuda_backend(w), 64 * 8);
     Engine cpu(w, make_cpu_backend(w, 2), 64 * 8);
-    ForwardOptions trace;
-    trace.record_attention = true;
-    trace.record_residuals = true;
-    std::mt19937 rng(3);
-    const int v = w->config.vocab_size;
-    for (int n : {5, 13}) {
-      std::vector<int> ids(n);
-      for (int& t : ids) t = static_cast<int>(rng() % v);
-      const SeqId gs = gpu.cache().create(), cs = cpu.cache().create();
-      expect_same(gpu.forward({{gs, ids}}, trace).outputs[0],
-                  cpu.forward({{cs, ids}}, trace).outputs[0],
-                  std::string(name) + " prefill " + std::to_string(n));
-      std::vector<SeqId> gl = {gs, gpu.cache().fork(gs)}, cl = {cs, cpu.cache().fork(cs)};
-      for (int step = 0; step < 6; ++step) {
-        std::vector<ForwardRequest> gr, cr;
-        for (int i = 0; i < 2; ++i) {
-          const int t = static_cast<int>(rng() % v);
-          gr.push_back({gl[i], {t}});
-          cr.push_back({cl[i], {t}});
-        }
-        const ForwardOptions& o = step % 2 ? trace : ForwardOptions{};
-        const ForwardResult g = gpu.forward(gr, o), c = cpu.forward(cr, o);
-        for (int i = 0; i < 2; ++i)
-          expect_same(g.outputs[i], c.outputs[i],
-                      std::string(name) + " prompt " + std::to_string(n) + " step " +
-                          std::to_string(step) + " lane " + std::to_string(i));
-      }
-      for (SeqId s : gl) gpu.cache().release(s);
-      for (SeqId s : cl) cpu.cache().release(s);
-    }
+    gpu_test::expect_prefill_and_decode_match(gpu, cpu, 1e-4f, name);
   }
 }
 

@@ -299,12 +299,13 @@ TEST(WeightConversion, AValueBeyondF16sRangeIsRefusedNamingTheTensor) {
   EXPECT_NO_THROW(convert_weights(w, WeightFormat::kBF16));  // bf16 has fp32's range
 }
 
-// The 16-bit and the block formats alike (a width of 32: whole q8 / q4 blocks).
-TEST(WeightConversion, CudaIsRefusedInOneLineAndAutoRunsOnTheCpu) {
+// The block formats (a width of 32: whole q8 / q4 blocks) are refused by the
+// CUDA backend; the 16-bit ones go to it like f32 (a device decides).
+TEST(WeightConversion, CudaRefusesTheBlockFormatsInOneLineAndAutoRunsThemOnTheCpu) {
   ModelConfig c = test::tiny_config();
   c.n_embd = 32;
   const test::RandomGpt2 model = test::make_random_gpt2(c, 5);
-  for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kQ8, WeightFormat::kQ4}) {
+  for (WeightFormat f : {WeightFormat::kQ8, WeightFormat::kQ4}) {
     const std::string name = weight_format_name(f);
     auto w =
         std::make_shared<const ModelWeights>(convert_weights(test::as_model_weights(model), f));
@@ -313,12 +314,26 @@ TEST(WeightConversion, CudaIsRefusedInOneLineAndAutoRunsOnTheCpu) {
       FAIL() << "cuda took " << name << " weights";
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()), "--weights " + name +
-                                           ": the CUDA backend reads f32 weights only; use "
-                                           "--device cpu or --weights f32");
+                                           ": the CUDA backend reads f32, bf16 or f16 weights "
+                                           "only; use --device cpu or --weights bf16");
     }
     const BackendSelection sel = make_backend("auto", w, 1);
     EXPECT_EQ(sel.backend->name(), "cpu");
     EXPECT_NE(sel.notice.find(name), std::string::npos);
+  }
+  for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kF16}) {
+    const std::string name = weight_format_name(f);
+    auto w =
+        std::make_shared<const ModelWeights>(convert_weights(test::as_model_weights(model), f));
+    // Whatever the machine has, the format is not what decides: a refusal
+    // or a notice is about the device, never the weights.
+    try {
+      EXPECT_EQ(make_backend("cuda", w, 1).backend->name(), "cuda") << name;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).find("--weights"), std::string::npos) << e.what();
+    }
+    const BackendSelection sel = make_backend("auto", w, 1);
+    EXPECT_EQ(sel.notice.find("--weights"), std::string::npos) << sel.notice;
   }
 }
 

@@ -1,8 +1,9 @@
 // The CUDA backend: the forward passes of CpuBackend::forward (GPT-2, and
 // the Llama family: Llama, Qwen2), step for step (forward_gpt2 and
 // forward_llama read line for line alike on both backends), with the element-wise
-// and attention work in kernels/ and the matrix products in cuBLAS (fp32;
-// TF32 tensor cores with TOKENSCOPE_CUDA_TF32=1).
+// and attention work in kernels/ and the matrix products in cuBLAS (fp32
+// weights; TF32 tensor cores with TOKENSCOPE_CUDA_TF32=1) or, for bf16 and f16
+// weights, in kernels/matmul_half.cu (fp32 activations and sums).
 //
 // Memory: the weights are uploaded once (one allocation); the K/V pools live
 // on the device as [layer][K|V][slot][C]; activations and result buffers only
@@ -54,6 +55,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, int device
 }
 
 void CudaBackend::setup() {
+  format_ = weights_->format;
+  if (format_ != WeightFormat::kF32 && format_ != WeightFormat::kBF16 &&
+      format_ != WeightFormat::kF16)
+    throw Error(std::string("the CUDA backend reads f32, bf16 or f16 weights, not ") +
+                weight_format_name(format_));
   check(cudaSetDevice(device_), "cudaSetDevice");
   check(cudaGetDeviceProperties(&prop_, device_), "cudaGetDeviceProperties");
   const int hd = cfg_.head_dim(), kvh = cfg_.kv_heads();
@@ -111,7 +117,11 @@ void CudaBackend::release_handles() {
 std::string CudaBackend::device_name() const {
   std::string s = std::string(prop_.name) + " (sm_" + std::to_string(prop_.major) +
                   std::to_string(prop_.minor) + ", " + std::to_string(prop_.totalGlobalMem >> 30) +
-                  " GiB, " + (tf32_ ? "TF32" : "fp32") + " matmuls, decode graphs ";
+                  " GiB, " +
+                  (format_ == WeightFormat::kF32
+                       ? std::string(tf32_ ? "TF32" : "fp32") + " matmuls"
+                       : std::string(weight_format_name(format_)) + " weights, fp32 sums") +
+                  ", decode graphs ";
   if (graphs_)
     s += "on, " + std::to_string(graphs_captured_) + " captured";
   else
@@ -124,7 +134,7 @@ BackendMemory CudaBackend::memory() const {
   m.where = std::string(prop_.name) + " memory";
   m.on_host = false;
   m.kv_reserved_bytes = static_cast<int64_t>(pools_.capacity() * sizeof(float));
-  m.weight_copy_bytes = static_cast<int64_t>(weights_dev_.capacity() * sizeof(float));
+  m.weight_copy_bytes = static_cast<int64_t>(weights_dev_.capacity());
   size_t scratch = cublas_workspace_.capacity() + meta_.capacity() * sizeof(int);
   for (const DeviceArray<float>* a :
        {&x_, &ln_, &attn_, &proj_, &qkv_, &hidden_, &final_ln_, &results_})
@@ -169,13 +179,24 @@ double CudaBackend::measure_bandwidth(int) const {
 void CudaBackend::upload_weights() {
   const ModelWeights& w = *weights_;
   const long long c = cfg_.n_embd;
+  // One tensor: its host copy, its bytes, where its device address goes
+  // (an fp32 tensor's pointer, or a matrix's in the backend's format).
   struct Tensor {
-    const float* host;
-    long long count;
-    const float** dev;
+    const void* host;
+    size_t bytes;
+    const float** f32;
+    const void** matrix;
   };
   std::vector<Tensor> tensors;
   layers_.assign(cfg_.n_layer, DeviceLayer{});
+  const size_t value = static_cast<size_t>(bytes_per_weight(format_));  // of the matrices
+  auto fp32 = [&](const float* host, long long count, const float** dev) {
+    tensors.push_back({host, sizeof(float) * static_cast<size_t>(count), dev, nullptr});
+  };
+  // A matrix in the backend's format: the fp32 tensor, or its 16-bit copy.
+  auto matrix = [&](MatrixView view, long long count, const void** dev) {
+    tensors.push_back({view.data, value * static_cast<size_t>(count), nullptr, dev});
+  };
   // GPT-2's shapes as forward_gpt2 reads them (q = C, fc = m = 4C).
   const bool gpt2 = cfg_.is_gpt2();
   const long long qkv = cfg_.qkv_dim(), q = cfg_.q_dim();
@@ -183,42 +204,45 @@ void CudaBackend::upload_weights() {
   // The Llama family has no position table and no norm biases (and q/k/v
   // biases only in Qwen2): those tensors are skipped when absent.
   auto optional = [&](const float* host, long long count, const float** dev) {
-    if (host || gpt2) tensors.push_back({host, count, dev});
+    if (host || gpt2) fp32(host, count, dev);
   };
-  tensors.push_back({w.wte, static_cast<long long>(cfg_.vocab_size) * c, &wte_});
+  matrix(w.wte_matrix(), static_cast<long long>(cfg_.vocab_size) * c, &wte_);
   optional(w.wpe, static_cast<long long>(cfg_.n_ctx) * c, &wpe_);
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const LayerWeights& lw = w.layers.at(l);
     DeviceLayer& d = layers_[l];
-    tensors.push_back({lw.ln_1_weight, c, &d.ln_1_w});
+    fp32(lw.ln_1_weight, c, &d.ln_1_w);
     optional(lw.ln_1_bias, c, &d.ln_1_b);
-    tensors.push_back({lw.attn_qkv_weight, c * qkv, &d.qkv_w});
+    matrix(w.qkv(lw), c * qkv, &d.qkv_w);
     optional(lw.attn_qkv_bias, qkv, &d.qkv_b);
-    tensors.push_back({lw.attn_proj_weight, q * c, &d.proj_w});
+    matrix(w.attn_proj(lw), q * c, &d.proj_w);
     optional(lw.attn_proj_bias, c, &d.proj_b);
-    tensors.push_back({lw.ln_2_weight, c, &d.ln_2_w});
+    fp32(lw.ln_2_weight, c, &d.ln_2_w);
     optional(lw.ln_2_bias, c, &d.ln_2_b);
-    tensors.push_back({lw.mlp_fc_weight, c * fc, &d.fc_w});
+    matrix(w.fc(lw), c * fc, &d.fc_w);
     optional(lw.mlp_fc_bias, fc, &d.fc_b);
-    tensors.push_back({lw.mlp_proj_weight, m * c, &d.mproj_w});
+    matrix(w.mlp_proj(lw), m * c, &d.mproj_w);
     optional(lw.mlp_proj_bias, c, &d.mproj_b);
   }
-  tensors.push_back({w.ln_f_weight, c, &ln_f_w_});
+  fp32(w.ln_f_weight, c, &ln_f_w_);
   optional(w.ln_f_bias, c, &ln_f_b_);
   if (!cfg_.tied_embeddings)
-    tensors.push_back({w.lm_head, static_cast<long long>(cfg_.vocab_size) * c, &lm_head_});
-  // Each tensor starts on a 256-byte boundary (float4 loads, cuBLAS alignment).
+    matrix(w.unembedding(), static_cast<long long>(cfg_.vocab_size) * c, &lm_head_);
+  // Each tensor starts on a 256-byte boundary (vector loads, cuBLAS alignment).
+  auto padded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
   size_t total = 0;
-  for (const Tensor& t : tensors) total += (static_cast<size_t>(t.count) + 63) / 64 * 64;
+  for (const Tensor& t : tensors) total += padded(t.bytes);
   weights_dev_.reserve(total, "the model weights");
   size_t at = 0;
   for (const Tensor& t : tensors) {
     if (!t.host) throw Error("cuda backend: a weight tensor is missing");
-    float* dst = weights_dev_.get() + at;
-    check(cudaMemcpy(dst, t.host, sizeof(float) * t.count, cudaMemcpyHostToDevice),
-          "uploading the weights");
-    *t.dev = dst;
-    at += (static_cast<size_t>(t.count) + 63) / 64 * 64;
+    unsigned char* dst = weights_dev_.get() + at;
+    check(cudaMemcpy(dst, t.host, t.bytes, cudaMemcpyHostToDevice), "uploading the weights");
+    if (t.f32)
+      *t.f32 = reinterpret_cast<const float*>(dst);
+    else
+      *t.matrix = dst;
+    at += padded(t.bytes);
   }
   // cudaMemcpy from pageable memory may return before the device has the
   // data, and the forwards run on a non-blocking stream that does not wait
@@ -299,9 +323,7 @@ void CudaBackend::forward_gpt2(const LaunchShape& s) {
   const float eps = cfg_.layer_norm_epsilon;
   kernels::AttentionParams ap = attention_params(s);
 
-  launched(kernels::embed(wte_, wpe_, meta(s.at.tokens), meta(s.at.positions), rows, c, x_.get(),
-                          stream_),
-           "embedding kernel");
+  embed(wpe_, s);
   if (s.residuals) record_residual(0, s);
   launched(kernels::layernorm(x_.get(), layers_[0].ln_1_w, layers_[0].ln_1_b, rows, c, eps,
                               ln_.get(), stream_),
@@ -341,9 +363,7 @@ void CudaBackend::forward_llama(const LaunchShape& s) {
   const float eps = cfg_.layer_norm_epsilon;
   float* gated = hidden_.get() + static_cast<size_t>(rows) * fc;  // after gate | up
   kernels::AttentionParams ap = attention_params(s);
-  launched(kernels::embed(wte_, nullptr, meta(s.at.tokens), meta(s.at.positions), rows, c, x_.get(),
-                          stream_),
-           "embedding kernel");
+  embed(nullptr, s);
   if (s.residuals) record_residual(0, s);
   launched(kernels::rmsnorm(x_.get(), layers_[0].ln_1_w, rows, c, eps, ln_.get(), stream_),
            "rmsnorm kernel");
@@ -377,8 +397,33 @@ void CudaBackend::forward_llama(const LaunchShape& s) {
 
 // ---- the plumbing of enqueue() ----
 
+namespace {
+kernels::HalfFormat half_format(WeightFormat f) {
+  return f == WeightFormat::kBF16 ? kernels::HalfFormat::kBf16 : kernels::HalfFormat::kF16;
+}
+}  // namespace
+
+// x[r] = wte[tokens[r]] (+ wpe[positions[r]]), wte in the weights' format.
+void CudaBackend::embed(const float* wpe, const LaunchShape& s) {
+  const int c = cfg_.n_embd;
+  const int *tokens = meta(s.at.tokens), *positions = meta(s.at.positions);
+  if (format_ == WeightFormat::kF32)
+    launched(kernels::embed(static_cast<const float*>(wte_), wpe, tokens, positions, s.rows, c,
+                            x_.get(), stream_),
+             "embedding kernel");
+  else
+    launched(kernels::embed_half(wte_, half_format(format_), wpe, tokens, positions, s.rows, c,
+                                 x_.get(), stream_),
+             "embedding kernel (16-bit)");
+}
+
 // Y[m,n] = X[m,k] W[k,n], W row-major [in, out] (no bias: the next kernel adds it).
-void CudaBackend::matmul(const float* x, int m, int k, const float* w, int n, float* y) {
+void CudaBackend::matmul(const float* x, int m, int k, const void* w, int n, float* y) {
+  if (format_ != WeightFormat::kF32) {
+    launched(kernels::matmul_half(x, m, k, w, half_format(format_), n, y, stream_),
+             "16-bit linear layer kernel");
+    return;
+  }
   // Row-major Y[m,n] = X[m,k] W[k,n] is column-major Y^T = W^T X^T.
   const float one = 1.0f, zero = 0.0f;
   launched(cublasGemmEx(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, w, CUDA_R_32F, n, x,
@@ -387,7 +432,12 @@ void CudaBackend::matmul(const float* x, int m, int k, const float* w, int n, fl
 }
 
 // Y[m,n] = X[m,k] B[n,k]^T (the tied unembedding: logits = h wte^T).
-void CudaBackend::matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y) {
+void CudaBackend::matmul_transposed(const float* x, int m, int k, const void* b, int n, float* y) {
+  if (format_ != WeightFormat::kF32) {
+    launched(kernels::matmul_half_transposed(x, m, k, b, half_format(format_), n, y, stream_),
+             "16-bit unembedding kernel");
+    return;
+  }
   // Row-major Y[m,n] = X[m,k] B[n,k]^T is column-major Y^T = B X^T, where the
   // column-major view of row-major B is B^T (k x n, leading dimension k).
   const float one = 1.0f, zero = 0.0f;

@@ -33,9 +33,11 @@ struct ResultsLayout {
   bool stage_probs = false;                     // probabilities go through the staging buffer
 };
 
+// The four matrices are in the backend's weight format (fp32, bf16 or f16);
+// norms and biases are fp32.
 struct DeviceLayer {
-  const float *ln_1_w, *ln_1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-  const float *ln_2_w, *ln_2_b, *fc_w, *fc_b, *mproj_w, *mproj_b;
+  const float *ln_1_w, *ln_1_b, *qkv_b, *proj_b, *ln_2_w, *ln_2_b, *fc_b, *mproj_b;
+  const void *qkv_w, *proj_w, *fc_w, *mproj_w;
 };
 
 // Everything enqueue() needs; identical values enqueue identical work, which is
@@ -93,8 +95,9 @@ class CudaBackend final : public Backend {
   void enqueue(const LaunchShape& s);
   void forward_gpt2(const LaunchShape& s);
   void forward_llama(const LaunchShape& s);
-  void matmul(const float* x, int m, int k, const float* w, int n, float* y);
-  void matmul_transposed(const float* x, int m, int k, const float* b, int n, float* y);
+  void embed(const float* wpe, const LaunchShape& s);
+  void matmul(const float* x, int m, int k, const void* w, int n, float* y);
+  void matmul_transposed(const float* x, int m, int k, const void* b, int n, float* y);
   kernels::AttentionParams attention_params(const LaunchShape& s) const;
   void attention(int layer, const LaunchShape& s, kernels::AttentionParams& ap);
   void record_residual(int slot, const LaunchShape& s);
@@ -126,9 +129,13 @@ class CudaBackend final : public Backend {
     if (sync_) check(cudaStreamSynchronize(stream_), what);
   }
 
-  DeviceArray<float> weights_dev_;
-  const float *wte_ = nullptr, *wpe_ = nullptr, *ln_f_w_ = nullptr, *ln_f_b_ = nullptr;
-  const float* lm_head_ = nullptr;  // the untied unembedding (Llama family); null: wte_
+  // The weights' one allocation (bytes). wte, lm_head and the layers'
+  // matrices are in format_ (kF32, kBF16 or kF16); everything else is fp32.
+  DeviceArray<unsigned char> weights_dev_;
+  WeightFormat format_ = WeightFormat::kF32;
+  const void* wte_ = nullptr;
+  const float *wpe_ = nullptr, *ln_f_w_ = nullptr, *ln_f_b_ = nullptr;
+  const void* lm_head_ = nullptr;  // the untied unembedding (Llama family); null: wte_
   std::vector<DeviceLayer> layers_;
   DeviceArray<unsigned char> cublas_workspace_;
 
