@@ -30,6 +30,7 @@
 #         bench      a random GPT-2 124M written there; fp32, CUDA graphs on,
 #                    prefill 1,024, decode, lanes 1/2/4/8, cache on/off, 150 s
 #         peer       HF transformers on the same weights (tools/peer), 120 s
+#         bench_bf16 the same checkpoint's decode in bf16 weights, 60 s
 #       and the report (OUT/report.md, OUT/report.json), rewritten after every
 #       phase so that a run cut short still reports what it measured. Only
 #       when the bundle cannot load (a missing library, an older glibc) does
@@ -544,10 +545,12 @@ start_run() {
 cmd_run() {
   start_run
   run_phase gpu_tests run_gpu_tests gpu_tests 150
-  run_phase memcheck run_sanitizer memcheck memcheck 90 'CudaKernels.*' --leak-check full
+  run_phase memcheck run_sanitizer memcheck memcheck 90 'CudaKernels.*:HalfKernels.*' --leak-check full
   run_phase bench bench_run bench_fp32 150 -- --prefill-tokens 1024 --context 64 --decode-steps 50 \
     --lanes 1,2,4,8 --cache-compare 256
   run_phase peer phase_peer
+  run_phase bench_bf16 bench_run bench_bf16 60 -- --weights bf16 --prefill-tokens 128 --context 64 \
+    --decode-steps 50 --lanes 1
   echo "gpu-check: report in $out/report.md"
   [ "$failed" -eq 0 ]
 }

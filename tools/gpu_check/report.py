@@ -9,7 +9,8 @@ Reads (each may be missing: a phase that did not run, or was cut short):
   timings.json  {phase: seconds}, in the order the phases ran
   device.json   the preflight: GPU, driver, CUDA runtime, whether the bundle loads
   gpu_tests.json, tf32_tests.json   GoogleTest JSON of the GPU tests
-  bench_fp32.json, bench_ctx1000.json, bench_tf32.json, bench_no_graphs.json
+  bench_fp32.json, bench_bf16.json, bench_ctx1000.json, bench_tf32.json,
+  bench_no_graphs.json
                 tokenscope-bench --device cuda JSON
   peer.json     tools/peer/hf_peer.py's summary
 Every figure that was not measured is "not run", with the reason the checks
@@ -117,6 +118,17 @@ def build_report(out):
         figs.add(f"decode step, {k} lane{'s' if k > 1 else ''}", row and row.get("ms_per_step"), "ms", why=why)
     figs.add("8 lanes / 1 lane", lanes.get(8) and lanes[8].get("ratio_to_one_lane"), "x", TARGET_8_LANES_RATIO,
              why=why)
+
+    h = load(out, "bench_bf16.json")
+    hw = check_note(status, "bench_bf16", "preflight")
+    hd = by_trace(h and h.get("decode")).get(False)
+    figs.add("decode step, bf16 weights, 1 lane, context 64, tracing off (median)",
+             hd and hd.get("ms_per_step_median"), "ms", bound=hd and hd.get("memory_bound_ms"), why=hw)
+    d32 = dec.get(False)
+    ratio = None
+    if hd and d32 and hd.get("ms_per_step_median") and d32.get("ms_per_step_median"):
+        ratio = hd["ms_per_step_median"] / d32["ms_per_step_median"]
+    figs.add("bf16 decode step / fp32 decode step", ratio, "x", why=hw)
 
     c = load(out, "bench_ctx1000.json")
     d = by_trace(c and c.get("decode")).get(False)

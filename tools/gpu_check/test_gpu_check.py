@@ -72,6 +72,10 @@ class MeasuredRun(unittest.TestCase):
         self.assertAlmostEqual(self.figs["prefill 1,024 tokens, tracing off"]["value"], 4.0)
         self.assertAlmostEqual(self.figs["8 lanes / 1 lane"]["value"], 1.5)
         self.assertTrue(self.figs["8 lanes / 1 lane"]["meets_target"])
+        f = self.figs["decode step, bf16 weights, 1 lane, context 64, tracing off (median)"]
+        self.assertAlmostEqual(f["value"], 0.15)
+        self.assertAlmostEqual(f["ratio_to_bound"], 1.5)
+        self.assertAlmostEqual(self.figs["bf16 decode step / fp32 decode step"]["value"], 0.15 / 0.25)
         peer = self.figs["TokenScope tokens/s / HF generate tokens/s (engine time)"]
         self.assertAlmostEqual(peer["value"], 12.5)
         self.assertTrue(peer["meets_target"])
@@ -144,7 +148,8 @@ class DryRun(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertLess(seconds, 60)
             r = load(os.path.join(tmp, "out", "report.json"))
-            self.assertEqual(list(r["phase_seconds"]), ["preflight", "gpu_tests", "memcheck", "bench", "peer"])
+            self.assertEqual(list(r["phase_seconds"]),
+                             ["preflight", "gpu_tests", "memcheck", "bench", "peer", "bench_bf16"])
             self.assertTrue(r["device"]["bundle_loads"], r["device"])
             if not r["device"]["present"]:
                 for f in r["figures"]:
