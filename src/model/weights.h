@@ -6,8 +6,9 @@
 // use aligned F32 in place from the file map; `storage` keeps either alive.
 // convert_weights (model_loader.h) may then store the matmul weights in a
 // 16-bit or block format (`format`): their float pointers are then null and
-// the `*_packed` pointers hold the same row-major layout in that format
-// (16-bit values, or each row's blocks of 32 for q8 / q4: weight_format.h).
+// the `*_packed` pointers hold them in that format: 16-bit values in the same
+// row-major layout; q8 / q4 blocks of 32 along each row of wte and lm_head
+// and of each layer matrix stored transposed, [out, in] (weight_format.h).
 //
 // The Llama family (ModelConfig::family) fills the same fields, converted at
 // load from nn.Linear's [out, in] to [in, out]: ln_1 / ln_2 / ln_f weights are
@@ -47,9 +48,9 @@ struct LayerWeights {
   const void* mlp_proj_packed = nullptr;
 };
 
-// A matmul weight as the CPU kernels take it: fp32 values, or values of
-// `format` (16-bit, or q8 / q4 blocks along each row), in the same row-major
-// layout.
+// A matmul weight as the kernels take it: fp32 values, or values of `format`
+// (16-bit in the same row-major layout; q8 / q4 blocks along each row, a
+// layer matrix's rows being its outputs: see above).
 struct MatrixView {
   const void* data = nullptr;
   WeightFormat format = WeightFormat::kF32;
