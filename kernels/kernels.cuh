@@ -43,20 +43,26 @@ cudaError_t bias_kv_append(float* qkv, const float* bias, const int* slots, int 
 // Each weight is widened exactly to fp32 as it is read: the products are the
 // CPU's and only the order of the fp32 sums differs. A row's sums never
 // depend on how many rows the call has (a decode row equals a prefill's).
+// The weights start on a 4-byte boundary (they are read two values a load).
 enum class HalfFormat { kBf16, kF16 };
 
 // y[m][n] = x[m][k] . w[k][n], w row-major [in, out] in `format`.
-// Twin: cpu::matmul on a MatrixView in that format.
+// Twin: cpu::matmul on a MatrixView in that format. With a workspace of at
+// least matmul_half_workspace(m, k, n) floats, k's splits run in blocks of
+// their own (what a decode step needs to fill the GPU); without, one block
+// runs them in turn. The bits are the same.
 cudaError_t matmul_half(const float* x, int m, int k, const void* w, HalfFormat format, int n,
-                        float* y, cudaStream_t stream);
+                        float* y, float* workspace, size_t workspace_floats, cudaStream_t stream);
+// Floats of workspace that matmul_half needs for m rows (0: none).
+size_t matmul_half_workspace(int m, int k, int n);
 
 // y[m][n] = x[m][k] . b[n][k]^T (the unembedding, b = wte or lm_head).
 // Twin: cpu::matmul_transposed on a MatrixView in that format.
 cudaError_t matmul_half_transposed(const float* x, int m, int k, const void* b, HalfFormat format,
                                    int n, float* y, cudaStream_t stream);
 
-// embed with wte in `format` (each value widened as it is read).
-// Twin: cpu::embed on a MatrixView.
+// embed with wte in `format` (each value widened as it is read; in
+// embedding.cu). Twin: cpu::embed on a MatrixView.
 cudaError_t embed_half(const void* wte, HalfFormat format, const float* wpe, const int* tokens,
                        const int* positions, int rows, int c, float* out, cudaStream_t stream);
 

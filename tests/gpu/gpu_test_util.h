@@ -21,9 +21,16 @@
 
 namespace ts::gpu_test {
 
+// Infinity where a difference is not a number (a NaN on one side, or
+// infinities of opposite signs): std::max would let a NaN pass as 0.
 inline float max_abs_diff(const float* a, const float* b, size_t n) {
   float m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] == b[i]) continue;  // equal infinities too
+    const float d = std::fabs(a[i] - b[i]);
+    if (!(d <= std::numeric_limits<float>::max())) return std::numeric_limits<float>::infinity();
+    m = std::max(m, d);
+  }
   return m;
 }
 inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {

@@ -88,19 +88,22 @@ void expect_within_sum_bound(const std::vector<float>& got, const std::vector<fl
   int bad_gpu = 0, bad_cpu = 0;
   for (size_t i = 0; i < e.sum.size(); ++i) {
     const double bound = gamma_k(k) * e.abs_sum[i];
-    bad_gpu += std::fabs(got[i] - e.sum[i]) > bound;
-    bad_cpu += std::fabs(cpu[i] - e.sum[i]) > bound;
+    // Written so that a NaN counts as outside.
+    bad_gpu += !(std::fabs(got[i] - e.sum[i]) <= bound);
+    bad_cpu += !(std::fabs(cpu[i] - e.sum[i]) <= bound);
   }
   EXPECT_EQ(bad_gpu, 0) << what << ": GPU outputs beyond gamma(k) sum|terms|";
   EXPECT_EQ(bad_cpu, 0) << what << ": CPU outputs beyond gamma(k) sum|terms|";
 }
 
-// A few rows of x computed alone (`alone(row)`) give the bits they have in
-// `all`, computed among m rows.
+// Rows of x computed alone (`alone(row)`) give the bits they have in `all`,
+// computed among m rows: the first and last of the first tile of 8 rows,
+// the first of the second, one in the middle and the last.
 template <typename Alone>
 void expect_rows_alone_equal(const std::vector<float>& x, int m, int k, int n,
                              const std::vector<float>& all, Alone alone, const std::string& what) {
-  for (int r = 0; r < m; r += std::max(1, m / 3)) {
+  for (int r : {0, 7, 8, m / 2, m - 1}) {
+    if (r >= m) continue;
     const std::vector<float> row(x.begin() + size_t(r) * k, x.begin() + size_t(r + 1) * k);
     const std::vector<float> one = alone(row);
     EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + size_t(r) * n))
@@ -109,9 +112,10 @@ void expect_rows_alone_equal(const std::vector<float>& x, int m, int k, int n,
 }
 
 // y = x . w (w [k][n]) and y = x . b^T (b [n][k]) for odd and even widths,
-// one row and many, k from 65 to 3072: the products are the widened weights'
+// one row and many, k from 5 to 3072: the products are the widened weights'
 // (the CPU's), the sums within the fp32 bound of the exact ones, and every
-// row's bits the same whether it is computed alone or among 37 others.
+// row's bits the same whether it is computed alone or among up to 37 others,
+// and whether k's splits run in blocks of their own or in turn.
 TEST(HalfKernels, MatmulsAreTheCpusProductsWithinTheSumBoundAndFreeOfTheRowCount) {
   TS_REQUIRE_CUDA();
   std::mt19937 rng(23);
@@ -121,8 +125,11 @@ TEST(HalfKernels, MatmulsAreTheCpusProductsWithinTheSumBoundAndFreeOfTheRowCount
   };
   for (bool bf16 : {true, false}) {
     const WeightFormat format = bf16 ? WeightFormat::kBF16 : WeightFormat::kF16;
-    for (const Shape s : {Shape{1, 768, 2304}, Shape{5, 768, 768}, Shape{37, 300, 130},
-                          Shape{3, 65, 77}, Shape{17, 3072, 768}, Shape{9, 64, 50}}) {
+    // GPT-2's decode shapes; k of one split (64, 65: under 8 runs of 32) and
+    // of several (300: 2, 777: 4, 3072: 12); odd n and k; k under a run (5).
+    for (const Shape s :
+         {Shape{1, 768, 2304}, Shape{5, 768, 768}, Shape{37, 300, 130}, Shape{3, 65, 77},
+          Shape{17, 3072, 768}, Shape{9, 64, 50}, Shape{19, 777, 33}, Shape{2, 5, 7}}) {
       const std::string what = std::string(bf16 ? "bf16 " : "f16 ") + std::to_string(s.m) + "x" +
                                std::to_string(s.k) + "x" + std::to_string(s.n);
       const auto x = random_vector(static_cast<size_t>(s.m) * s.k, rng);
@@ -133,12 +140,17 @@ TEST(HalfKernels, MatmulsAreTheCpusProductsWithinTheSumBoundAndFreeOfTheRowCount
       std::vector<float> cpu(e.sum.size());
       cpu::matmul(x.data(), s.m, s.k, MatrixView{w.bits.data(), format}, s.n, nullptr, cpu.data(),
                   pool);
-      const auto got = cuda_check::matmul_half(x, s.m, s.k, w.bits, bf16, s.n);
+      // k's splits in blocks of their own (a decode step's way), then one
+      // block running them in turn (a prefill's): the same bits.
+      const auto got = cuda_check::matmul_half(x, s.m, s.k, w.bits, bf16, s.n, true);
       expect_within_sum_bound(got, cpu, e, s.k, what + " x.w");
+      const auto whole = cuda_check::matmul_half(x, s.m, s.k, w.bits, bf16, s.n, false);
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), whole.begin(), whole.end()))
+          << what << ": split and whole differ";
       expect_rows_alone_equal(
-          x, s.m, s.k, s.n, got,
+          x, s.m, s.k, s.n, whole,
           [&](const std::vector<float>& row) {
-            return cuda_check::matmul_half(row, 1, s.k, w.bits, bf16, s.n);
+            return cuda_check::matmul_half(row, 1, s.k, w.bits, bf16, s.n, true);
           },
           what + " x.w");
       // x . b^T, b [n][k]: the same values read as n rows of k.
@@ -162,10 +174,10 @@ TEST(HalfKernels, MatmulsAreTheCpusProductsWithinTheSumBoundAndFreeOfTheRowCount
 TEST(HalfKernels, MatmulsHandleMoreRowTilesThanAGridDimensionHolds) {
   TS_REQUIRE_CUDA();
   std::mt19937 rng(31);
-  const int m = 8 * 65535 + 11, k = 8, n = 2;
+  const int m = 8 * 65535 + 11, k = 8, n = 3;
   const auto x = random_vector(static_cast<size_t>(m) * k, rng);
   const HalfMatrix w = half_matrix(static_cast<size_t>(k) * n, true, rng);
-  const auto got = cuda_check::matmul_half(x, m, k, w.bits, true, n);
+  const auto got = cuda_check::matmul_half(x, m, k, w.bits, true, n, false);
   const auto got_t = cuda_check::matmul_half_transposed(x, m, k, w.bits, true, n);
   for (int r : {0, 7, 8 * 65535 - 1, 8 * 65535, m - 1})
     for (int j = 0; j < n; ++j) {

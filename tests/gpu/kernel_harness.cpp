@@ -15,8 +15,10 @@ using cuda_detail::check;
 template <typename T>
 class Dev {
  public:
+  // All bits set (a NaN for floats): an output a kernel leaves unwritten shows.
   explicit Dev(size_t n) : n_(n) {
     p_ = static_cast<T*>(cuda_detail::device_alloc(n * sizeof(T), "test buffer"));
+    if (n) check(cudaMemset(p_, 0xff, n * sizeof(T)), "test buffer fill");
   }
   explicit Dev(const std::vector<T>& v) : Dev(v.size()) {
     if (!v.empty())
@@ -62,10 +64,13 @@ kernels::HalfFormat half(bool bf16) {
 }  // namespace
 
 std::vector<float> matmul_half(const std::vector<float>& x, int m, int k,
-                               const std::vector<uint16_t>& w, bool bf16, int n) {
+                               const std::vector<uint16_t>& w, bool bf16, int n, bool split) {
   Dev<float> dx(x), out(static_cast<size_t>(m) * n);
   Dev<uint16_t> dw(w);
-  finish(kernels::matmul_half(dx.get(), m, k, dw.get(), half(bf16), n, out.get(), nullptr),
+  const size_t need = split ? kernels::matmul_half_workspace(m, k, n) : 0;
+  Dev<float> workspace(std::max<size_t>(need, 1));
+  finish(kernels::matmul_half(dx.get(), m, k, dw.get(), half(bf16), n, out.get(),
+                              need ? workspace.get() : nullptr, need, nullptr),
          "16-bit matmul kernel");
   return out.read();
 }

@@ -15,9 +15,12 @@ std::vector<float> embed(const std::vector<float>& wte, const std::vector<float>
                          const std::vector<int>& tokens, const std::vector<int>& positions, int c);
 
 // The 16-bit weight kernels (w holds bf16 bits when bf16, else f16 bits).
-// matmul_half: y[m][n] = x[m][k] . w[k][n]; transposed: x . w[n][k]^T.
+// matmul_half: y[m][n] = x[m][k] . w[k][n] (split: with the workspace it
+// asks for, each split of k in blocks of its own; else one block runs them
+// in turn); transposed: x . w[n][k]^T. Outputs start as NaN, so an output
+// a kernel leaves unwritten shows.
 std::vector<float> matmul_half(const std::vector<float>& x, int m, int k,
-                               const std::vector<uint16_t>& w, bool bf16, int n);
+                               const std::vector<uint16_t>& w, bool bf16, int n, bool split);
 std::vector<float> matmul_half_transposed(const std::vector<float>& x, int m, int k,
                                           const std::vector<uint16_t>& w, bool bf16, int n);
 std::vector<float> embed_half(const std::vector<uint16_t>& wte, bool bf16,

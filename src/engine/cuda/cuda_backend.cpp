@@ -135,7 +135,8 @@ BackendMemory CudaBackend::memory() const {
   m.on_host = false;
   m.kv_reserved_bytes = static_cast<int64_t>(pools_.capacity() * sizeof(float));
   m.weight_copy_bytes = static_cast<int64_t>(weights_dev_.capacity());
-  size_t scratch = cublas_workspace_.capacity() + meta_.capacity() * sizeof(int);
+  size_t scratch = cublas_workspace_.capacity() + meta_.capacity() * sizeof(int) +
+                   matmul_workspace_.capacity() * sizeof(float);
   for (const DeviceArray<float>* a :
        {&x_, &ln_, &attn_, &proj_, &qkv_, &hidden_, &final_ln_, &results_})
     scratch += a->capacity() * sizeof(float);
@@ -248,6 +249,14 @@ void CudaBackend::upload_weights() {
   // data, and the forwards run on a non-blocking stream that does not wait
   // for the legacy stream: make the upload complete here.
   check(cudaDeviceSynchronize(), "uploading the weights");
+  if (format_ != WeightFormat::kF32) {
+    size_t need = 0;
+    for (const auto& [in, out] :
+         {std::pair{c, qkv}, std::pair{q, c}, std::pair{c, fc}, std::pair{m, c}})
+      need = std::max(need, kernels::matmul_half_workspace(kSplitRows, static_cast<int>(in),
+                                                           static_cast<int>(out)));
+    if (need) matmul_workspace_.reserve(need, "the 16-bit matmuls' workspace");
+  }
 }
 
 void CudaBackend::init_cache(const KvCacheShape& shape) {
@@ -420,7 +429,8 @@ void CudaBackend::embed(const float* wpe, const LaunchShape& s) {
 // Y[m,n] = X[m,k] W[k,n], W row-major [in, out] (no bias: the next kernel adds it).
 void CudaBackend::matmul(const float* x, int m, int k, const void* w, int n, float* y) {
   if (format_ != WeightFormat::kF32) {
-    launched(kernels::matmul_half(x, m, k, w, half_format(format_), n, y, stream_),
+    launched(kernels::matmul_half(x, m, k, w, half_format(format_), n, y, matmul_workspace_.get(),
+                                  matmul_workspace_.capacity(), stream_),
              "16-bit linear layer kernel");
     return;
   }

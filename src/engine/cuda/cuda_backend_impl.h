@@ -138,6 +138,10 @@ class CudaBackend final : public Backend {
   const void* lm_head_ = nullptr;  // the untied unembedding (Llama family); null: wte_
   std::vector<DeviceLayer> layers_;
   DeviceArray<unsigned char> cublas_workspace_;
+  // The 16-bit matmuls' split sums for up to kSplitRows rows (a decode step,
+  // lanes and beams included); allocated once, so graphs keep its address.
+  static constexpr int kSplitRows = 64;
+  DeviceArray<float> matmul_workspace_;
 
   KvCacheShape shape_;
   DeviceArray<float> pools_;
