@@ -53,6 +53,25 @@ std::vector<int> parse_gamma_list(const std::string& flag, const std::string& s)
   return out;
 }
 
+// "f32,bf16,q8": two or more weight formats, each once.
+std::vector<ts::WeightFormat> parse_format_list(const std::string& flag, const std::string& s) {
+  std::vector<ts::WeightFormat> out;
+  for_each_item(flag, s, [&](const std::string& item) {
+    ts::WeightFormat f;
+    try {
+      f = ts::parse_weight_format(item);
+    } catch (const ts::Error&) {
+      throw ts::Error(flag + ": expected f32, bf16, f16, q8 or q4, got '" + item + "'");
+    }
+    if (std::find(out.begin(), out.end(), f) != out.end())
+      throw ts::Error(flag + ": " + item + " is given twice");
+    out.push_back(f);
+  });
+  if (out.size() < 2)
+    throw ts::Error(flag + ": list two or more formats to compare (e.g. f32,bf16,q8,q4)");
+  return out;
+}
+
 // Sizes are bounded here, before anything is allocated; the model's context
 // bounds them again once it is known.
 constexpr int kMaxTokens = 1 << 20;
@@ -97,6 +116,17 @@ load time, and where memory goes after loading and after the run.
                           on an engine and KV cache of its own sharing the loaded
                           weights; off by default (it adds about 10 s on a 124M
                           model on 2 CPU cores, a 64-sequence step 0.7 s of it)
+  --formats LIST          the formats section: the checkpoint converted to each weight
+                          format in LIST (two or more of f32, bf16, f16, q8, q4, e.g.
+                          f32,bf16,q8,q4; --weights does not apply to it, --kv does),
+                          one engine each with --context cached tokens, then
+                          --decode-steps rounds of one decode step per format, taken
+                          in turn (round r starting at the r-th format, a bandwidth
+                          probe pass before each round on the CPU): per format the
+                          median step, its bytes, its read bound and the step over
+                          it, and the step over the first format's (medians, and
+                          the median of the same-round ratios); on the CPU when a
+                          block format is listed and --device is auto
   --cache-compare LIST    generation lengths for KV cache on vs off, e.g. 64,256 (a run
                           stops at the end of the model's context; its steps are listed;
                           as in every LIST, a number given twice is refused)
@@ -195,6 +225,8 @@ BenchOptions parse_options(int argc, char** argv) {
       o.lanes = parse_list(a, r.value(), 1, ts::kMaxLanes);
     else if (a == "--batch-sweep")
       o.batch_sweep = parse_list(a, r.value(), 1, ts::kMaxSweepBatch);
+    else if (a == "--formats")
+      o.formats = parse_format_list(a, r.value());
     else if (a == "--cache-compare")
       o.cache_compare = parse_list(a, r.value(), 1, kMaxTokens);
     else if (a == "--spec-gamma")
@@ -222,10 +254,10 @@ BenchOptions parse_options(int argc, char** argv) {
   }
   if (!o.spec_random_dir.empty()) {
     if (!o.setup.model.empty() || !o.setup.tokenizer.empty() || !o.write_random.empty() ||
-        !o.draft_model.empty() || o.spec_self_draft)
+        !o.draft_model.empty() || o.spec_self_draft || !o.formats.empty())
       throw ts::Error(
           "--spec-random-pairs writes and benchmarks its own pairs: give no --model, "
-          "--tokenizer, --write-random-*, --draft-model or --spec-self-draft with it");
+          "--tokenizer, --write-random-*, --draft-model, --spec-self-draft or --formats with it");
     return o;
   }
   const bool speculative = !o.draft_model.empty() || o.spec_self_draft;
@@ -238,6 +270,9 @@ BenchOptions parse_options(int argc, char** argv) {
   for (const std::string& g : given)
     if ((g == "--spec-gamma" || g == "--spec-tokens" || g == "--spec-only") && !speculative)
       throw ts::Error(g + " needs --draft-model DIR or --spec-self-draft");
+  if (o.spec_only && !o.formats.empty())
+    throw ts::Error(
+        "--formats and --spec-only conflict: --spec-only runs the speculative section alone");
   if (!o.setup.model.empty() && !o.write_random.empty())
     throw ts::Error("--model and " + o.random_shape + " conflict: give one model");
   return o;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/weight_format.h"
 #include "sampling/speculative.h"
 #include "session/model_setup.h"
 
@@ -30,8 +31,9 @@ struct BenchOptions {
   std::string spec_random_dir;   // --spec-random-pairs: write and bench the random pairs
   bool spec_only = false;        // skip the prefill / decode / lanes sections
   std::vector<int> batch_sweep;  // --batch-sweep: batch sizes of the batch sweep (empty: off)
-  int lookahead_tokens = 0;      // --lookahead N: lookahead and prompt lookup vs greedy (0: off)
-  bool avx2_only = false;        // --cpu-vectors avx2: no AVX-512 skinny kernel
+  std::vector<ts::WeightFormat> formats;  // --formats: the formats section (empty: off)
+  int lookahead_tokens = 0;  // --lookahead N: lookahead and prompt lookup vs greedy (0: off)
+  bool avx2_only = false;    // --cpu-vectors avx2: no AVX-512 skinny kernel
   bool help = false;
 };
 

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/formats_bench.h"
 #include "bench/lookahead_bench.h"
 #include "bench/random_checkpoint.h"
 #include "bench/speculative_bench.h"
@@ -240,6 +241,7 @@ json bench_model(BenchOptions o, const std::string& model_dir, bool& identical) 
     report["speculative"] = bench_speculative(o, model_dir, identical);
   if (o.lookahead_tokens > 0)
     report["lookahead"] = bench_lookahead(engine, model_dir, roofs, o.lookahead_tokens, identical);
+  if (!o.formats.empty()) report["formats"] = bench_formats(o, model_dir);
   report["device_after_run"] = engine.backend().device_name();  // e.g. graphs captured
   // Where memory goes (session/memory_report.h): after loading, and after
   // every measurement above (their sequences released; the KV pool's pages

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -1235,6 +1236,14 @@ TEST(Bench, BadInputGivesOneLineAndExitCodeTwo) {
       {{"--model", tiny, "--cpu-vectors", "avx512"}, "--cpu-vectors: 'avx512' is not auto or avx2"},
       {{"--model", tiny, "--cpu-vectors", ""}, "is not auto or avx2"},
       {{"--model", tiny, "--cpu-vectors"}, "--cpu-vectors"},
+      {{"--model", tiny, "--formats", "f32"}, "--formats: list two or more formats"},
+      {{"--model", tiny, "--formats", "f32,F32"},
+       "--formats: expected f32, bf16, f16, q8 or q4, got 'F32'"},
+      {{"--model", tiny, "--formats", "q8,bf16,q8"}, "--formats: q8 is given twice"},
+      {{"--model", tiny, "--formats", ""}, "--formats: the list is empty"},
+      {{"--model", tiny, "--formats", "f32,"}, "--formats: empty item"},
+      {{"--model", tiny, "--formats", "f32,q8", "--spec-self-draft", "--spec-only"},
+       "--formats and --spec-only conflict"},
   };
   for (const auto& [args, says] : cases) {
     std::string joined;
@@ -1350,6 +1359,63 @@ TEST(Bench, RatioIsToTheOneLaneTime) {
     const double ms = entry["ms_per_step"].get<double>();
     EXPECT_GT(std::fabs(ms - divisor), divisor * 1e-9)
         << entry["lanes"] << " lanes' own time was taken as the 1-lane time";
+  }
+}
+
+// The formats section: one entry per listed format in the list's order, each
+// step over its own bound and over the first format's step of the run. Its
+// bytes are the ones a --weights run of that format counts (the same
+// checkpoint, the same context), fewer for every narrower format, and its
+// bound is those bytes at the run's probed bandwidth.
+TEST(Bench, FormatsSectionTimesEachFormatBesideTheFirst) {
+  if (!fs::exists(bench_path())) GTEST_SKIP() << bench_path() << " is not built";
+  const std::string tiny = std::string(TS_FIXTURE_DIR) + "/tiny";
+  const std::vector<std::string> base = {"--model",          tiny, "--context",      "16",
+                                         "--prefill-tokens", "16", "--decode-steps", "3",
+                                         "--lanes",          "1"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--formats", "bf16,f32,q4,q8"});
+  const CliRun r = run_bench(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out)["formats"];
+  EXPECT_EQ(doc["first"], "bf16");
+  EXPECT_EQ(doc["rounds"], 3);
+  const double bandwidth = doc["read_bandwidth_median_gb_per_s"].get<double>() * 1e9;
+  ASSERT_GT(bandwidth, 0);
+  const nlohmann::json& f = doc["formats"];
+  ASSERT_EQ(f.size(), 4u);
+  std::map<std::string, double> bytes;
+  const double first_ms = f[0]["ms_per_step_median"].get<double>();
+  for (const nlohmann::json& e : f) {
+    const std::string name = e["weights"].get<std::string>();
+    bytes[name] = e["bytes_per_step"].get<double>();
+    const double ms = e["ms_per_step_median"].get<double>();
+    ASSERT_GT(ms, 0) << name;
+    EXPECT_LE(e["ms_per_step_best"].get<double>(), ms) << name;
+    EXPECT_NEAR(e["memory_bound_ms"].get<double>(), bytes[name] / bandwidth * 1e3,
+                1e-9 * e["memory_bound_ms"].get<double>())
+        << name;
+    EXPECT_NEAR(e["ratio_to_memory_bound_median"].get<double>(),
+                ms / e["memory_bound_ms"].get<double>(), 1e-9 * ms)
+        << name;
+    EXPECT_NEAR(e["ratio_to_first_median"].get<double>(), ms / first_ms, 1e-9 * ms) << name;
+    EXPECT_GT(e["ratio_to_first_paired_median"].get<double>(), 0) << name;
+  }
+  EXPECT_EQ(f[0]["ratio_to_first_paired_median"].get<double>(), 1.0);
+  EXPECT_EQ((std::vector<std::string>{f[0]["weights"], f[1]["weights"], f[2]["weights"],
+                                      f[3]["weights"]}),
+            (std::vector<std::string>{"bf16", "f32", "q4", "q8"}));
+  EXPECT_LT(bytes["q4"], bytes["q8"]);
+  EXPECT_LT(bytes["q8"], bytes["bf16"]);
+  EXPECT_LT(bytes["bf16"], bytes["f32"]);
+  for (const std::string format : {"f32", "q4"}) {
+    args = base;
+    args.insert(args.end(), {"--weights", format});
+    const CliRun one = run_bench(args);
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    EXPECT_EQ(nlohmann::json::parse(one.out)["decode"][0]["bytes_per_step"].get<double>(),
+              bytes[format])
+        << format;
   }
 }
 
