@@ -27,8 +27,9 @@ json bench_formats(const BenchOptions& o, const std::string& model_dir) {
   // bf16 and f16), as the precision comparison does.
   const std::string device = o.setup.device == "auto" && block ? "cpu" : o.setup.device;
 
-  // The checkpoint is read once; each format converts its own copy.
-  const ModelWeights loaded = load_model(model_dir);
+  // The checkpoint is read once: f32 runs on it as read, each other format
+  // on a converted copy.
+  const auto loaded = std::make_shared<const ModelWeights>(load_model(model_dir));
   struct Run {
     WeightFormat format = WeightFormat::kF32;
     std::unique_ptr<Engine> engine;
@@ -38,7 +39,9 @@ json bench_formats(const BenchOptions& o, const std::string& model_dir) {
   };
   std::vector<Run> runs;
   for (WeightFormat f : formats) {
-    auto weights = std::make_shared<const ModelWeights>(convert_weights(loaded, f));
+    auto weights = f == WeightFormat::kF32
+                       ? loaded
+                       : std::make_shared<const ModelWeights>(convert_weights(*loaded, f));
     BackendSelection sel = make_backend(device, weights, o.setup.cpu_threads, o.setup.kv);
     if (!sel.notice.empty()) std::cerr << "note: " << sel.notice << "\n";
     const KvCacheSize kv = kv_cache_size_for(weights->config, 1, 16, sel.backend.get(), o.setup.kv);
