@@ -318,9 +318,14 @@ std::vector<std::string> memory_report_lines(const MemoryReport& r) {
 }
 
 std::string memory_report_short(const MemoryReport& r) {
+  // A format other than f32 is named beside its figure: the line is where a
+  // window run with --weights / --kv shows which one it loaded.
+  const auto named = [](const std::string& format) {
+    return format.empty() || format == "f32" ? std::string() : " (" + format + ")";
+  };
   std::string s = "RSS " + mib_number(r.rss_bytes) + " MiB: weights " +
-                  mib_number(r.weight_resident_bytes) + ", KV " +
-                  mib_number(r.kv_on_host ? r.kv_resident_bytes : 0);
+                  mib_number(r.weight_resident_bytes) + named(r.weight_format) + ", KV " +
+                  mib_number(r.kv_on_host ? r.kv_resident_bytes : 0) + named(r.kv_format);
   if (r.trace_bytes >= 0) s += ", trace " + mib_number(r.trace_bytes);
   if (r.has_draft)
     s += ", draft " + mib_number(r.draft_weight_resident_bytes + r.draft_kv_resident_bytes);

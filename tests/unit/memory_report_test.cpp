@@ -284,7 +284,8 @@ class DeviceLike final : public test::WrappedBackend {
 };
 
 // The status bar's line: a tiny model's few hundred KiB of KV cache is not
-// rounded to "0"; whole MiB from 10 MiB up.
+// rounded to "0"; whole MiB from 10 MiB up; the weights' and the cache's
+// formats are named when not f32.
 TEST(MemoryReport, ShortLineKeepsSmallFiguresVisible) {
   MemoryReport r;
   r.rss_bytes = int64_t{334} << 20;
@@ -296,6 +297,10 @@ TEST(MemoryReport, ShortLineKeepsSmallFiguresVisible) {
   r.kv_resident_bytes = 0;
   r.trace_bytes = (int64_t{5} << 20) + (int64_t{1} << 19);
   EXPECT_EQ(memory_report_short(r), "RSS 334 MiB: weights 19, KV 0, trace 5.5 MiB");
+  // Formats other than f32 are named beside their figures.
+  r.weight_format = "q4";
+  r.kv_format = "bf16";
+  EXPECT_EQ(memory_report_short(r), "RSS 334 MiB: weights 19 (q4), KV 0 (bf16), trace 5.5 MiB");
 }
 
 TEST(MemoryReport, AGpuBackendsMemoryIsReportedFromTheBackend) {
