@@ -126,7 +126,8 @@ load time, and where memory goes after loading and after the run.
                           median step, its bytes, its read bound and the step over
                           it, and the step over the first format's (medians, and
                           the median of the same-round ratios); on the CPU when a
-                          block format is listed and --device is auto
+                          block format is listed and --device is auto (with --device cuda
+                          a block format is refused)
   --cache-compare LIST    generation lengths for KV cache on vs off, e.g. 64,256 (a run
                           stops at the end of the model's context; its steps are listed;
                           as in every LIST, a number given twice is refused)
@@ -270,6 +271,11 @@ BenchOptions parse_options(int argc, char** argv) {
   for (const std::string& g : given)
     if ((g == "--spec-gamma" || g == "--spec-tokens" || g == "--spec-only") && !speculative)
       throw ts::Error(g + " needs --draft-model DIR or --spec-self-draft");
+  for (ts::WeightFormat f : o.formats)
+    if (o.setup.device == "cuda" && ts::is_block_format(f))
+      throw ts::Error(std::string("--formats: ") + ts::weight_format_name(f) +
+                      " runs on the CPU only (the CUDA backend reads f32, bf16 or f16); use "
+                      "--device cpu, or list only those three with --device cuda");
   if (o.spec_only && !o.formats.empty())
     throw ts::Error(
         "--formats and --spec-only conflict: --spec-only runs the speculative section alone");

@@ -1242,6 +1242,8 @@ TEST(Bench, BadInputGivesOneLineAndExitCodeTwo) {
       {{"--model", tiny, "--formats", "q8,bf16,q8"}, "--formats: q8 is given twice"},
       {{"--model", tiny, "--formats", ""}, "--formats: the list is empty"},
       {{"--model", tiny, "--formats", "f32,"}, "--formats: empty item"},
+      {{"--model", tiny, "--formats", "f32,q4", "--device", "cuda"},
+       "--formats: q4 runs on the CPU only (the CUDA backend reads f32, bf16 or f16)"},
       {{"--model", tiny, "--formats", "f32,q8", "--spec-self-draft", "--spec-only"},
        "--formats and --spec-only conflict"},
   };
