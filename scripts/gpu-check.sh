@@ -30,7 +30,8 @@
 #         bench      a random GPT-2 124M written there; fp32, CUDA graphs on,
 #                    prefill 1,024, decode, lanes 1/2/4/8, cache on/off, 150 s
 #         peer       HF transformers on the same weights (tools/peer), 120 s
-#         bench_bf16 the same checkpoint's decode in bf16 weights, 60 s
+#         bench_bf16 the same checkpoint's decode in bf16 weights, and f32,
+#                    bf16 and f16 decode steps taken in turn in one run, 60 s
 #       and the report (OUT/report.md, OUT/report.json), rewritten after every
 #       phase so that a run cut short still reports what it measured. Only
 #       when the bundle cannot load (a missing library, an older glibc) does
@@ -550,7 +551,7 @@ cmd_run() {
     --lanes 1,2,4,8 --cache-compare 256
   run_phase peer phase_peer
   run_phase bench_bf16 bench_run bench_bf16 60 -- --weights bf16 --prefill-tokens 128 --context 64 \
-    --decode-steps 50 --lanes 1
+    --decode-steps 50 --lanes 1 --formats f32,bf16,f16
   echo "gpu-check: report in $out/report.md"
   [ "$failed" -eq 0 ]
 }

@@ -129,6 +129,13 @@ def build_report(out):
     if hd and d32 and hd.get("ms_per_step_median") and d32.get("ms_per_step_median"):
         ratio = hd["ms_per_step_median"] / d32["ms_per_step_median"]
     figs.add("bf16 decode step / fp32 decode step", ratio, "x", why=hw)
+    # The same checkpoint in f32, bf16 and f16, their steps taken in turn in
+    # one run (bench --formats): ratios that do not depend on two runs' clocks.
+    side = {row.get("weights"): row for row in ((h or {}).get("formats") or {}).get("formats", [])}
+    for f in ("bf16", "f16"):
+        row = side.get(f)
+        figs.add(f"{f} decode step / fp32 decode step, in turn in one run (median of the pairs)",
+                 row and row.get("ratio_to_first_paired_median"), "x", why=hw)
 
     c = load(out, "bench_ctx1000.json")
     d = by_trace(c and c.get("decode")).get(False)

@@ -76,6 +76,10 @@ class MeasuredRun(unittest.TestCase):
         self.assertAlmostEqual(f["value"], 0.15)
         self.assertAlmostEqual(f["ratio_to_bound"], 1.5)
         self.assertAlmostEqual(self.figs["bf16 decode step / fp32 decode step"]["value"], 0.15 / 0.25)
+        self.assertAlmostEqual(
+            self.figs["bf16 decode step / fp32 decode step, in turn in one run (median of the pairs)"]["value"], 0.55)
+        self.assertAlmostEqual(
+            self.figs["f16 decode step / fp32 decode step, in turn in one run (median of the pairs)"]["value"], 0.56)
         peer = self.figs["TokenScope tokens/s / HF generate tokens/s (engine time)"]
         self.assertAlmostEqual(peer["value"], 12.5)
         self.assertTrue(peer["meets_target"])
