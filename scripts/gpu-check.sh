@@ -31,7 +31,8 @@
 #                    prefill 1,024, decode, lanes 1/2/4/8, cache on/off, 150 s
 #         peer       HF transformers on the same weights (tools/peer), 120 s
 #         bench_bf16 the same checkpoint's decode in bf16 weights, and f32,
-#                    bf16 and f16 decode steps taken in turn in one run, 60 s
+#                    bf16 and f16 decode steps taken in turn in a run of
+#                    their own (bench_formats16), 40 + 30 s
 #       and the report (OUT/report.md, OUT/report.json), rewritten after every
 #       phase so that a run cut short still reports what it measured. Only
 #       when the bundle cannot load (a missing library, an older glibc) does
@@ -492,6 +493,14 @@ bench_run() {  # bench_run CHECK CAP [ENV=VALUE...] -- BENCH ARGS...
   fi
 }
 
+# bf16 alone, then f32, bf16 and f16 side by side in a run of their own (one
+# that fails leaves the other's figures).
+phase_bench_bf16() {
+  bench_run bench_bf16 40 -- --weights bf16 --prefill-tokens 128 --context 64 --decode-steps 50 --lanes 1
+  bench_run bench_formats16 30 -- --prefill-tokens 8 --context 64 --decode-steps 50 --lanes 1 \
+    --formats f32,bf16,f16
+}
+
 # ---------------------------------------------------------------- peer
 phase_peer() {
   local c t0=$SECONDS why peer="$bundle/tools/peer/hf_peer.py"
@@ -550,8 +559,7 @@ cmd_run() {
   run_phase bench bench_run bench_fp32 150 -- --prefill-tokens 1024 --context 64 --decode-steps 50 \
     --lanes 1,2,4,8 --cache-compare 256
   run_phase peer phase_peer
-  run_phase bench_bf16 bench_run bench_bf16 60 -- --weights bf16 --prefill-tokens 128 --context 64 \
-    --decode-steps 50 --lanes 1 --formats f32,bf16,f16
+  run_phase bench_bf16 phase_bench_bf16
   echo "gpu-check: report in $out/report.md"
   [ "$failed" -eq 0 ]
 }

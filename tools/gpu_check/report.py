@@ -9,7 +9,7 @@ Reads (each may be missing: a phase that did not run, or was cut short):
   timings.json  {phase: seconds}, in the order the phases ran
   device.json   the preflight: GPU, driver, CUDA runtime, whether the bundle loads
   gpu_tests.json, tf32_tests.json   GoogleTest JSON of the GPU tests
-  bench_fp32.json, bench_bf16.json, bench_ctx1000.json, bench_tf32.json,
+  bench_fp32.json, bench_bf16.json, bench_formats16.json, bench_ctx1000.json, bench_tf32.json,
   bench_no_graphs.json
                 tokenscope-bench --device cuda JSON
   peer.json     tools/peer/hf_peer.py's summary
@@ -131,11 +131,13 @@ def build_report(out):
     figs.add("bf16 decode step / fp32 decode step", ratio, "x", why=hw)
     # The same checkpoint in f32, bf16 and f16, their steps taken in turn in
     # one run (bench --formats): ratios that do not depend on two runs' clocks.
-    side = {row.get("weights"): row for row in ((h or {}).get("formats") or {}).get("formats", [])}
+    hs = load(out, "bench_formats16.json")
+    side = {row.get("weights"): row for row in ((hs or {}).get("formats") or {}).get("formats", [])}
     for f in ("bf16", "f16"):
         row = side.get(f)
         figs.add(f"{f} decode step / fp32 decode step, in turn in one run (median of the pairs)",
-                 row and row.get("ratio_to_first_paired_median"), "x", why=hw)
+                 row and row.get("ratio_to_first_paired_median"), "x",
+                 why=check_note(status, "bench_formats16", "preflight"))
 
     c = load(out, "bench_ctx1000.json")
     d = by_trace(c and c.get("decode")).get(False)
