@@ -119,16 +119,22 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     job.generation = job_.generation + 1;
     job_ = job;
     next_.store(static_cast<uint64_t>(job.generation) << 32, std::memory_order_release);
-    published_.store(job.generation, std::memory_order_release);
   }
+  // Published after the lock is released: a spinning worker that saw the
+  // new generation while the lock was still held would block on the mutex
+  // and be woken by the kernel, tens of microseconds late.
+  published_.store(job.generation, std::memory_order_release);
   wake_.notify_all();
   run_tasks(job);
   // Every task is claimed now; wait for the workers still running one. A
-  // worker that wakes after this finds nothing to claim and never calls fn.
-  spin_until([&] { return active_.load(std::memory_order_acquire) == 0; });
+  // worker that wakes after this finds nothing to claim and never calls fn
+  // (its copy of the job names this generation, whose tasks are all taken),
+  // so fn may go out of scope once active_ is 0. That is seen by spinning,
+  // without the lock, which a worker may still hold right after its
+  // decrement; only a wait longer than the spin sleeps on done_.
+  if (spin_until([&] { return active_.load(std::memory_order_acquire) == 0; })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   done_.wait(lock, [&] { return active_ == 0; });
-  job_.fn = nullptr;
 }
 
 }  // namespace ts
