@@ -18,7 +18,8 @@ namespace ts::bench {
 
 using nlohmann::json;
 
-json bench_formats(const BenchOptions& o, const std::string& model_dir) {
+json bench_formats(const BenchOptions& o, const std::string& model_dir,
+                   std::shared_ptr<const ModelWeights> f32) {
   const std::vector<WeightFormat>& formats = o.formats;
   bool block = false;
   for (WeightFormat f : formats) block = block || is_block_format(f);
@@ -27,9 +28,10 @@ json bench_formats(const BenchOptions& o, const std::string& model_dir) {
   // bf16 and f16), as the precision comparison does.
   const std::string device = o.setup.device == "auto" && block ? "cpu" : o.setup.device;
 
-  // The checkpoint is read once: f32 runs on it as read, each other format
-  // on a converted copy.
-  const auto loaded = std::make_shared<const ModelWeights>(load_model(model_dir));
+  // The checkpoint is read once (or not at all when the caller holds it in
+  // f32): f32 runs on it as read, each other format on a converted copy.
+  const std::shared_ptr<const ModelWeights> loaded =
+      f32 ? std::move(f32) : std::make_shared<const ModelWeights>(load_model(model_dir));
   struct Run {
     WeightFormat format = WeightFormat::kF32;
     std::unique_ptr<Engine> engine;

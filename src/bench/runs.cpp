@@ -241,7 +241,9 @@ json bench_model(BenchOptions o, const std::string& model_dir, bool& identical) 
     report["speculative"] = bench_speculative(o, model_dir, identical);
   if (o.lookahead_tokens > 0)
     report["lookahead"] = bench_lookahead(engine, model_dir, roofs, o.lookahead_tokens, identical);
-  if (!o.formats.empty()) report["formats"] = bench_formats(o, model_dir);
+  if (!o.formats.empty())  // on the weights loaded above when they are f32
+    report["formats"] =
+        bench_formats(o, model_dir, weights->format == ts::WeightFormat::kF32 ? weights : nullptr);
   report["device_after_run"] = engine.backend().device_name();  // e.g. graphs captured
   // Where memory goes (session/memory_report.h): after loading, and after
   // every measurement above (their sequences released; the KV pool's pages
