@@ -1,9 +1,12 @@
 #include "bench/formats_bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <random>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -40,12 +43,17 @@ json bench_formats(const BenchOptions& o, const std::string& model_dir,
     StepCost cost;
   };
   std::vector<Run> runs;
+  std::vector<std::string> notices;
   for (WeightFormat f : formats) {
     auto weights = f == WeightFormat::kF32
                        ? loaded
                        : std::make_shared<const ModelWeights>(convert_weights(*loaded, f));
     BackendSelection sel = make_backend(device, weights, o.setup.cpu_threads, o.setup.kv);
-    if (!sel.notice.empty()) std::cerr << "note: " << sel.notice << "\n";
+    if (!sel.notice.empty() &&
+        std::find(notices.begin(), notices.end(), sel.notice) == notices.end()) {
+      std::cerr << "note: " << sel.notice << "\n";  // once, not once per format
+      notices.push_back(sel.notice);
+    }
     const KvCacheSize kv = kv_cache_size_for(weights->config, 1, 16, sel.backend.get(), o.setup.kv);
     Run r;
     r.format = f;
@@ -78,6 +86,11 @@ json bench_formats(const BenchOptions& o, const std::string& model_dir,
     // the probe (or right after another format's step).
     for (int i = 0; i < n; ++i) {
       Run& r = runs[static_cast<size_t>((s + i) % n)];
+      // Each engine has a pool of its own, whose workers spin for a while
+      // after its step: a pause lets them sleep, so that no step shares the
+      // cores with the last one's spinning workers, and each starts as the
+      // decode section's do (after the probe pass, its workers asleep).
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
       const ForwardResult res = r.engine->forward({{r.seq, {token}}}, {});
       r.seconds.push_back(res.seconds);
       r.cost = res.cost;
