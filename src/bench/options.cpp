@@ -60,8 +60,10 @@ std::vector<ts::WeightFormat> parse_format_list(const std::string& flag, const s
     ts::WeightFormat f;
     try {
       f = ts::parse_weight_format(item);
-    } catch (const ts::Error&) {
-      throw ts::Error(flag + ": expected f32, bf16, f16, q8 or q4, got '" + item + "'");
+    } catch (const ts::Error& e) {
+      // Its own message, under this flag's name instead of "--weights".
+      const std::string what = e.what();
+      throw ts::Error(flag + what.substr(what.find(':')));
     }
     if (std::find(out.begin(), out.end(), f) != out.end())
       throw ts::Error(flag + ": " + item + " is given twice");
