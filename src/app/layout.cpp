@@ -213,6 +213,10 @@ bool LayoutFollower::follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
     arranged_pos_ = work_pos;
     arranged_ = true;
   }
+  // A window squeezed until no work area is left (the menu and status bars
+  // fill it, or it is minimised): nothing to place panels in, and no size to
+  // scale from later, so the last real one is kept.
+  if (work_size.x <= 0 || work_size.y <= 0) return false;
   const ImVec2 old_size(settings.work_w, settings.work_h);
   if (old_size.x <= 0 || old_size.y <= 0) {
     arranged_pos_ = work_pos;
@@ -228,11 +232,22 @@ bool LayoutFollower::follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
   };
   if (same) {
     // A panel the user moved or resized since it was last placed takes its
-    // share of the work area from where it is now.
-    for (int i = 0; i < kNumWindowPanels; ++i)
-      if (windows[i] && shares_[i].set &&
-          !(near(windows[i]->Pos, placed_[i].pos) && near(windows[i]->SizeFull, placed_[i].size)))
+    // share of the work area from where it is now. The first frame after a
+    // placement only notes where ImGui put the panel: in a work area smaller
+    // than a panel's title bar and borders ImGui makes it larger than asked,
+    // and that is not the user's doing (taking the squeezed box as the share
+    // would keep the panels tiny when the window grows again).
+    for (int i = 0; i < kNumWindowPanels; ++i) {
+      if (!windows[i] || !shares_[i].set) continue;
+      if (settling_[i]) {
+        placed_[i].pos = windows[i]->Pos;
+        placed_[i].size = windows[i]->SizeFull;
+        settling_[i] = false;
+      } else if (!(near(windows[i]->Pos, placed_[i].pos) &&
+                   near(windows[i]->SizeFull, placed_[i].size))) {
         shares_[i].set = false;
+      }
+    }
     return true;
   }
   // The window (or the menu bar, in presentation mode) changed size: every
@@ -249,6 +264,7 @@ bool LayoutFollower::follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
     plan.rects[i] =
         place_share(shares_[i], work_pos, work_size, static_cast<PanelId>(i), settings.open[i]);
     placed_[i] = plan.rects[i];
+    settling_[i] = true;
   }
   arranged_pos_ = work_pos;
   return true;

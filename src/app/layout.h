@@ -72,6 +72,8 @@ class LayoutFollower {
   // Each panel's share of the work area (fractions; set: known) and where it
   // was last placed from it, in pixels.
   std::array<PanelRect, kNumWindowPanels> shares_{}, placed_{};
+  // Placed last frame: ImGui's box for it is taken as the placement.
+  std::array<bool, kNumWindowPanels> settling_{};
   struct Kept {
     bool valid = false;
     std::array<PanelRect, kNumWindowPanels> shares{};

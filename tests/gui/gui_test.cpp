@@ -579,6 +579,47 @@ TEST(Gui, PanelsFollowTheWindowSizeAndComeBackWhenItGrows) {
   std::filesystem::remove_all(dir);
 }
 
+// A window dragged smaller than its panels can be (ImGui keeps each panel's
+// title bar, so they overflow and are pushed about) and then made large again
+// gives back the arrangement from before, in presentation mode too: the
+// panels' shares of the work area are not re-read from the squeezed boxes.
+TEST(Gui, PanelsComeBackAfterTheWindowWasSqueezedBelowTheirSize) {
+  REQUIRE_DISPLAY();
+  for (const bool presentation : {false, true}) {
+    SCOPED_TRACE(presentation ? "presentation" : "normal");
+    AppOptions o = test_options();
+    o.width = 1600;
+    o.height = 900;
+    o.presentation = presentation;
+    App app(o);
+    app.load_model_blocking();
+    app.settle();
+    step(app);
+    const FrameRecord before = app.last_frame();
+    for (const auto& [w, h] : std::vector<std::pair<int, int>>{{320, 240}, {200, 100}, {120, 60}}) {
+      resize(app, w, h);
+      app.settle(2, 10);
+    }
+    resize(app, 1600, 900);
+    app.settle(2, 10);
+    int compared = 0;
+    for (int i = 0; i < kNumWindowPanels; ++i) {
+      const char* key = panel_key(static_cast<PanelId>(i));
+      EXPECT_EQ(before.drawn[i], app.last_frame().drawn[i]) << key;
+      if (!before.drawn[i] || !app.last_frame().drawn[i]) continue;
+      const PanelBox& a = before.boxes[i];
+      const PanelBox& b = app.last_frame().boxes[i];
+      EXPECT_NEAR(a.x, b.x, 2.0f) << key;
+      EXPECT_NEAR(a.y, b.y, 2.0f) << key;
+      EXPECT_NEAR(a.w, b.w, 2.0f) << key;
+      EXPECT_NEAR(a.h, b.h, 2.0f) << key;
+      ++compared;
+    }
+    EXPECT_GE(compared, 4);
+    expect_panels_inside(app, 1600, 900);
+  }
+}
+
 TEST(Gui, PresentationModeScalesFonts) {
   REQUIRE_DISPLAY();
   App app(test_options());
