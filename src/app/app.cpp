@@ -340,14 +340,22 @@ void App::frame() {
     laid_out_presentation_ = state_.settings.presentation;
     plan.force = true;
     state_.layout_request.clear();
-    layout_.laid_out(work_pos);
+    layout_.laid_out(plan, work_pos, work_size);
     state_.settings.work_w = work_size.x;
     state_.settings.work_h = work_size.y;
   } else {
     plan = make_layout("classroom", work_pos, work_size, nullptr);
-    if (layout_.follow(plan, work_pos, work_size, state_.settings)) {
-      state_.settings.work_w = work_size.x;
-      state_.settings.work_h = work_size.y;
+    switch (layout_.follow(plan, work_pos, work_size, state_.settings)) {
+      case LayoutFollower::Follow::kWait:
+        break;
+      case LayoutFollower::Follow::kDone:
+        state_.settings.work_w = work_size.x;
+        state_.settings.work_h = work_size.y;
+        break;
+      case LayoutFollower::Follow::kLayOutAgain:  // next frame, as if chosen again
+        state_.layout_request = last_layout_;
+        toggled_layout_ = true;  // keeps what presentation mode keeps
+        break;
     }
   }
   if (lesson_h > 0) {

@@ -201,14 +201,31 @@ PanelRect share_of(const ImGuiWindow& w, ImVec2 corner, ImVec2 size) {
 
 }  // namespace
 
-void LayoutFollower::laid_out(ImVec2 work_pos) {
+void LayoutFollower::laid_out(const LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
+                              bool sized_for_area) {
   arranged_pos_ = work_pos;
   arranged_ = true;
   shares_ = {};
+  settling_ = {};
+  // Applied with no room at all (a minimised window): applied again at the
+  // next real size.
+  layout_squeezed_ = work_size.x <= 0 || work_size.y <= 0;
+  layout_settling_ = sized_for_area && !layout_squeezed_;
+  if (layout_squeezed_) return;
+  for (int i = 0; i < kNumWindowPanels; ++i) {
+    const PanelRect& r = plan.rects[i];
+    if (!r.set || !(plan.force || r.force)) continue;  // a first-use-only rect may not apply
+    shares_[i].set = true;
+    shares_[i].pos =
+        ImVec2((r.pos.x - work_pos.x) / work_size.x, (r.pos.y - work_pos.y) / work_size.y);
+    shares_[i].size = ImVec2(r.size.x / work_size.x, r.size.y / work_size.y);
+    placed_[i] = r;
+    settling_[i] = true;
+  }
 }
 
-bool LayoutFollower::follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
-                            const Settings& settings) {
+LayoutFollower::Follow LayoutFollower::follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
+                                              const Settings& settings) {
   if (!arranged_) {  // saved positions: taken with the same menu bar
     arranged_pos_ = work_pos;
     arranged_ = true;
@@ -216,14 +233,15 @@ bool LayoutFollower::follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
   // A window squeezed until no work area is left (the menu and status bars
   // fill it, or it is minimised): nothing to place panels in, and no size to
   // scale from later, so the last real one is kept.
-  if (work_size.x <= 0 || work_size.y <= 0) return false;
+  if (work_size.x <= 0 || work_size.y <= 0) return Follow::kWait;
   const ImVec2 old_size(settings.work_w, settings.work_h);
-  if (old_size.x <= 0 || old_size.y <= 0) {
-    arranged_pos_ = work_pos;
-    return true;  // nothing known to scale from (a first launch places every panel)
-  }
   const bool same = old_size.x == work_size.x && old_size.y == work_size.y &&
                     arranged_pos_.x == work_pos.x && arranged_pos_.y == work_pos.y;
+  if (!same && layout_squeezed_) return Follow::kLayOutAgain;
+  if (old_size.x <= 0 || old_size.y <= 0) {
+    arranged_pos_ = work_pos;
+    return Follow::kDone;  // nothing known to scale from (a first launch places every panel)
+  }
   std::array<ImGuiWindow*, kNumWindowPanels> windows{};
   for (int i = 0; i < kNumWindowPanels; ++i)
     windows[i] = ImGui::FindWindowByName(panel_title(static_cast<PanelId>(i)));
@@ -237,18 +255,27 @@ bool LayoutFollower::follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
     // than a panel's title bar and borders ImGui makes it larger than asked,
     // and that is not the user's doing (taking the squeezed box as the share
     // would keep the panels tiny when the window grows again).
+    // A layout's panel that settled elsewhere did not fit: the layout is
+    // applied again when the work area next changes size.
     for (int i = 0; i < kNumWindowPanels; ++i) {
       if (!windows[i] || !shares_[i].set) continue;
+      const bool moved =
+          !(near(windows[i]->Pos, placed_[i].pos) && near(windows[i]->SizeFull, placed_[i].size));
       if (settling_[i]) {
+        // A layout's panel that fits takes its share from ImGui's box (whole
+        // pixels, as a panel the user placed would).
+        if (layout_settling_ && !moved) shares_[i] = share_of(*windows[i], work_pos, work_size);
+        if (moved && layout_settling_ && settings.open[i]) layout_squeezed_ = true;
         placed_[i].pos = windows[i]->Pos;
         placed_[i].size = windows[i]->SizeFull;
         settling_[i] = false;
-      } else if (!(near(windows[i]->Pos, placed_[i].pos) &&
-                   near(windows[i]->SizeFull, placed_[i].size))) {
+      } else if (moved) {
         shares_[i].set = false;
+        layout_squeezed_ = false;  // the user's own arrangement now
       }
     }
-    return true;
+    layout_settling_ = false;
+    return Follow::kDone;
   }
   // The window (or the menu bar, in presentation mode) changed size: every
   // panel keeps its share of the work area, so none is left outside the
@@ -257,7 +284,7 @@ bool LayoutFollower::follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
   // Panels ImGui has not created yet (the first frame after launch) are
   // scaled one frame later; closed ones that were shown before move too.
   for (int i = 0; i < kNumWindowPanels; ++i)
-    if (!windows[i] && settings.open[i]) return false;
+    if (!windows[i] && settings.open[i]) return Follow::kWait;
   for (int i = 0; i < kNumWindowPanels; ++i) {
     if (!windows[i]) continue;
     if (!shares_[i].set) shares_[i] = share_of(*windows[i], arranged_pos_, old_size);
@@ -266,16 +293,21 @@ bool LayoutFollower::follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
     placed_[i] = plan.rects[i];
     settling_[i] = true;
   }
+  layout_settling_ = false;
   arranged_pos_ = work_pos;
-  return true;
+  return Follow::kDone;
 }
 
 void LayoutFollower::keep(const Settings& settings, const std::string& layout) {
   kept_ = Kept{};
   const ImVec2 size(settings.work_w, settings.work_h);
   if (size.x <= 0 || size.y <= 0) return;
+  // A panel that follows the window keeps its share (its box may be one
+  // ImGui enlarged in a squeezed window); one the user placed, where it is.
   for (int i = 0; i < kNumWindowPanels; ++i)
-    if (const ImGuiWindow* win = ImGui::FindWindowByName(panel_title(static_cast<PanelId>(i))))
+    if (shares_[i].set)
+      kept_.shares[i] = shares_[i];
+    else if (const ImGuiWindow* win = ImGui::FindWindowByName(panel_title(static_cast<PanelId>(i))))
       kept_.shares[i] = share_of(*win, arranged_pos_, size);
   kept_.open = settings.open;
   kept_.layout = layout;
@@ -291,7 +323,7 @@ std::string LayoutFollower::restore(LayoutPlan& plan, ImVec2 work_pos, ImVec2 wo
           place_share(kept_.shares[i], work_pos, work_size, static_cast<PanelId>(i), kept_.open[i]);
   settings.open = kept_.open;
   kept_.valid = false;
-  laid_out(work_pos);
+  laid_out(plan, work_pos, work_size, false);  // the kept shares fit any size
   settings.work_w = work_size.x;
   settings.work_h = work_size.y;
   return kept_.layout;

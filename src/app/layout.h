@@ -51,13 +51,21 @@ LayoutPlan make_layout(const std::string& name, ImVec2 work_pos, ImVec2 work_siz
 // was switched on, to give back when it is switched off.
 class LayoutFollower {
  public:
-  // A layout was just applied at `work_pos`: the panels' positions belong
-  // to it, and their shares are taken again from where they are.
-  void laid_out(ImVec2 work_pos);
+  // A layout was just applied as `plan` to the work area at `work_pos` of
+  // `work_size`: each placed panel's share is its fraction of that area.
+  // `sized_for_area`: the plan was computed for this size (make_layout's
+  // line-based fractions), so if it does not fit, it is computed again at
+  // the next size rather than scaled.
+  void laid_out(const LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size,
+                bool sized_for_area = true);
+  enum class Follow {
+    kWait,         // panels not created yet: try again next frame
+    kDone,         // the panels are where they belong (rescaled into the plan if needed)
+    kLayOutAgain,  // the last layout did not fit its work area: apply it again at this size
+  };
   // Rescales the open panels into `plan` when the work area changed size
-  // since their positions were taken (settings.work_w, work_h). Returns
-  // false when it must wait a frame (panels not created yet).
-  bool follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size, const Settings& settings);
+  // since their positions were taken (settings.work_w, work_h).
+  Follow follow(LayoutPlan& plan, ImVec2 work_pos, ImVec2 work_size, const Settings& settings);
   // Keeps each panel's share, which panels are open and `layout`.
   void keep(const Settings& settings, const std::string& layout);
   bool has_kept() const { return kept_.valid; }
@@ -74,6 +82,10 @@ class LayoutFollower {
   std::array<PanelRect, kNumWindowPanels> shares_{}, placed_{};
   // Placed last frame: ImGui's box for it is taken as the placement.
   std::array<bool, kNumWindowPanels> settling_{};
+  // Whether the placements settling come from a layout, and whether one of
+  // them did not fit (ImGui made the panel larger than a small work area).
+  bool layout_settling_ = false;
+  bool layout_squeezed_ = false;
   struct Kept {
     bool valid = false;
     std::array<PanelRect, kNumWindowPanels> shares{};

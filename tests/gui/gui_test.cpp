@@ -583,10 +583,15 @@ TEST(Gui, PanelsFollowTheWindowSizeAndComeBackWhenItGrows) {
 // title bar, so they overflow and are pushed about) and then made large again
 // gives back the arrangement from before, in presentation mode too: the
 // panels' shares of the work area are not re-read from the squeezed boxes.
+// Presentation mode switched off and on again while squeezed applies its
+// layout to a work area too small for it; that layout is applied again when
+// the window grows.
 TEST(Gui, PanelsComeBackAfterTheWindowWasSqueezedBelowTheirSize) {
   REQUIRE_DISPLAY();
-  for (const bool presentation : {false, true}) {
-    SCOPED_TRACE(presentation ? "presentation" : "normal");
+  for (const auto& [presentation, toggle] : std::vector<std::pair<bool, bool>>{
+           {false, false}, {true, false}, {false, true}, {true, true}}) {
+    SCOPED_TRACE(std::string(presentation ? "presentation" : "normal") +
+                 (toggle ? ", switched twice while squeezed" : ""));
     AppOptions o = test_options();
     o.width = 1600;
     o.height = 900;
@@ -599,6 +604,12 @@ TEST(Gui, PanelsComeBackAfterTheWindowWasSqueezedBelowTheirSize) {
     for (const auto& [w, h] : std::vector<std::pair<int, int>>{{320, 240}, {200, 100}, {120, 60}}) {
       resize(app, w, h);
       app.settle(2, 10);
+      if (toggle && w == 200) {
+        for (int i = 0; i < 2; ++i) {
+          app.state().settings.presentation = !app.state().settings.presentation;
+          app.settle(3, 10);
+        }
+      }
     }
     resize(app, 1600, 900);
     app.settle(2, 10);
