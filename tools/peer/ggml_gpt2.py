@@ -20,7 +20,11 @@ Two steps, both offline:
            (q8_0 or q4_0: the same matrices, wte/lm_head and the four layer
            matmuls, in 32-value blocks with an f16 scale, 34 or 18 bytes per
            block) and the bench runs with `--weights q8` or `q4`, so both read
-           the same number of weight bytes a step. The two quantise
+           the same number of weight bytes a step. --format f16 writes ggml's
+           f16 file (ftype 1: the same matrices in f16) from the checkpoint
+           and runs the bench with `--weights f16`; --format bf16 sets the
+           bench's bf16 beside that same f16 file (ggml's gpt-2 example has no
+           bf16 file; the bytes a step are the same). The two quantise
            differently (TokenScope's q4 uses codes -7..7, ggml's Q4_0 -8..7, and
            ggml also rounds the activations to q8_0 for its dot products), so
            the figures compare speed, not outputs.
@@ -64,23 +68,26 @@ def load_safetensors(path):
     return tensor
 
 
-def convert(model_dir, out_path):
+def convert(model_dir, out_path, f16=False):
+    """f16: the file ggml's gpt-2 converters write with ftype 1 (wte, lm_head
+    and the four layer matrices in f16; norms, biases and wpe f32)."""
     cfg = json.load(open(f"{model_dir}/config.json"))
     t = load_safetensors(f"{model_dir}/model.safetensors")
     vocab, n_layer = cfg["vocab_size"], cfg["n_layer"]
     with open(out_path, "wb") as f:
         f.write(struct.pack("i", GGML_MAGIC))
-        for v in (vocab, cfg["n_positions"], cfg["n_embd"], cfg["n_head"], n_layer, 0):
-            f.write(struct.pack("i", v))  # the last: ftype 0 = all f32
+        for v in (vocab, cfg["n_positions"], cfg["n_embd"], cfg["n_head"], n_layer, int(f16)):
+            f.write(struct.pack("i", v))  # the last: ftype, 0 = all f32, 1 = matrices f16
         f.write(struct.pack("i", vocab))
         for i in range(vocab):
             word = bytes([i]) if i < 256 else f"<{i}>".encode()
             f.write(struct.pack("i", len(word)))
             f.write(word)
 
-        def put(name, array):
-            a = np.ascontiguousarray(array, dtype=np.float32)
-            f.write(struct.pack("iii", a.ndim, len(name), 0))
+        def put(name, array, matrix=False):
+            half = f16 and matrix
+            a = np.ascontiguousarray(array, dtype=np.float16 if half else np.float32)
+            f.write(struct.pack("iii", a.ndim, len(name), int(half)))  # ggml type 1 = f16
             for size in reversed(a.shape):  # ggml lists the contiguous dimension first
                 f.write(struct.pack("i", size))
             f.write(name.encode())
@@ -88,9 +95,9 @@ def convert(model_dir, out_path):
 
         put("model/ln_f/g", t("ln_f.weight"))
         put("model/ln_f/b", t("ln_f.bias"))
-        put("model/wte", t("wte.weight"))
+        put("model/wte", t("wte.weight"), matrix=True)
         put("model/wpe", t("wpe.weight"))
-        put("model/lm_head", t("wte.weight"))
+        put("model/lm_head", t("wte.weight"), matrix=True)
         for i in range(n_layer):
             hf, gg = f"h.{i}.", f"model/h{i}/"
             for norm in ("ln_1", "ln_2"):
@@ -102,7 +109,8 @@ def convert(model_dir, out_path):
                 ("mlp.c_fc", "mlp/c_fc"),
                 ("mlp.c_proj", "mlp/c_proj"),
             ):
-                put(gg + gg_name + "/w", t(hf + hf_name + ".weight").T)  # HF Conv1D is [in][out]
+                # HF Conv1D is [in][out]
+                put(gg + gg_name + "/w", t(hf + hf_name + ".weight").T, matrix=True)
                 put(gg + gg_name + "/b", t(hf + hf_name + ".bias"))
 
 
@@ -120,7 +128,8 @@ def ggml_ms(binary, model, threads, prompt, n_predict):
 
 
 # TokenScope's --weights name for each compared format, and ggml's type name.
-GGML_TYPE = {"f32": None, "q8": "q8_0", "q4": "q4_0"}
+# bf16 has no ggml gpt-2 twin: it is set beside ggml's f16, the same bytes.
+GGML_TYPE = {"f32": None, "f16": "f16", "bf16": "f16", "q8": "q8_0", "q4": "q4_0"}
 
 
 def ggml_quantize(quantize_bin, f32_model, ggml_type, out_path):
@@ -151,7 +160,10 @@ def bench(binary, model, threads, weights):
 def compare(args):
     ggml_type = GGML_TYPE[args.format]
     ggml_model = args.ggml_model
-    if ggml_type:
+    if ggml_type == "f16":
+        ggml_model = f"{os.path.splitext(args.ggml_model)[0]}-f16.bin"
+        convert(args.model, ggml_model, f16=True)
+    elif ggml_type:
         quantize_bin = args.ggml_quantize or os.path.join(
             os.path.dirname(args.ggml_bin), "gpt-2-quantize")
         ggml_model = ggml_quantize(quantize_bin, args.ggml_model, ggml_type,
@@ -191,7 +203,8 @@ def main():
     r.add_argument("--ggml-model", required=True, help="the (f32) file convert wrote")
     r.add_argument("--format", choices=sorted(GGML_TYPE), default="f32",
                    help="weight format of both sides (default f32); q8 / q4 quantise the "
-                        "ggml file to q8_0 / q4_0 beside it (<name>-q8_0.bin) first")
+                        "ggml file to q8_0 / q4_0 beside it (<name>-q8_0.bin) first; f16 and "
+                        "bf16 write an f16 ggml file beside it (<name>-f16.bin) from --model")
     r.add_argument("--ggml-quantize", help="ggml's gpt-2-quantize program (default: "
                                            "beside --ggml-bin)")
     r.add_argument("--bench", default="build/tokenscope-bench")
