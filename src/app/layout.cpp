@@ -190,13 +190,17 @@ PanelRect place_share(const PanelRect& share, ImVec2 work_pos, ImVec2 work_size,
   return r;
 }
 
-// A window's share of a work area of `size` whose corner is `corner`.
-PanelRect share_of(const ImGuiWindow& w, ImVec2 corner, ImVec2 size) {
+// A box's share of a work area of `size` whose corner is `corner`.
+PanelRect share_of(ImVec2 pos, ImVec2 box, ImVec2 corner, ImVec2 size) {
   PanelRect r;
   r.set = true;
-  r.pos = ImVec2((w.Pos.x - corner.x) / size.x, (w.Pos.y - corner.y) / size.y);
-  r.size = ImVec2(w.SizeFull.x / size.x, w.SizeFull.y / size.y);
+  r.pos = ImVec2((pos.x - corner.x) / size.x, (pos.y - corner.y) / size.y);
+  r.size = ImVec2(box.x / size.x, box.y / size.y);
   return r;
+}
+
+PanelRect share_of(const ImGuiWindow& w, ImVec2 corner, ImVec2 size) {
+  return share_of(w.Pos, w.SizeFull, corner, size);
 }
 
 }  // namespace
@@ -215,10 +219,7 @@ void LayoutFollower::laid_out(const LayoutPlan& plan, ImVec2 work_pos, ImVec2 wo
   for (int i = 0; i < kNumWindowPanels; ++i) {
     const PanelRect& r = plan.rects[i];
     if (!r.set || !(plan.force || r.force)) continue;  // a first-use-only rect may not apply
-    shares_[i].set = true;
-    shares_[i].pos =
-        ImVec2((r.pos.x - work_pos.x) / work_size.x, (r.pos.y - work_pos.y) / work_size.y);
-    shares_[i].size = ImVec2(r.size.x / work_size.x, r.size.y / work_size.y);
+    shares_[i] = share_of(r.pos, r.size, work_pos, work_size);
     placed_[i] = r;
     settling_[i] = true;
   }
@@ -254,9 +255,9 @@ LayoutFollower::Follow LayoutFollower::follow(LayoutPlan& plan, ImVec2 work_pos,
     // placement only notes where ImGui put the panel: in a work area smaller
     // than a panel's title bar and borders ImGui makes it larger than asked,
     // and that is not the user's doing (taking the squeezed box as the share
-    // would keep the panels tiny when the window grows again).
-    // A layout's panel that settled elsewhere did not fit: the layout is
-    // applied again when the work area next changes size.
+    // would keep the panels tiny when the window grows again). A layout's
+    // panel that settled elsewhere did not fit: the layout is applied again
+    // when the work area next changes size.
     for (int i = 0; i < kNumWindowPanels; ++i) {
       if (!windows[i] || !shares_[i].set) continue;
       const bool moved =
